@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The main job end to end: convert a Hugging Face checkpoint to TurboQuant 4-bit, then generate.
+#   ./scripts/demo.sh [HF_DIR] [--backend cpu|cuda]
+# HF_DIR defaults to ../shared/models/tq-llama-21m.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SRC="${1:-../shared/models/tq-llama-21m}"
+TQ=build/release/src/cli/turboquant
+[ -x "$TQ" ] || { echo "demo: $TQ not built; run ./scripts/setup.sh first" >&2; exit 1; }
+OUT="$(mktemp -d)/$(basename "$SRC")-tq4"
+trap 'rm -rf "$(dirname "$OUT")"' EXIT
+
+echo "== inspect $SRC"
+"$TQ" inspect --model "$SRC"
+if "$TQ" convert --help >/dev/null 2>&1; then
+  echo "== convert to TurboQuant 4-bit -> $OUT"
+  "$TQ" convert --model "$SRC" --out "$OUT" --bits 4 --group-size 64
+  MODEL="$OUT"
+else
+  MODEL="$SRC"
+fi
+echo "== generate"
+"$TQ" generate --model "$MODEL" --prompt "The meaning of the word" --max-tokens 48 --temp 0

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian build dependencies (and the npm packages of the server's end-to-end test),
+# then configures and builds the release preset. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(build-essential cmake ninja-build ccache pkg-config
+      nlohmann-json3-dev libfmt-dev libpcre2-dev libicu-dev libcli11-dev libcpp-httplib-dev
+      libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+      nodejs npm curl)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# The OpenAI client for the server's end-to-end test (tests/e2e), when that test exists.
+if [ -f tests/e2e/package.json ] && [ ! -d tests/e2e/node_modules ]; then
+  (cd tests/e2e && npm install --no-audit --no-fund --silent)
+fi
+
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$(nproc)"
+echo "setup: built build/release/src/cli/turboquant"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the test suite on the release build (scripts/setup.sh builds it). With --asan, also
+# builds the ASan+UBSan preset and runs the unit tests under the sanitizers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export TQ_SHARED_DIR="${TQ_SHARED_DIR:-$(cd .. && pwd)/shared}"
+[ -d "$TQ_SHARED_DIR/models" ] || { echo "test: shared data not found at $TQ_SHARED_DIR" >&2; exit 1; }
+
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$(nproc)"
+ctest --preset release -j "$(nproc)" --timeout 600
+
+if [ "${1:-}" = "--asan" ]; then
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$(nproc)"
+  # Unit tests only: end-to-end model runs are too slow under the sanitizers.
+  ctest --preset asan -j "$(nproc)" --timeout 900 -LE slow
+fi
