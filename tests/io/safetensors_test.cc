@@ -130,6 +130,9 @@ TEST(SafetensorsHeader, HostileHeaders) {
                       R"("x":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
                       2),
               {"tensor 'x'", "twice"});
+  // Deep nesting is an error, not a stack overflow.
+  ExpectError(RawFile(R"({"x":)" + std::string(200000, '[') + std::string(200000, ']') + "}", 0),
+              {"tensor 'x'", "expected an object"});
   // Metadata must map strings to strings.
   ExpectError(RawFile(R"({"__metadata__":{"a":1}})", 0), {"'__metadata__' value of 'a'"});
   ExpectError(RawFile(R"({"__metadata__":[1]})", 0), {"'__metadata__' is a array"});
