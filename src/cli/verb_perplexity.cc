@@ -48,14 +48,14 @@ int Run(int argc, char** argv) {
     if (json) {
       nlohmann::json j = {{"ppl", r.ppl},         {"nll", r.nll},
                           {"tokens", r.tokens},   {"windows", r.windows},
-                          {"seconds", r.seconds}, {"predicted_tokens", r.predicted},
+                          {"seconds", r.seconds}, {"input_tokens", r.input_tokens},
                           {"ctx", o.ctx}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("perplexity %.4f  nll %.6f  tokens %lld (%lld predicted)  windows %lld  %.1f s\n",
-                  r.ppl, r.nll, static_cast<long long>(r.tokens),
-                  static_cast<long long>(r.predicted), static_cast<long long>(r.windows),
-                  r.seconds);
+      std::printf(
+          "perplexity %.4f  nll %.6f  tokens %lld predicted (of %lld)  windows %lld  %.1f s\n",
+          r.ppl, r.nll, static_cast<long long>(r.tokens), static_cast<long long>(r.input_tokens),
+          static_cast<long long>(r.windows), r.seconds);
     }
     return kExitOk;
   });

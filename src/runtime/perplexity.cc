@@ -70,8 +70,8 @@ PerplexityResult ComputePerplexity(Model& model, std::span<const int32_t> tokens
   PerplexityResult res;
   res.nll = nll_sum / double(predicted);
   res.ppl = std::exp(res.nll);
-  res.tokens = n;
-  res.predicted = predicted;
+  res.tokens = predicted;
+  res.input_tokens = n;
   res.windows = windows;
   res.seconds = timer.Seconds();
   bar.Finish(fmt::format("ppl {:.4f}", res.ppl));

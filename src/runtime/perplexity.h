@@ -25,9 +25,11 @@ struct PerplexityOptions {
 
 struct PerplexityResult {
   double ppl = 0;
-  double nll = 0;         // mean negative log-likelihood (nats)
-  int64_t tokens = 0;     // tokens evaluated (<= max_tokens)
-  int64_t predicted = 0;  // tokens whose likelihood was averaged
+  double nll = 0;  // mean negative log-likelihood (nats)
+  // Predicted tokens, whose likelihoods are averaged (reference.json's "tokens": 65408 for 65536
+  // input tokens in windows of 512).
+  int64_t tokens = 0;
+  int64_t input_tokens = 0;  // tokens evaluated (<= max_tokens)
   int64_t windows = 0;
   double seconds = 0;
 };
