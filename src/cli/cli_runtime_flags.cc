@@ -17,10 +17,8 @@ void ApplyThreads(const RuntimeFlags& flags) {
   ThreadPool::SetGlobalThreads(flags.threads > 0 ? flags.threads : HardwareThreads());
 }
 
-KvDType ParseKvDType(const std::string& name) {
-  if (name == "f16") return KvDType::kF16;
-  if (name == "bf16") return KvDType::kBF16;
-  if (name == "f32") return KvDType::kF32;
+KvDType KvDTypeFromFlag(const std::string& name) {
+  if (auto t = ParseKvDType(name)) return *t;
   throw UsageError("--kv-dtype", "expected f16, bf16 or f32, got '" + name + "'");
 }
 

@@ -18,6 +18,6 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags);
 // Sets the global thread pool size.
 void ApplyThreads(const RuntimeFlags& flags);
 // "f16" | "bf16" | "f32" -> KvDType; tq::UsageError otherwise.
-KvDType ParseKvDType(const std::string& name);
+KvDType KvDTypeFromFlag(const std::string& name);
 
 }  // namespace tq::cli

@@ -27,12 +27,21 @@ int Run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--context", o.context, "decode after a context of C tokens (default: the prompt)")
       ->check(CLI::NonNegativeNumber);
+  std::string fill = "auto";
+  app.add_option("--context-fill", fill,
+                 "how the --context is made: prefill (real tokens), synthetic (random K/V of "
+                 "realistic magnitude) or auto (synthetic above 2048 tokens)")
+      ->check(CLI::IsMember({"auto", "prefill", "synthetic"}))
+      ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the random token ids")->capture_default_str();
   AddRuntimeFlags(app, &rt);
   app.add_flag("--json", json, "print one JSON object on stdout");
   return RunApp(app, argc, argv, [&] {
     ApplyThreads(rt);
-    o.kv.dtype = ParseKvDType(rt.kv_dtype);
+    o.kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
+    o.fill = fill == "prefill"     ? BenchOptions::Fill::kPrefill
+             : fill == "synthetic" ? BenchOptions::Fill::kSynthetic
+                                   : BenchOptions::Fill::kAuto;
     Timer load;
     auto model = Model::Load(model_dir);
     const double load_s = load.Seconds();
@@ -62,8 +71,10 @@ int Run(int argc, char** argv) {
                   static_cast<long long>(r.prompt_tokens), r.prefill_tok_s, r.prefill_seconds);
       std::printf("decode       %lld tokens after %lld of context (%s): %.2f tok/s (%.2f s)\n",
                   static_cast<long long>(r.gen_tokens), static_cast<long long>(r.decode_context),
-                  r.context_fill == "prefill" ? "real prefill" : "the prompt", r.decode_tok_s,
-                  r.decode_seconds);
+                  r.context_fill == "prefill"     ? "real prefill"
+                  : r.context_fill == "synthetic" ? "synthetic K/V"
+                                                  : "the prompt",
+                  r.decode_tok_s, r.decode_seconds);
       std::printf("bytes/token  %.1f MB read per decoded token (weights + KV): %.2f GB/s\n",
                   bytes_per_token / 1e6, bytes_per_token * r.decode_tok_s / 1e9);
       std::printf("kv cache     %lld bytes/token\n", static_cast<long long>(r.kv_bytes_per_token));

@@ -34,7 +34,7 @@ int Run(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object on stdout");
   return RunApp(app, argc, argv, [&] {
     ApplyThreads(rt);
-    o.kv.dtype = ParseKvDType(rt.kv_dtype);
+    o.kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
     const std::string text = ReadFileToString(file);
     Timer load;
     auto tokenizer = Tokenizer::Load(model_dir);

@@ -56,13 +56,22 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
   r.logits_finite = AllFinite(logits);
 
   if (opts.context > 0) {
-    // A context of real (random) tokens, filled in chunks; not timed.
     cache->Truncate(0);
-    for (int64_t b = 0; b < opts.context; b += opts.prefill_chunk) {
-      const int64_t n = std::min(opts.prefill_chunk, opts.context - b);
-      model.Forward(std::span<const int32_t>(ids.data() + b, size_t(n)), *cache, logits.data());
+    const bool synthetic = opts.fill == BenchOptions::Fill::kSynthetic ||
+                           (opts.fill == BenchOptions::Fill::kAuto && opts.context > 2048);
+    if (synthetic) {
+      // Keys/values of realistic magnitude; the last token's logits come from one real step.
+      cache->FillSynthetic(opts.context - 1, opts.seed);
+      model.Forward(std::span<const int32_t>(ids.data(), 1), *cache, logits.data());
+      r.context_fill = "synthetic";
+    } else {
+      // A context of real (random) tokens, filled in chunks; not timed.
+      for (int64_t b = 0; b < opts.context; b += opts.prefill_chunk) {
+        const int64_t n = std::min(opts.prefill_chunk, opts.context - b);
+        model.Forward(std::span<const int32_t>(ids.data() + b, size_t(n)), *cache, logits.data());
+      }
+      r.context_fill = "prefill";
     }
-    r.context_fill = "prefill";
   } else {
     r.context_fill = "prompt";
   }

@@ -15,7 +15,11 @@ struct BenchOptions {
   int64_t prompt_tokens = 512;
   int64_t gen_tokens = 128;
   int64_t context = 0;  // > 0: decode after a context of this many tokens
-  KvCacheOptions kv;    // max_tokens is set from the above
+  // How that context is made: real prefill of random tokens, or KvCache::FillSynthetic (random
+  // unit-RMS keys/values: the same attention cost without minutes of prefill). Auto: synthetic
+  // above 2048 tokens.
+  enum class Fill { kAuto, kPrefill, kSynthetic } fill = Fill::kAuto;
+  KvCacheOptions kv;  // max_tokens is set from the above
   uint64_t seed = 1;
   int64_t prefill_chunk = 512;  // context fill runs in chunks of this many tokens
 };

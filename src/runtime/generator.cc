@@ -8,7 +8,6 @@
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/tokenizer_config.h"
 
 namespace tq {
 
@@ -150,11 +149,12 @@ GenerateStats Generator::Generate(std::span<const int32_t> prompt, const Generat
 }
 
 std::vector<int32_t> CollectEosIds(const ModelConfig& config, const GenerationConfig& gen,
-                                   const Tokenizer& tokenizer, const TokenizerConfig& tok_config) {
+                                   const Tokenizer& tokenizer,
+                                   const std::optional<std::string>& eos_token) {
   std::vector<int64_t> ids(gen.eos_token_ids.begin(), gen.eos_token_ids.end());
   ids.insert(ids.end(), config.eos_token_ids.begin(), config.eos_token_ids.end());
-  if (tok_config.eos_token) {
-    if (auto id = tokenizer.TokenToId(*tok_config.eos_token)) ids.push_back(*id);
+  if (eos_token) {
+    if (auto id = tokenizer.TokenToId(*eos_token)) ids.push_back(*id);
   }
   std::vector<int32_t> out;
   const int64_t vocab = std::max(config.vocab_size, tokenizer.vocab_size());

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -21,7 +22,6 @@ class KvCache;
 class Tokenizer;
 struct ModelConfig;
 struct GenerationConfig;
-struct TokenizerConfig;
 
 enum class FinishReason { kNone, kEos, kStop, kLength, kCancelled };
 // "eos", "stop", "length", "cancelled" ("none" while running).
@@ -100,9 +100,10 @@ class Generator {
 };
 
 // The ids that end a generation: generation_config.json's eos list, config.json's eos ids and
-// the tokenizer_config eos_token, deduplicated, keeping only ids inside the vocabulary.
+// tokenizer_config.json's eos_token (when given), deduplicated, only ids inside the vocabulary.
 std::vector<int32_t> CollectEosIds(const ModelConfig& config, const GenerationConfig& gen,
-                                   const Tokenizer& tokenizer, const TokenizerConfig& tok_config);
+                                   const Tokenizer& tokenizer,
+                                   const std::optional<std::string>& eos_token);
 
 // Fits a prompt and a generation budget into a context of `ctx` tokens. A prompt of ctx tokens
 // or more is an error naming both numbers, unless `truncate`, which keeps the prompt's last

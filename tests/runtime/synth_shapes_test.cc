@@ -43,8 +43,12 @@ TEST(SynthShapes, ConfigParsesBackToTheShape) {
     EXPECT_GE(c.max_position_embeddings, 32768) << s.name;
     EXPECT_EQ(c.num_experts, s.experts) << s.name;
     EXPECT_EQ(c.num_experts_per_tok, s.experts_per_tok) << s.name;
-    if (s.model_type == "qwen3_moe") EXPECT_EQ(c.moe_intermediate_size, s.moe_intermediate);
-    if (s.model_type == "qwen3" || s.model_type == "qwen3_moe") EXPECT_TRUE(c.qk_norm) << s.name;
+    if (s.model_type == "qwen3_moe") {
+      EXPECT_EQ(c.moe_intermediate_size, s.moe_intermediate);
+    }
+    if (s.model_type == "qwen3" || s.model_type == "qwen3_moe") {
+      EXPECT_TRUE(c.qk_norm) << s.name;
+    }
     if (s.llama3_rope_factor > 0) {
       EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kLlama3) << s.name;
       EXPECT_EQ(c.rope_scaling.factor, s.llama3_rope_factor) << s.name;

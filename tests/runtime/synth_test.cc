@@ -49,7 +49,8 @@ TEST(Synth, TinyCheckpointsLoadAndRun) {
     const BenchResult br = RunBench(*model, b);
     EXPECT_TRUE(br.logits_finite) << like;
     EXPECT_GT(br.decode_tok_s, 0);
-    EXPECT_EQ(br.model_bytes, int64_t(r.total_bytes));
+    // The model may widen small tensors (norms) when loading: within 1% of the file.
+    EXPECT_NEAR(double(br.model_bytes) / double(r.total_bytes), 1.0, 0.01);
     // No temp directory left behind.
     for (const auto& e : fs::directory_iterator(tmp.path())) {
       EXPECT_EQ(e.path().filename(), "model");
@@ -104,6 +105,7 @@ TEST(Synth, Errors) {
   o.like = "no-such-model";
   EXPECT_THROW(WriteSynthCheckpoint(o), UsageError);
   o.like = "tiny-llama";
+  fs::create_directories(tmp.file("x"));
   test::WriteFile(tmp.file("x/file"), "x");
   EXPECT_THROW(WriteSynthCheckpoint(o), UsageError);  // not empty
   EXPECT_FALSE(fs::exists(tmp.file("x/config.json")));
