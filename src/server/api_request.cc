@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -198,19 +199,18 @@ void ParseCommon(const json& body, GenerationRequest& r) {
   constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
   if (auto v = GetInt(body, "max_tokens", 1, kMaxInt)) r.max_tokens = *v;
   if (auto v = GetInt(body, "max_completion_tokens", 1, kMaxInt)) r.max_tokens = *v;
-  SamplingParams& s = r.sampling;
-  if (auto v = GetNumber(body, "temperature", 0.0, 2.0)) s.temperature = *v;
-  if (auto v = GetNumber(body, "top_p", 0.0, 1.0)) {
-    if (*v <= 0.0) throw BadRequest("top_p", "'top_p' must be greater than 0");
-    s.top_p = *v;
-  }
-  if (auto v = GetInt(body, "top_k", -1, kMaxInt)) s.top_k = *v < 0 ? 0 : *v;  // vLLM: -1 = off
-  if (auto v = GetNumber(body, "min_p", 0.0, 1.0)) s.min_p = *v;
-  if (auto v = GetNumber(body, "presence_penalty", -2.0, 2.0)) s.presence_penalty = *v;
-  if (auto v = GetNumber(body, "frequency_penalty", -2.0, 2.0)) s.frequency_penalty = *v;
-  if (auto v = GetNumber(body, "repetition_penalty", 0.0, 10.0)) {
-    if (*v <= 0.0) throw BadRequest("repetition_penalty", "'repetition_penalty' must be > 0");
-    s.repetition_penalty = *v;
+  SamplingRequest& s = r.sampling;
+  s.temperature = GetNumber(body, "temperature", 0.0, 2.0);
+  s.top_p = GetNumber(body, "top_p", 0.0, 1.0);
+  if (s.top_p && *s.top_p <= 0.0) throw BadRequest("top_p", "'top_p' must be greater than 0");
+  s.top_k = GetInt(body, "top_k", -1, kMaxInt);
+  if (s.top_k && *s.top_k < 0) s.top_k = 0;  // vLLM: -1 = off
+  s.min_p = GetNumber(body, "min_p", 0.0, 1.0);
+  s.presence_penalty = GetNumber(body, "presence_penalty", -2.0, 2.0);
+  s.frequency_penalty = GetNumber(body, "frequency_penalty", -2.0, 2.0);
+  s.repetition_penalty = GetNumber(body, "repetition_penalty", 0.0, 10.0);
+  if (s.repetition_penalty && *s.repetition_penalty <= 0.0) {
+    throw BadRequest("repetition_penalty", "'repetition_penalty' must be > 0");
   }
   if (const json* v = Field(body, "seed")) {
     if (v->is_number_integer()) {
@@ -234,6 +234,20 @@ void ParseCommon(const json& body, GenerationRequest& r) {
 }
 
 }  // namespace
+
+tq::SamplingParams ResolveSampling(const SamplingRequest& req, const tq::SamplingParams& defaults,
+                                   uint64_t random_seed) {
+  tq::SamplingParams p = defaults;
+  if (req.temperature) p.temperature = float(*req.temperature);
+  if (req.top_p) p.top_p = float(*req.top_p);
+  if (req.top_k) p.top_k = int32_t(std::min<int64_t>(*req.top_k, 1 << 30));
+  if (req.min_p) p.min_p = float(*req.min_p);
+  if (req.presence_penalty) p.presence_penalty = float(*req.presence_penalty);
+  if (req.frequency_penalty) p.frequency_penalty = float(*req.frequency_penalty);
+  if (req.repetition_penalty) p.repetition_penalty = float(*req.repetition_penalty);
+  p.seed = req.seed ? *req.seed : random_seed;
+  return p;
+}
 
 json ParseJsonBody(const std::string& body) {
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);

@@ -9,20 +9,27 @@
 #include <string>
 #include <vector>
 
+#include "runtime/sampler.h"
+
 namespace tq::server {
 
-// Sampling controls, in the ranges OpenAI documents (plus vLLM's top_k / min_p /
-// repetition_penalty). Defaults turn each control off.
-struct SamplingParams {
-  double temperature = 1.0;         // 0 = greedy
-  double top_p = 1.0;               // (0, 1]
-  int64_t top_k = 0;                // 0 = off
-  double min_p = 0.0;               // [0, 1]
-  double presence_penalty = 0.0;    // [-2, 2]
-  double frequency_penalty = 0.0;   // [-2, 2]
-  double repetition_penalty = 1.0;  // > 0; 1 = off
+// Sampling controls as the request gave them (OpenAI's ranges, plus vLLM's top_k / min_p /
+// repetition_penalty); absent fields fall back to the model's generation_config defaults.
+struct SamplingRequest {
+  std::optional<double> temperature;         // [0, 2]; 0 = greedy
+  std::optional<double> top_p;               // (0, 1]
+  std::optional<int64_t> top_k;              // >= 0; 0 (or vLLM's -1) = off
+  std::optional<double> min_p;               // [0, 1]
+  std::optional<double> presence_penalty;    // [-2, 2]
+  std::optional<double> frequency_penalty;   // [-2, 2]
+  std::optional<double> repetition_penalty;  // > 0; 1 = off
   std::optional<uint64_t> seed;
 };
+
+// The runtime's parameters: `defaults` overridden by what the request set; `random_seed` when
+// the request gave no seed.
+tq::SamplingParams ResolveSampling(const SamplingRequest& req, const tq::SamplingParams& defaults,
+                                   uint64_t random_seed);
 
 // One prompt of /v1/completions: text, or token ids given by the client.
 struct Prompt {
@@ -47,7 +54,7 @@ struct GenerationRequest {
   bool echo = false;
 
   std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens
-  SamplingParams sampling;
+  SamplingRequest sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool stream = false;
