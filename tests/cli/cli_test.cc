@@ -17,7 +17,7 @@ struct Result {
   std::string err;  // stderr
 };
 
-Result Run(const std::string& args) {
+Result RunCli(const std::string& args) {
   test::TempDir dir;
   const std::string err_file = dir.file("stderr");
   const std::string cmd = std::string(TQ_CLI_PATH) + " " + args + " 2>" + err_file;
@@ -36,26 +36,26 @@ Result Run(const std::string& args) {
 }
 
 TEST(Cli, NoArgumentsIsAUsageError) {
-  const auto r = Run("");
+  const auto r = RunCli("");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("Usage: turboquant <verb>"), std::string::npos);
 }
 
 TEST(Cli, HelpListsVerbs) {
-  const auto r = Run("--help");
+  const auto r = RunCli("--help");
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("Verbs:"), std::string::npos);
 }
 
 TEST(Cli, UnknownVerbIsAUsageError) {
-  const auto r = Run("frobnicate");
+  const auto r = RunCli("frobnicate");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unknown verb 'frobnicate'"), std::string::npos);
 }
 
 // Every verb listed by --help answers its own --help with exit 0, and an unknown flag with 2.
 TEST(Cli, EveryVerbHasHelpAndRejectsUnknownFlags) {
-  const auto help = Run("--help");
+  const auto help = RunCli("--help");
   size_t pos = help.out.find("Verbs:");
   ASSERT_NE(pos, std::string::npos);
   int verbs = 0;
@@ -66,10 +66,10 @@ TEST(Cli, EveryVerbHasHelpAndRejectsUnknownFlags) {
     if (text.rfind("  ", 0) != 0) break;
     const std::string verb = text.substr(2, text.find(' ', 2) - 2);
     ++verbs;
-    const auto h = Run(verb + " --help");
+    const auto h = RunCli(verb + " --help");
     EXPECT_EQ(h.code, 0) << verb;
     EXPECT_FALSE(h.out.empty()) << verb;
-    const auto bad = Run(verb + " --no-such-flag-xyz");
+    const auto bad = RunCli(verb + " --no-such-flag-xyz");
     EXPECT_EQ(bad.code, 2) << verb << ": " << bad.err;
     EXPECT_FALSE(bad.err.empty()) << verb;
   }
