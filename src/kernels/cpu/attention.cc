@@ -81,10 +81,12 @@ TQ_CPU_CLONES void AttendTask(const float* q, int64_t i0, int64_t i1, int64_t po
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = kvh * group + g, r = (i - i0) * group + g;
         const float* qh = q + (i * p.num_heads + h) * d;
+        // Scores of this block's keys, then an online-softmax update.
+        const int64_t nt = t1 - t0;
         float mx = -INFINITY;
-        for (int64_t t = t0; t < t1; ++t) {
-          s[t - t0] = Dot(qh, kblk + (t - kb0) * d, d) * p.scale;
-          mx = std::max(mx, s[t - t0]);
+        for (int64_t t = 0; t < nt; ++t) {
+          s[t] = Dot(qh, kblk + (t0 + t - kb0) * d, d) * p.scale;
+          mx = std::max(mx, s[t]);
         }
         float* ar = acc + r * d;
         if (mx > m[r]) {
@@ -93,11 +95,18 @@ TQ_CPU_CLONES void AttendTask(const float* q, int64_t i0, int64_t i1, int64_t po
           for (int64_t j = 0; j < d; ++j) ar[j] *= corr;
           m[r] = mx;
         }
-        for (int64_t t = t0; t < t1; ++t) {
-          const float e = std::exp(s[t - t0] - m[r]);
-          l[r] += e;
-          Axpy(e, vblk + (t - kb0) * d, ar, d);
+        const V16 mv = Broadcast(m[r]);
+        V16 sum = {};
+        int64_t t = 0;
+        for (; t + 16 <= nt; t += 16) {
+          const V16 e = Exp16(Load16(s + t) - mv);
+          Store16(s + t, e);
+          sum += e;
         }
+        float tail = 0;
+        for (; t < nt; ++t) tail += (s[t] = std::exp(s[t] - m[r]));
+        l[r] += HorizontalSum(sum) + tail;
+        for (t = 0; t < nt; ++t) Axpy(s[t], vblk + (t0 + t - kb0) * d, ar, d);
       }
     }
   }
