@@ -33,6 +33,21 @@ TQ_INLINE void Axpy(float a, const float* x, float* y, int64_t d) {
   for (; j < d; ++j) y[j] += a * x[j];
 }
 
+// acc[0 .. NC*16) += Σ_t p[t] · v[t, :] with the accumulator held in registers.
+template <int NC>
+TQ_INLINE void WeightedSum(const float* p, const float* v, int64_t nt, float* acc) {
+  V16 a[NC];
+#pragma GCC unroll 16
+  for (int c = 0; c < NC; ++c) a[c] = Load16(acc + c * 16);
+  for (int64_t t = 0; t < nt; ++t) {
+    const float w = p[t];
+#pragma GCC unroll 16
+    for (int c = 0; c < NC; ++c) a[c] += w * Load16(v + t * NC * 16 + c * 16);
+  }
+#pragma GCC unroll 16
+  for (int c = 0; c < NC; ++c) Store16(acc + c * 16, a[c]);
+}
+
 // rows x d elements of a cache block -> fp32 (or a direct pointer when already fp32).
 TQ_INLINE const float* BlockF32(const void* base, DType dt, int64_t offset, int64_t count,
                                 float* buf) {
@@ -106,7 +121,14 @@ TQ_CPU_CLONES void AttendTask(const float* q, int64_t i0, int64_t i1, int64_t po
         float tail = 0;
         for (; t < nt; ++t) tail += (s[t] = std::exp(s[t] - m[r]));
         l[r] += HorizontalSum(sum) + tail;
-        for (t = 0; t < nt; ++t) Axpy(s[t], vblk + (t0 + t - kb0) * d, ar, d);
+        const float* vt = vblk + (t0 - kb0) * d;
+        if (d == 64) {
+          WeightedSum<4>(s, vt, nt, ar);
+        } else if (d == 128) {
+          WeightedSum<8>(s, vt, nt, ar);
+        } else {
+          for (t = 0; t < nt; ++t) Axpy(s[t], vt + t * d, ar, d);
+        }
       }
     }
   }
