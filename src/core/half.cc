@@ -1,6 +1,7 @@
 #include "core/half.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -23,7 +24,12 @@ __attribute__((target("f16c,avx"))) static void F32ToF16F16c(const float* s, uin
                      _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
   for (; i < n; ++i) d[i] = F32ToF16(s[i]);
 }
-static const bool kHasF16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+// clang (14) has no "f16c" for __builtin_cpu_supports: read CPUID leaf 1 (ECX bit 29) directly.
+static bool CpuHasF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+}
+static const bool kHasF16c = CpuHasF16c() && __builtin_cpu_supports("avx");
 #endif
 
 void Bf16ToF32(const uint16_t* src, float* dst, size_t n) {

@@ -1,0 +1,206 @@
+// `turboquant inspect --model DIR [--json]`: what a model directory holds, from config.json and
+// the safetensors headers only (no weights are read).
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/verb.h"
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+
+namespace tq::cli {
+namespace {
+
+const char* RopeTypeName(RopeScaling::Type t) {
+  switch (t) {
+    case RopeScaling::Type::kNone:
+      return "default";
+    case RopeScaling::Type::kLinear:
+      return "linear";
+    case RopeScaling::Type::kLlama3:
+      return "llama3";
+    case RopeScaling::Type::kYarn:
+      return "yarn";
+    case RopeScaling::Type::kDynamic:
+      return "dynamic";
+  }
+  return "?";
+}
+
+std::string HumanBytes(uint64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string HumanCount(uint64_t n) {
+  if (n >= 1'000'000'000) return fmt::format("{:.2f}B", double(n) / 1e9);
+  if (n >= 1'000'000) return fmt::format("{:.1f}M", double(n) / 1e6);
+  if (n >= 1'000) return fmt::format("{:.1f}K", double(n) / 1e3);
+  return std::to_string(n);
+}
+
+struct DTypeStats {
+  uint64_t count = 0, bytes = 0;
+};
+
+nlohmann::ordered_json Describe(const std::string& dir) {
+  const ModelConfig c = LoadModelConfig(dir);
+  std::vector<std::string> shards;
+  const std::vector<TensorInfo> tensors = Checkpoint::ReadHeaders(dir, &shards);
+
+  using ojson = nlohmann::ordered_json;
+  ojson j;
+  j["model_dir"] = dir;
+  j["architecture"] = c.architecture;
+  j["model_type"] = c.model_type;
+  j["num_layers"] = c.num_layers;
+  j["hidden_size"] = c.hidden_size;
+  j["num_heads"] = c.num_heads;
+  j["num_kv_heads"] = c.num_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["intermediate_size"] = c.intermediate_size;
+  j["hidden_act"] = c.hidden_act;
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_position_embeddings;
+  j["rms_norm_eps"] = c.rms_norm_eps;
+  ojson rope{{"theta", c.rope_theta}, {"type", RopeTypeName(c.rope_scaling.type)}};
+  if (c.rope_scaling.type != RopeScaling::Type::kNone) {
+    rope["factor"] = c.rope_scaling.factor;
+    rope["original_max_position_embeddings"] = c.rope_scaling.original_max_position_embeddings;
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::kLlama3) {
+    rope["low_freq_factor"] = c.rope_scaling.low_freq_factor;
+    rope["high_freq_factor"] = c.rope_scaling.high_freq_factor;
+  }
+  if (c.rope_scaling.type == RopeScaling::Type::kYarn) {
+    rope["beta_fast"] = c.rope_scaling.beta_fast;
+    rope["beta_slow"] = c.rope_scaling.beta_slow;
+  }
+  j["rope"] = rope;
+  j["tie_word_embeddings"] = c.tie_word_embeddings;
+  j["attention_bias"] = c.attention_bias;
+  j["mlp_bias"] = c.mlp_bias;
+  j["qk_norm"] = c.qk_norm;
+  j["sliding_window"] = c.sliding_window;
+  if (c.sliding_window > 0) {
+    int64_t n = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) n += c.LayerIsSliding(l);
+    j["sliding_layers"] = n;
+  }
+  if (c.is_moe()) {
+    int64_t moe_layers = 0;
+    for (int64_t l = 0; l < c.num_layers; ++l) moe_layers += c.LayerIsMoe(l);
+    j["moe"] = ojson{{"num_experts", c.num_experts},
+                     {"num_experts_per_tok", c.num_experts_per_tok},
+                     {"moe_intermediate_size", c.moe_intermediate_size},
+                     {"norm_topk_prob", c.norm_topk_prob},
+                     {"moe_layers", moe_layers}};
+  } else {
+    j["moe"] = nullptr;
+  }
+  j["bos_token_ids"] = c.bos_token_ids;
+  j["eos_token_ids"] = c.eos_token_ids;
+  j["torch_dtype"] = c.torch_dtype;
+
+  std::map<std::string, DTypeStats> by_dtype;
+  uint64_t bytes = 0, params = 0;
+  for (const auto& t : tensors) {
+    auto& s = by_dtype[std::string(DTypeName(t.dtype))];
+    ++s.count;
+    s.bytes += t.nbytes;
+    bytes += t.nbytes;
+    params += uint64_t(NumElements(t.shape));
+  }
+  ojson dt = ojson::object();
+  for (const auto& [name, s] : by_dtype) dt[name] = {{"count", s.count}, {"bytes", s.bytes}};
+  j["tensors"] = ojson{{"count", tensors.size()},
+                       {"bytes", bytes},
+                       {"elements", params},
+                       {"shards", shards.size()},
+                       {"by_dtype", dt}};
+  const auto raw = ojson::parse(c.raw_json);
+  if (raw.contains("quantization")) j["quantization"] = raw["quantization"];
+  return j;
+}
+
+void PrintHuman(const nlohmann::ordered_json& j) {
+  const auto row = [](const char* k, const std::string& v) {
+    std::printf("%-16s %s\n", k, v.c_str());
+  };
+  const auto yn = [](const nlohmann::ordered_json& b) { return b.get<bool>() ? "yes" : "no"; };
+  row("model", j["model_dir"].get<std::string>());
+  row("architecture", fmt::format("{} (model_type {})", j["architecture"].get<std::string>(),
+                                  j["model_type"].get<std::string>()));
+  row("layers", j["num_layers"].dump());
+  row("hidden", j["hidden_size"].dump());
+  row("heads", fmt::format("{} q / {} kv, head_dim {}", j["num_heads"].dump(),
+                           j["num_kv_heads"].dump(), j["head_dim"].dump()));
+  row("FFN",
+      fmt::format("{} ({})", j["intermediate_size"].dump(), j["hidden_act"].get<std::string>()));
+  if (!j["moe"].is_null()) {
+    const auto& m = j["moe"];
+    row("experts", fmt::format("{} x {}, top-{}{}, MoE in {} of {} layers", m["num_experts"].dump(),
+                               m["moe_intermediate_size"].dump(), m["num_experts_per_tok"].dump(),
+                               m["norm_topk_prob"].get<bool>() ? " (normalized)" : "",
+                               m["moe_layers"].dump(), j["num_layers"].dump()));
+  }
+  row("vocab", j["vocab_size"].dump());
+  row("max positions", j["max_position_embeddings"].dump());
+  const auto& r = j["rope"];
+  std::string rope =
+      fmt::format("theta {}, {}", r["theta"].get<double>(), r["type"].get<std::string>());
+  if (r.contains("factor"))
+    rope += fmt::format(" factor {} (original {} positions)", r["factor"].get<double>(),
+                        r["original_max_position_embeddings"].dump());
+  row("rope", rope);
+  row("rms_norm_eps", fmt::format("{}", j["rms_norm_eps"].get<double>()));
+  row("attention", fmt::format("bias {}, qk-norm {}, sliding window {}", yn(j["attention_bias"]),
+                               yn(j["qk_norm"]),
+                               j["sliding_window"].get<int64_t>() > 0
+                                   ? fmt::format("{} ({} layers)", j["sliding_window"].dump(),
+                                                 j["sliding_layers"].dump())
+                                   : "none"));
+  row("mlp bias", yn(j["mlp_bias"]));
+  row("tie embeddings", yn(j["tie_word_embeddings"]));
+  row("bos / eos", fmt::format("{} / {}", j["bos_token_ids"].dump(), j["eos_token_ids"].dump()));
+  row("torch_dtype", j["torch_dtype"].get<std::string>());
+  const auto& t = j["tensors"];
+  row("tensors", fmt::format("{} in {} shard(s), {} ({} elements)", t["count"].dump(),
+                             t["shards"].dump(), HumanBytes(t["bytes"].get<uint64_t>()),
+                             HumanCount(t["elements"].get<uint64_t>())));
+  for (const auto& [name, s] : t["by_dtype"].items())
+    row(("  " + name).c_str(),
+        fmt::format("{} tensors, {}", s["count"].dump(), HumanBytes(s["bytes"].get<uint64_t>())));
+  if (j.contains("quantization")) row("quantization", j["quantization"].dump(2));
+}
+
+int Run(int argc, char** argv) {
+  CLI::App app{
+      "Show a model directory's architecture, sizes, dtypes, tensor count and bytes "
+      "(reads config.json and the safetensors headers only)",
+      argv[0]};
+  std::string dir;
+  bool as_json = false;
+  app.add_option("--model", dir, "model directory (config.json + safetensors)")->required();
+  app.add_flag("--json", as_json, "print one JSON object");
+  return RunApp(app, argc, argv, [&] {
+    const auto j = Describe(dir);
+    if (as_json) {
+      std::printf("%s\n", j.dump(2).c_str());
+    } else {
+      PrintHuman(j);
+    }
+    return kExitOk;
+  });
+}
+
+VerbRegistrar reg("inspect", "show a model's architecture, sizes, dtypes, tensor count, bytes",
+                  &Run);
+
+}  // namespace
+}  // namespace tq::cli
