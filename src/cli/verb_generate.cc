@@ -2,6 +2,8 @@
 //   [--top-k K] [--top-p P] [--min-p P] [--rep-penalty R] [--seed S] [--stop STR]...
 //   [--threads N] [--kv-dtype f16|bf16|f32] [--ctx N] [--truncate]
 // The generated text alone goes to stdout, streamed; statistics go to stderr.
+#include <unistd.h>
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -103,7 +105,8 @@ int Run(int argc, char** argv) {
       std::fflush(stdout);
       return true;
     });
-    std::fputc('\n', stdout);
+    // A terminal gets a final newline; a pipe gets exactly the generated text.
+    if (isatty(fileno(stdout))) std::fputc('\n', stdout);
     std::fflush(stdout);
     std::fprintf(stderr,
                  "\n[load %.2f s] prompt %lld tokens, %.1f tok/s | generated %lld tokens, %.2f "
