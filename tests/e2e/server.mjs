@@ -45,6 +45,10 @@ export async function startServer(extraArgs = []) {
       const m = /listening on (http:\/\/[\d.]+:\d+)/.exec(out);
       if (m) { clearTimeout(timer); resolve(m[1]); }
     });
+    proc.on('error', (e) => {
+      clearTimeout(timer);
+      reject(new Error(`cannot start ${binaryPath()}: ${e.message}`));
+    });
     proc.on('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`server exited with ${code} before listening:\n${stderr}`));
