@@ -68,6 +68,7 @@ class BpeModel {
   std::optional<int32_t> TokenToId(std::string_view token) const;
   const std::string* IdToToken(int32_t id) const;  // nullptr if unknown
   int64_t max_id() const { return max_id_; }       // -1 for an empty vocab
+  int64_t vocab_count() const { return int64_t(vocab_.size()); }
 
  private:
   BpeModel() = default;
