@@ -65,6 +65,12 @@ class BpeModel {
   // Appends the ids of one pre-tokenized word.
   void Tokenize(std::string_view word, std::vector<int32_t>& out) const;
 
+  // The plain merge loop on the whole word: no chunking, no cache, no ignore_merges shortcut.
+  // Tokenize() must agree with it on every word (tests compare the two).
+  void TokenizeUnchunked(std::string_view word, std::vector<int32_t>& out) const {
+    MergeWord(word, out);
+  }
+
   std::optional<int32_t> TokenToId(std::string_view token) const;
   const std::string* IdToToken(int32_t id) const;  // nullptr if unknown
   int64_t max_id() const { return max_id_; }       // -1 for an empty vocab
