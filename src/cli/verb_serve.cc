@@ -1,0 +1,124 @@
+// turboquant serve: the OpenAI-compatible HTTP server (src/server/).
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "cli/verb.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "server/http_server.h"
+#include "server/model_engine.h"
+#include "server/scheduler.h"
+
+namespace {
+
+int Run(int argc, char** argv) {
+  CLI::App app{
+      "Serve a model over an OpenAI-compatible HTTP API (/v1/chat/completions, "
+      "/v1/completions, /v1/models, /tokenize, /detokenize, /health, /metrics)"};
+  std::string model_dir, host = "127.0.0.1", api_key, model_id, kv_dtype = "f16";
+  int port = 8080, parallel = 4, max_queue = 64, threads = 0, keep = 4;
+  int64_t ctx = 0, prefill_chunk = 256, max_body_mib = 8;
+  app.add_option("--model,-m", model_dir, "Model directory (Hugging Face or TurboQuant layout)")
+      ->required();
+  app.add_option("--host", host, "Address to listen on (127.0.0.1: this machine only)")
+      ->capture_default_str();
+  app.add_option("--port", port, "TCP port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--api-key", api_key,
+                 "Require 'Authorization: Bearer KEY' (default: $TQ_API_KEY, else none)");
+  app.add_option("--model-id", model_id, "Model name in the API (default: the directory name)");
+  app.add_option("--parallel", parallel, "Sequences decoded together in one batch")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--ctx,-c", ctx,
+                 "Tokens per sequence, prompt + completion (default: the model's maximum, at "
+                 "most 8192)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
+  app.add_option("--max-queue", max_queue, "Requests waiting beyond --parallel before 503")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f16, bf16 or f32")
+      ->capture_default_str();
+  app.add_option("--threads,-t", threads, "Compute threads (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  app.add_option("--keep-caches", keep,
+                 "Finished sequences' KV caches kept for prompt-prefix reuse")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  app.add_option("--prefill-chunk", prefill_chunk,
+                 "Prompt tokens prefilled per scheduler step (between decode steps)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  app.add_option("--max-body-mib", max_body_mib, "Largest request body (MiB) before 413")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1024)));
+
+  return tq::cli::RunApp(app, argc, argv, [&]() -> int {
+    // Signals are taken by one thread with sigwait: block them before any thread starts.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+    std::signal(SIGPIPE, SIG_IGN);
+
+    const auto dtype = tq::ParseKvDType(kv_dtype);
+    if (!dtype)
+      throw tq::UsageError("serve", "--kv-dtype must be f16, bf16 or f32, got '" + kv_dtype + "'");
+    if (api_key.empty()) {
+      if (const char* k = std::getenv("TQ_API_KEY")) api_key = k;
+    }
+    if (threads > 0) tq::ThreadPool::SetGlobalThreads(threads);
+
+    auto model = tq::Model::Load(model_dir);
+    const tq::ModelConfig& cfg = model->config();
+    if (ctx == 0) {
+      ctx = cfg.max_position_embeddings > 0 ? std::min<int64_t>(cfg.max_position_embeddings, 8192)
+                                            : 4096;
+    }
+    auto text = tq::server::ModelTextModel::Load(model_dir, cfg);
+    tq::server::ModelEngine engine(*model, parallel + keep, {.max_tokens = ctx, .dtype = *dtype});
+    tq::server::Scheduler scheduler(
+        engine, {.parallel = parallel, .max_queue = max_queue, .prefill_chunk = prefill_chunk});
+
+    tq::server::ServerOptions so;
+    so.host = host;
+    so.port = port;
+    so.api_key = api_key;
+    so.model_id = model_id.empty()
+                      ? std::filesystem::path(model_dir).lexically_normal().filename().string()
+                      : model_id;
+    if (so.model_id.empty())
+      so.model_id = std::filesystem::absolute(model_dir).parent_path().filename().string();
+    so.context = ctx;
+    so.max_body_bytes = size_t(max_body_mib) << 20;
+    tq::server::HttpServer server(*text, scheduler, so);
+    const int bound = server.Bind();
+    std::thread http([&] { server.Serve(); });
+    std::printf(
+        "turboquant serve: model '%s' (ctx %lld, parallel %d, kv %s) listening on "
+        "http://%s:%d\n",
+        so.model_id.c_str(), (long long)ctx, parallel, kv_dtype.c_str(), host.c_str(), bound);
+    std::fflush(stdout);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "turboquant serve: signal %d, shutting down\n", sig);
+    scheduler.Stop();  // finishes every request (cancelled) so HTTP threads return
+    server.Stop();
+    http.join();
+    return tq::cli::kExitOk;
+  });
+}
+
+tq::cli::VerbRegistrar reg("serve", "serve a model over an OpenAI-compatible HTTP API", &Run);
+
+}  // namespace

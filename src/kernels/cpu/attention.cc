@@ -1,0 +1,138 @@
+// Causal (optionally sliding-window) GQA attention over an F32/F16/BF16 KV cache, flash style:
+// keys and values are visited in blocks of kKeyBlock positions, converted to fp32 once per block
+// and shared by every query row of the task (kQueryBlock queries x the heads of one kv head),
+// with an online softmax (running max m, running sum l, rescaled accumulator).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/aligned_buffer.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vec.h"
+
+namespace tq::kernels::cpu {
+namespace {
+
+constexpr int64_t kKeyBlock = 64;
+constexpr int64_t kQueryBlock = 16;
+
+TQ_INLINE float Dot(const float* a, const float* b, int64_t d) {
+  V16 acc = {};
+  int64_t j = 0;
+  for (; j + 16 <= d; j += 16) acc += Load16(a + j) * Load16(b + j);
+  float s = HorizontalSum(acc);
+  for (; j < d; ++j) s += a[j] * b[j];
+  return s;
+}
+
+TQ_INLINE void Axpy(float a, const float* x, float* y, int64_t d) {
+  int64_t j = 0;
+  for (; j + 16 <= d; j += 16) Store16(y + j, Load16(y + j) + a * Load16(x + j));
+  for (; j < d; ++j) y[j] += a * x[j];
+}
+
+// rows x d elements of a cache block -> fp32 (or a direct pointer when already fp32).
+TQ_INLINE const float* BlockF32(const void* base, DType dt, int64_t offset, int64_t count,
+                                float* buf) {
+  if (dt == DType::F32) return static_cast<const float*>(base) + offset;
+  const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
+  if (dt == DType::F16) {
+    F16ToF32(src, buf, size_t(count));
+  } else {
+    for (int64_t i = 0; i < count; ++i) {
+      const uint32_t u = uint32_t(src[i]) << 16;
+      std::memcpy(buf + i, &u, 4);
+    }
+  }
+  return buf;
+}
+
+// Queries [i0, i1) of the heads that read kv head `kvh`. scratch: see ScratchFloats().
+TQ_CPU_CLONES void AttendTask(const float* q, int64_t i0, int64_t i1, int64_t pos0, int64_t kvh,
+                              const KvView& kv, const AttentionParams& p, float* out,
+                              float* scratch) {
+  const int64_t d = p.head_dim, group = p.num_heads / p.num_kv_heads;
+  const int64_t rows = (i1 - i0) * group;
+  float* kbuf = scratch;
+  float* vbuf = kbuf + kKeyBlock * d;
+  float* acc = vbuf + kKeyBlock * d;  // [rows, d]
+  float* m = acc + rows * d;          // [rows] running max
+  float* l = m + rows;                // [rows] running sum
+  float* s = l + rows;                // [kKeyBlock] scores
+  std::fill(acc, acc + rows * d, 0.0f);
+  std::fill(m, m + rows, -INFINITY);
+  std::fill(l, l + rows, 0.0f);
+
+  auto first_key = [&](int64_t pos) {
+    return p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : int64_t(0);
+  };
+  const int64_t lo = first_key(pos0 + i0), hi = pos0 + i1;  // keys [lo, hi)
+  const int64_t base = kvh * kv.head_stride;
+  for (int64_t kb0 = lo; kb0 < hi; kb0 += kKeyBlock) {
+    const int64_t kb1 = std::min(hi, kb0 + kKeyBlock);
+    const float* kblk = BlockF32(kv.k, kv.dtype, base + kb0 * d, (kb1 - kb0) * d, kbuf);
+    const float* vblk = BlockF32(kv.v, kv.dtype, base + kb0 * d, (kb1 - kb0) * d, vbuf);
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t pos = pos0 + i;
+      const int64_t t0 = std::max(kb0, first_key(pos)), t1 = std::min(kb1, pos + 1);
+      if (t0 >= t1) continue;
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t h = kvh * group + g, r = (i - i0) * group + g;
+        const float* qh = q + (i * p.num_heads + h) * d;
+        float mx = -INFINITY;
+        for (int64_t t = t0; t < t1; ++t) {
+          s[t - t0] = Dot(qh, kblk + (t - kb0) * d, d) * p.scale;
+          mx = std::max(mx, s[t - t0]);
+        }
+        float* ar = acc + r * d;
+        if (mx > m[r]) {
+          const float corr = std::exp(m[r] - mx);  // 0 on the first block (m = -inf)
+          l[r] *= corr;
+          for (int64_t j = 0; j < d; ++j) ar[j] *= corr;
+          m[r] = mx;
+        }
+        for (int64_t t = t0; t < t1; ++t) {
+          const float e = std::exp(s[t - t0] - m[r]);
+          l[r] += e;
+          Axpy(e, vblk + (t - kb0) * d, ar, d);
+        }
+      }
+    }
+  }
+  for (int64_t i = i0; i < i1; ++i) {
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t h = kvh * group + g, r = (i - i0) * group + g;
+      const float inv = 1.0f / l[r];
+      float* oh = out + (i * p.num_heads + h) * d;
+      for (int64_t j = 0; j < d; ++j) oh[j] = acc[r * d + j] * inv;
+    }
+  }
+}
+
+}  // namespace
+
+void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const AttentionParams& p,
+               float* out) {
+  const int64_t qblocks = (n + kQueryBlock - 1) / kQueryBlock;
+  const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
+  const size_t scratch_floats =
+      size_t(2 * kKeyBlock * d + kQueryBlock * group * (d + 2) + kKeyBlock);
+  auto task = [&](int64_t t, int) {
+    thread_local AlignedBuffer<float> scratch;
+    if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
+    const int64_t kvh = t % p.num_kv_heads, qb = t / p.num_kv_heads;
+    const int64_t i0 = qb * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock);
+    AttendTask(q, i0, i1, pos0, kvh, kv, p, out, scratch.data());
+  };
+  // Short contexts run on the calling thread: waking the pool would cost more than the work.
+  const int64_t tasks = p.num_kv_heads * qblocks;
+  if (n * (pos0 + n) * p.num_heads * d < (int64_t(1) << 16)) {
+    for (int64_t t = 0; t < tasks; ++t) task(t, 0);
+  } else {
+    ThreadPool::Global().Run(tasks, task);
+  }
+}
+
+}  // namespace tq::kernels::cpu

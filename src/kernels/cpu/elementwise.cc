@@ -1,0 +1,61 @@
+// Row-wise and element-wise kernels of the cpu backend (cheap next to the matmuls: plain loops
+// the compiler vectorises, fp32 math).
+#include <cmath>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/vec.h"
+
+namespace tq::kernels::cpu {
+
+TQ_CPU_CLONES void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight,
+                           float eps, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double(xr[i]) * xr[i];
+    const float inv = float(1.0 / std::sqrt(ss / double(dim) + eps));
+    float* o = out + r * dim;
+    for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+  }
+}
+
+void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
+          const float* inv_freq, float attn_factor) {
+  const int64_t half = head_dim / 2;
+  constexpr int64_t kMaxHalf = 512;
+  float c[kMaxHalf], s[kMaxHalf];
+  if (half > kMaxHalf)
+    return RefKernels().rope(x, rows, heads, head_dim, positions, inv_freq, attn_factor);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = float(positions[r]) * inv_freq[i];
+      c[i] = float(std::cos(double(angle))) * attn_factor;
+      s[i] = float(std::sin(double(angle))) * attn_factor;
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = x + (r * heads + h) * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
+      }
+    }
+  }
+}
+
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+}  // namespace tq::kernels::cpu
+
+namespace tq::kernels {
+
+const KernelTable& CpuKernels() {
+  static const KernelTable table{"cpu",     cpu::MatMul,  cpu::RmsNorm,
+                                 cpu::Rope, cpu::SiluMul, cpu::Attention};
+  return table;
+}
+
+}  // namespace tq::kernels

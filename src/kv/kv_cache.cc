@@ -1,0 +1,74 @@
+#include "kv/kv_cache.h"
+
+#include <random>
+
+#include "core/error.h"
+
+namespace tq {
+
+std::string_view KvDTypeName(KvDType t) {
+  switch (t) {
+    case KvDType::kF16:
+      return "f16";
+    case KvDType::kBF16:
+      return "bf16";
+    case KvDType::kF32:
+      return "f32";
+  }
+  return "?";
+}
+
+std::optional<KvDType> ParseKvDType(std::string_view s) {
+  for (KvDType t : {KvDType::kF16, KvDType::kBF16, KvDType::kF32})
+    if (s == KvDTypeName(t)) return t;
+  return std::nullopt;
+}
+
+KvCache::KvCache(KvLayout layout, int64_t capacity)
+    : layout_(std::move(layout)), capacity_(capacity) {
+  const KvLayout& l = layout_;
+  TQ_CHECK(l.num_layers > 0 && l.num_heads > 0 && l.num_kv_heads > 0 && l.head_dim > 0 &&
+               l.num_heads % l.num_kv_heads == 0,
+           "kv cache", "bad layout: {} layers, {} heads, {} kv heads, head_dim {}", l.num_layers,
+           l.num_heads, l.num_kv_heads, l.head_dim);
+  TQ_CHECK(l.window.empty() || int64_t(l.window.size()) == l.num_layers, "kv cache",
+           "{} sliding windows given for {} layers", l.window.size(), l.num_layers);
+  TQ_CHECK(capacity > 0, "kv cache", "capacity must be positive, got {}", capacity);
+  if (layout_.window.empty()) layout_.window.assign(size_t(l.num_layers), 0);
+}
+
+void KvCache::Truncate(int64_t n) {
+  TQ_CHECK(n >= 0 && n <= size_, "kv cache", "cannot truncate {} tokens to {}", size_, n);
+  size_ = n;
+}
+
+void KvCache::Commit(int64_t n) {
+  TQ_CHECK(n >= 0 && size_ + n <= capacity_, "kv cache",
+           "cannot commit {} tokens: {} stored, capacity {}", n, size_, capacity_);
+  size_ += n;
+}
+
+void KvCache::CheckAppend(int64_t layer, int64_t n) const {
+  TQ_CHECK(layer >= 0 && layer < layout_.num_layers, "kv cache", "layer {} out of range [0, {})",
+           layer, layout_.num_layers);
+  TQ_CHECK(n >= 0 && size_ + n <= capacity_, "kv cache",
+           "{} new tokens overflow the cache: {} stored, capacity {}", n, size_, capacity_);
+}
+
+void KvCache::FillSynthetic(int64_t n, uint64_t seed) {
+  CheckAppend(0, n);
+  const int64_t width = layout_.num_kv_heads * layout_.head_dim;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> k(static_cast<size_t>(width)), v(static_cast<size_t>(width));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t l = 0; l < layout_.num_layers; ++l) {
+      for (auto& x : k) x = normal(rng);
+      for (auto& x : v) x = normal(rng);
+      Append(l, k.data(), v.data(), 1);
+    }
+    Commit(1);
+  }
+}
+
+}  // namespace tq

@@ -1,0 +1,77 @@
+// The KV cache of one sequence: keys and values of every layer, positions 0 .. size()-1.
+// Attention is a method of the cache, so a compressed cache (TurboQuant codes, DESIGN.md §3)
+// attends on its own storage without decompressing it; the model only appends and attends.
+//
+// One forward pass over n new tokens: for every layer, Append(layer, k, v, n) then
+// Attend(layer, q, n, out) (which sees the n appended tokens); after the last layer, Commit(n).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace tq {
+
+enum class KvDType { kF16, kBF16, kF32 };
+
+std::string_view KvDTypeName(KvDType t);                  // "f16", "bf16", "f32"
+std::optional<KvDType> ParseKvDType(std::string_view s);  // the same spellings
+
+struct KvCacheOptions {
+  int64_t max_tokens = 4096;
+  KvDType dtype = KvDType::kF16;
+};
+
+// The attention geometry a model gives its caches.
+struct KvLayout {
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;     // query heads
+  int64_t num_kv_heads = 0;  // divides num_heads
+  int64_t head_dim = 0;
+  float scale = 1.0f;           // softmax scale on q·k (1/sqrt(head_dim) for every model here)
+  std::vector<int64_t> window;  // per layer: sliding window in tokens, 0 = full attention
+};
+
+class KvCache {
+ public:
+  virtual ~KvCache() = default;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  const KvLayout& layout() const { return layout_; }
+  int64_t size() const { return size_; }  // tokens stored (positions 0 .. size()-1)
+  int64_t capacity() const { return capacity_; }
+  // Keeps the first n tokens (n <= size()): prefix reuse, or dropping a rejected suffix.
+  virtual void Truncate(int64_t n);
+  // Bytes of cache storage per token over all layers (keys and values).
+  virtual int64_t BytesPerToken() const = 0;
+
+  // Stores k, v [n, num_kv_heads, head_dim] (fp32) of `layer` at positions size() .. size()+n-1.
+  // Throws when size() + n > capacity().
+  virtual void Append(int64_t layer, const float* k, const float* v, int64_t n) = 0;
+  // q [n, num_heads, head_dim] at positions size() .. size()+n-1 attends causally (and within
+  // the layer's window) over positions 0 .. size()+n-1 of `layer` -> out [n, num_heads, head_dim].
+  // The n tokens must have been appended to `layer`.
+  virtual void Attend(int64_t layer, const float* q, int64_t n, float* out) const = 0;
+  // Makes the n tokens appended to every layer part of the cache: size() += n.
+  virtual void Commit(int64_t n);
+
+  // Appends n tokens of random keys/values with unit-RMS entries to every layer and commits them
+  // (bench: decode speed at a long context without a long prefill).
+  virtual void FillSynthetic(int64_t n, uint64_t seed);
+
+ protected:
+  KvCache(KvLayout layout, int64_t capacity);
+  void CheckAppend(int64_t layer, int64_t n) const;
+
+  KvLayout layout_;
+  int64_t capacity_ = 0;
+  int64_t size_ = 0;
+};
+
+// A plain cache in fp16, bf16 or fp32 (opts.dtype) holding opts.max_tokens tokens.
+std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts);
+
+}  // namespace tq

@@ -1,0 +1,54 @@
+#include "model/linear.h"
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "kernels/ops.h"
+
+namespace tq {
+
+DenseLinear::DenseLinear(TensorView weight, std::vector<float> bias)
+    : weight_(std::move(weight)), bias_(std::move(bias)) {
+  TQ_CHECK(weight_.rank() == 2, "linear", "weight must be 2-D, got {}",
+           ShapeToString(weight_.shape));
+  TQ_CHECK(bias_.empty() || int64_t(bias_.size()) == weight_.dim(0), "linear",
+           "bias of {} for {} outputs", bias_.size(), weight_.dim(0));
+}
+
+void DenseLinear::MatMul(const float* x, int64_t n, float* y) const {
+  kernels::MatMul(x, n, weight_, bias_.empty() ? nullptr : bias_.data(), y);
+}
+
+int64_t DenseLinear::WeightBytes() const {
+  return int64_t(weight_.nbytes() + bias_.size() * sizeof(float));
+}
+
+void MatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
+                  std::span<float* const> ys) {
+  for (size_t i = 0; i < group.size(); ++i) group[i]->MatMul(x, n, ys[i]);
+}
+
+std::vector<float> LoadVector(const Checkpoint& ckpt, const std::string& name, int64_t size) {
+  const TensorView t = ckpt.View(name);
+  TQ_CHECK(t.rank() == 1 && t.dim(0) == size && IsFloat(t.dtype), "checkpoint " + ckpt.dir(),
+           "tensor '{}' is {} {}, expected a float vector [{}]", name, DTypeName(t.dtype),
+           ShapeToString(t.shape), size);
+  std::vector<float> v(static_cast<size_t>(size));
+  ToF32(t, v.data());
+  return v;
+}
+
+std::unique_ptr<Linear> LoadLinear(const Checkpoint& ckpt, const std::string& prefix, int64_t out,
+                                   int64_t in, bool bias) {
+  const std::string name = prefix + ".weight";
+  const TensorView w = ckpt.View(name);
+  TQ_CHECK(w.rank() == 2 && w.dim(0) == out && w.dim(1) == in, "checkpoint " + ckpt.dir(),
+           "tensor '{}' has shape {}, expected [{}, {}]", name, ShapeToString(w.shape), out, in);
+  TQ_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16,
+           "checkpoint " + ckpt.dir(), "tensor '{}' is {}, expected F32, F16 or BF16", name,
+           DTypeName(w.dtype));
+  std::vector<float> b;
+  if (bias) b = LoadVector(ckpt, prefix + ".bias", out);
+  return std::make_unique<DenseLinear>(w, std::move(b));
+}
+
+}  // namespace tq

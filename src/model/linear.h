@@ -1,0 +1,58 @@
+// A linear layer y = x·Wᵀ + b as the forward pass sees it. The forward pass only calls MatMul
+// (or MatMulShared for linears that read the same input), so other weight formats — TurboQuant
+// packed codes (PackedLinear: the input is rotated once per sharing group), streamed experts —
+// are new subclasses plus a case in LoadLinear, not changes to forward.cc.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tq {
+
+class Checkpoint;
+
+class Linear {
+ public:
+  virtual ~Linear() = default;
+  virtual int64_t in_features() const = 0;
+  virtual int64_t out_features() const = 0;
+  // y [n, out] = x [n, in] · Wᵀ (+ bias). y must not alias x.
+  virtual void MatMul(const float* x, int64_t n, float* y) const = 0;
+  // Bytes of weight data as loaded (mmapped or owned).
+  virtual int64_t WeightBytes() const = 0;
+};
+
+// Weights as stored in the checkpoint ([out, in] F32/F16/BF16, mmapped); bias kept in fp32.
+class DenseLinear final : public Linear {
+ public:
+  DenseLinear(TensorView weight, std::vector<float> bias = {});
+  int64_t in_features() const override { return weight_.dim(1); }
+  int64_t out_features() const override { return weight_.dim(0); }
+  void MatMul(const float* x, int64_t n, float* y) const override;
+  int64_t WeightBytes() const override;
+  const TensorView& weight() const { return weight_; }
+
+ private:
+  TensorView weight_;
+  std::vector<float> bias_;
+};
+
+// Runs several linears over one input x [n, in] (q/k/v; gate/up; one projection of the experts):
+// ys[i] = group[i]·x. The seam where a packed format rotates x once for the whole group.
+void MatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
+                  std::span<float* const> ys);
+
+// Loads the linear `<prefix>.weight` (+ `<prefix>.bias` when `bias`), checking its shape is
+// [out, in]. Errors name the tensor.
+std::unique_ptr<Linear> LoadLinear(const Checkpoint& ckpt, const std::string& prefix, int64_t out,
+                                   int64_t in, bool bias);
+
+// A float vector tensor (norm weights, biases) of `size` elements as fp32; errors name it.
+std::vector<float> LoadVector(const Checkpoint& ckpt, const std::string& name, int64_t size);
+
+}  // namespace tq

@@ -1,0 +1,128 @@
+#include "model/model.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "model/architecture.h"
+#include "model/weights.h"
+#include "model/workspace.h"
+
+namespace tq {
+namespace {
+
+void ValidateConfig(const ModelConfig& c, const std::string& where) {
+  TQ_CHECK(c.hidden_act == "silu", where, "hidden_act '{}' is not supported (only silu)",
+           c.hidden_act);
+  TQ_CHECK(c.vocab_size > 0 && c.hidden_size > 0 && c.num_layers > 0 && c.num_heads > 0 &&
+               c.intermediate_size >= 0,
+           where,
+           "vocab_size, hidden_size, num_hidden_layers and num_attention_heads must be "
+           "positive");
+  TQ_CHECK(c.num_kv_heads > 0 && c.num_heads % c.num_kv_heads == 0, where,
+           "num_attention_heads ({}) must be a multiple of num_key_value_heads ({})", c.num_heads,
+           c.num_kv_heads);
+  TQ_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, where, "head_dim must be even, got {}",
+           c.head_dim);
+}
+
+}  // namespace
+
+Model::Model() : ws_(std::make_unique<ForwardWorkspace>()) {}
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::Load(const std::string& dir) {
+  std::unique_ptr<Model> m(new Model());
+  m->config_ = LoadModelConfig(dir);
+  ValidateConfig(m->config_, dir + "/config.json");
+  m->arch_ = &FindArchitecture(m->config_.model_type);
+  m->checkpoint_ = Checkpoint::Open(dir);
+  m->weights_ = LoadWeights(*m->checkpoint_, m->config_, *m->arch_);
+  return m;
+}
+
+int64_t Model::WeightBytes() const {
+  const ModelWeights& w = *weights_;
+  int64_t bytes = int64_t(w.embed.nbytes() + w.final_norm.size() * sizeof(float));
+  if (!w.lm_head_tied) bytes += w.lm_head->WeightBytes();
+  auto mlp_bytes = [](const GatedMlp& m) {
+    return m.gate->WeightBytes() + m.up->WeightBytes() + m.down->WeightBytes();
+  };
+  for (const LayerWeights& L : w.layers) {
+    bytes += int64_t((L.attn_norm.size() + L.ffn_norm.size() + L.q_norm.size() + L.k_norm.size()) *
+                     sizeof(float));
+    bytes += L.q->WeightBytes() + L.k->WeightBytes() + L.v->WeightBytes() + L.o->WeightBytes();
+    if (L.mlp) bytes += mlp_bytes(*L.mlp);
+    if (L.moe) {
+      bytes += L.moe->router->WeightBytes();
+      for (const GatedMlp& e : L.moe->experts) bytes += mlp_bytes(e);
+    }
+  }
+  return bytes;
+}
+
+KvLayout Model::kv_layout() const {
+  KvLayout l;
+  l.num_layers = config_.num_layers;
+  l.num_heads = config_.num_heads;
+  l.num_kv_heads = config_.num_kv_heads;
+  l.head_dim = config_.head_dim;
+  l.scale = float(1.0 / std::sqrt(double(config_.head_dim)));
+  for (const LayerWeights& L : weights_->layers) l.window.push_back(L.window);
+  return l;
+}
+
+std::unique_ptr<KvCache> Model::NewCache(const KvCacheOptions& opts) const {
+  return MakeKvCache(kv_layout(), opts);
+}
+
+void Model::CheckCache(const KvCache& cache, int64_t n) const {
+  const KvLayout& l = cache.layout();
+  TQ_CHECK(l.num_layers == config_.num_layers && l.num_kv_heads == config_.num_kv_heads &&
+               l.num_heads == config_.num_heads && l.head_dim == config_.head_dim,
+           "model forward", "the KV cache was made for another model ({} layers, {} kv heads)",
+           l.num_layers, l.num_kv_heads);
+  TQ_CHECK(cache.size() + n <= cache.capacity(), "model forward",
+           "{} tokens at position {} overflow the KV cache (capacity {} tokens)", n, cache.size(),
+           cache.capacity());
+}
+
+void Model::Forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
+                    bool all_logits) {
+  const int64_t n = int64_t(tokens.size());
+  TQ_CHECK(n > 0, "model forward", "no tokens to run");
+  CheckCache(cache, n);
+  // Long prompts run in chunks: same result (attention is causal), bounded workspace.
+  constexpr int64_t kMaxChunk = 512;
+  for (int64_t begin = 0; begin < n; begin += kMaxChunk) {
+    const int64_t count = std::min(kMaxChunk, n - begin);
+    const Segment seg{&cache, 0, count};
+    std::vector<int64_t> rows;
+    if (all_logits) {
+      for (int64_t r = 0; r < count; ++r) rows.push_back(r);
+    } else if (begin + count == n) {
+      rows.push_back(count - 1);
+    }
+    Run(tokens.subspan(size_t(begin), size_t(count)), {&seg, 1}, rows,
+        all_logits ? logits + begin * config_.vocab_size : logits);
+  }
+}
+
+void Model::DecodeBatch(std::span<const int32_t> tokens, std::span<KvCache* const> caches,
+                        float* logits) {
+  TQ_CHECK(tokens.size() == caches.size() && !tokens.empty(), "model decode batch",
+           "{} tokens for {} caches", tokens.size(), caches.size());
+  std::vector<Segment> segs;
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < caches.size(); ++i) {
+    TQ_CHECK(caches[i] != nullptr, "model decode batch", "cache {} is null", i);
+    for (size_t j = 0; j < i; ++j)
+      TQ_CHECK(caches[j] != caches[i], "model decode batch", "caches {} and {} are the same", j, i);
+    CheckCache(*caches[i], 1);
+    segs.push_back({caches[i], int64_t(i), 1});
+    rows.push_back(int64_t(i));
+  }
+  Run(tokens, segs, rows, logits);
+}
+
+}  // namespace tq

@@ -1,0 +1,65 @@
+// A decoder-only transformer loaded from a Hugging Face directory (config.json + safetensors,
+// mmapped). One generic forward pass (forward.cc) serves every architecture (architecture.h).
+//
+// Not thread-safe: one Forward/DecodeBatch at a time per Model (they share a workspace).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "io/model_config.h"
+#include "kv/kv_cache.h"
+
+namespace tq {
+
+class Checkpoint;
+struct ModelWeights;
+struct ForwardWorkspace;
+struct Architecture;
+
+class Model {
+ public:
+  // config.json + safetensors (mmap) + architecture; errors name the file, tensor or field.
+  static std::unique_ptr<Model> Load(const std::string& dir);
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const Architecture& architecture() const { return *arch_; }
+  int64_t vocab_size() const { return config_.vocab_size; }
+  int64_t WeightBytes() const;  // bytes of weights as loaded
+  KvLayout kv_layout() const;
+  std::unique_ptr<KvCache> NewCache(const KvCacheOptions& opts) const;
+
+  // Runs tokens (a prompt chunk or one decode token) at positions cache.size() ..
+  // cache.size()+n-1, appends their K/V, and writes logits: [n, vocab] if all_logits else
+  // [1, vocab] for the last token. Prefill runs as matrix-matrix passes. Throws (leaving the
+  // cache as it was) if the cache would overflow or a token id is out of range.
+  void Forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
+               bool all_logits = false);
+
+  // Continuous batching: one new token for each of several sequences (distinct caches), one
+  // pass over the weights for all of them, attention per sequence. logits [batch, vocab].
+  void DecodeBatch(std::span<const int32_t> tokens, std::span<KvCache* const> caches,
+                   float* logits);
+
+ private:
+  Model();
+  // Rows [begin, begin + count) of a batch belong to one sequence.
+  struct Segment {
+    KvCache* cache;
+    int64_t begin, count;
+  };
+  void Run(std::span<const int32_t> tokens, std::span<const Segment> segments,
+           std::span<const int64_t> logit_rows, float* logits);
+  void CheckCache(const KvCache& cache, int64_t n) const;
+
+  ModelConfig config_;
+  const Architecture* arch_ = nullptr;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<ForwardWorkspace> ws_;
+};
+
+}  // namespace tq

@@ -1,0 +1,80 @@
+#include "model/weights.h"
+
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "model/architecture.h"
+
+namespace tq {
+namespace {
+
+GatedMlp LoadMlp(const Checkpoint& ckpt, const std::string& gate, const std::string& up,
+                 const std::string& down, int64_t hidden, int64_t ffn, bool bias) {
+  GatedMlp m;
+  m.gate = LoadLinear(ckpt, gate, ffn, hidden, bias);
+  m.up = LoadLinear(ckpt, up, ffn, hidden, bias);
+  m.down = LoadLinear(ckpt, down, hidden, ffn, bias);
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& c,
+                                          const Architecture& arch) {
+  const ArchTensorNames& nm = arch.names;
+  const std::string where = "checkpoint " + ckpt.dir();
+  const int64_t hidden = c.hidden_size, hd = c.head_dim;
+  auto w = std::make_unique<ModelWeights>();
+
+  w->embed = ckpt.View(nm.embed);
+  TQ_CHECK(w->embed.rank() == 2 && w->embed.dim(0) == c.vocab_size && w->embed.dim(1) == hidden &&
+               IsFloat(w->embed.dtype) && w->embed.dtype != DType::F64,
+           where, "tensor '{}' is {} {}, expected F32/F16/BF16 [{}, {}]", nm.embed,
+           DTypeName(w->embed.dtype), ShapeToString(w->embed.shape), c.vocab_size, hidden);
+  // Tied when the config says so or when there is no separate head (Hugging Face does the same).
+  w->lm_head_tied = c.tie_word_embeddings || !ckpt.Has(nm.lm_head + ".weight");
+  w->lm_head = w->lm_head_tied ? std::make_unique<DenseLinear>(w->embed)
+                               : LoadLinear(ckpt, nm.lm_head, c.vocab_size, hidden, false);
+  w->final_norm = LoadVector(ckpt, nm.final_norm, hidden);
+  w->rope = ComputeRopeFrequencies(c, hd);
+
+  const bool qkv_bias = arch.qkv_bias || c.attention_bias;
+  const bool o_bias = arch.o_bias_follows_config && c.attention_bias;
+  const bool qk_norm = arch.qk_norm || c.qk_norm;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    auto name = [&](const std::string& pattern) { return TensorName(pattern, l); };
+    LayerWeights& L = w->layers.emplace_back();
+    L.attn_norm = LoadVector(ckpt, name(nm.attn_norm), hidden);
+    L.ffn_norm = LoadVector(ckpt, name(nm.ffn_norm), hidden);
+    L.q = LoadLinear(ckpt, name(nm.q), c.num_heads * hd, hidden, qkv_bias);
+    L.k = LoadLinear(ckpt, name(nm.k), c.num_kv_heads * hd, hidden, qkv_bias);
+    L.v = LoadLinear(ckpt, name(nm.v), c.num_kv_heads * hd, hidden, qkv_bias);
+    L.o = LoadLinear(ckpt, name(nm.o), hidden, c.num_heads * hd, o_bias);
+    if (qk_norm) {
+      L.q_norm = LoadVector(ckpt, name(nm.q_norm), hd);
+      L.k_norm = LoadVector(ckpt, name(nm.k_norm), hd);
+    }
+    if (arch.sliding_window && c.LayerIsSliding(l)) L.window = c.sliding_window;
+    if (arch.moe && c.LayerIsMoe(l)) {
+      TQ_CHECK(c.num_experts_per_tok > 0 && c.num_experts_per_tok <= c.num_experts, where,
+               "num_experts_per_tok = {} with {} experts", c.num_experts_per_tok, c.num_experts);
+      const int64_t ffn =
+          c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
+      L.moe = std::make_unique<MoeBlock>();
+      L.moe->router = LoadLinear(ckpt, name(nm.router), c.num_experts, hidden, false);
+      L.moe->top_k = c.num_experts_per_tok;
+      L.moe->renormalize = arch.moe_always_renormalize || c.norm_topk_prob;
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        L.moe->experts.push_back(LoadMlp(ckpt, TensorName(nm.expert_gate, l, e),
+                                         TensorName(nm.expert_up, l, e),
+                                         TensorName(nm.expert_down, l, e), hidden, ffn, false));
+      }
+    } else {
+      L.mlp = std::make_unique<GatedMlp>(LoadMlp(ckpt, name(nm.gate), name(nm.up), name(nm.down),
+                                                 hidden, c.intermediate_size, c.mlp_bias));
+    }
+  }
+  return w;
+}
+
+}  // namespace tq

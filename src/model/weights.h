@@ -1,0 +1,50 @@
+// The weights of a decoder, as the forward pass uses them (internal to model/).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "model/linear.h"
+#include "model/rope.h"
+
+namespace tq {
+
+class Checkpoint;
+struct Architecture;
+struct ModelConfig;
+
+// SiLU-gated MLP: down(silu(gate(x)) * up(x)).
+struct GatedMlp {
+  std::unique_ptr<Linear> gate, up, down;  // [ffn, hidden], [ffn, hidden], [hidden, ffn]
+};
+
+struct MoeBlock {
+  std::unique_ptr<Linear> router;  // [num_experts, hidden]
+  std::vector<GatedMlp> experts;   // each [moe_ffn, hidden] ...
+  int64_t top_k = 0;
+  bool renormalize = true;  // divide the top-k probabilities by their sum
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;  // [hidden]
+  std::unique_ptr<Linear> q, k, v, o;  // [heads*hd, hidden], [kv*hd, hidden] x2, [hidden, heads*hd]
+  std::vector<float> q_norm, k_norm;   // [head_dim] when the architecture has qk-norm
+  std::unique_ptr<GatedMlp> mlp;       // dense layers
+  std::unique_ptr<MoeBlock> moe;       // MoE layers
+  int64_t window = 0;                  // sliding window (0 = full attention)
+};
+
+struct ModelWeights {
+  TensorView embed;                 // [vocab, hidden]
+  std::unique_ptr<Linear> lm_head;  // [vocab, hidden] (the embedding when tied)
+  bool lm_head_tied = false;
+  std::vector<float> final_norm;  // [hidden]
+  std::vector<LayerWeights> layers;
+  RopeFrequencies rope;
+};
+
+std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& config,
+                                          const Architecture& arch);
+
+}  // namespace tq

@@ -1,0 +1,187 @@
+#include "quant/group_quantizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "quant/packing.h"
+
+namespace tq::quant {
+namespace {
+
+// fp16 value of a non-negative scale; throws if it does not fit.
+uint16_t ScaleToF16(double s, const char* where) {
+  const uint16_t h = F32ToF16(float(s));
+  TQ_CHECK(std::isfinite(F16ToF32(h)), where, "group scale {} overflows fp16", s);
+  return h;
+}
+
+double AssignAndError(const float* w, int64_t n, const Codebook& cb, float scale, uint8_t* codes) {
+  double err = 0.0;
+  if (scale == 0.0f) {
+    const uint8_t zero = cb.Encode(0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      codes[i] = zero;
+      err += double(w[i]) * w[i];
+    }
+    return err;
+  }
+  const float inv = 1.0f / scale;
+  for (int64_t i = 0; i < n; ++i) {
+    codes[i] = cb.Encode(w[i] * inv);
+    const double d = double(w[i]) - double(scale) * cb.levels[codes[i]];
+    err += d * d;
+  }
+  return err;
+}
+
+std::string Where(std::string_view name) {
+  return name.empty() ? std::string("quantize") : "quantize " + std::string(name);
+}
+
+const Codebook& SpecCodebook(const QuantSpec& spec, const std::string& where) {
+  const Codebook& cb = spec.codebook ? *spec.codebook : GaussianCodebook(spec.format);
+  TQ_CHECK(cb.size() == Traits(spec.format).levels, where,
+           "codebook has {} levels, format {} needs {}", cb.size(), Traits(spec.format).name,
+           Traits(spec.format).levels);
+  return cb;
+}
+
+void CheckSpec(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec,
+               const std::string& where) {
+  TQ_CHECK(rows > 0 && cols > 0, where, "bad shape [{}, {}]", rows, cols);
+  TQ_CHECK(spec.group_size > 0 && cols % spec.group_size == 0, where,
+           "group size {} does not divide {} columns", spec.group_size, cols);
+  TQ_CHECK(spec.refine_rounds >= 0 && spec.refine_rounds <= 100, where, "refine rounds {}",
+           spec.refine_rounds);
+  if (spec.method == QuantMethod::kAffine) {
+    TQ_CHECK(spec.format != CodeFormat::kTernary, where,
+             "affine quantization needs a binary format, not ternary");
+  }
+  const int64_t n = rows * cols;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(w[i]))
+      Fail(where, "non-finite weight {} at [{}, {}]", w[i], i / cols, i % cols);
+  }
+}
+
+// Quantizes row `r` into codes (unpacked), scales and mins; returns its squared error.
+double QuantizeRow(const float* row, int64_t cols, const QuantSpec& spec, const Codebook* cb,
+                   uint8_t* codes, uint16_t* scales, uint16_t* mins) {
+  const int64_t g = spec.group_size;
+  const int bits = Traits(spec.format).code_bits;
+  double err = 0.0;
+  for (int64_t c0 = 0, k = 0; c0 < cols; c0 += g, ++k) {
+    double e = 0.0;
+    if (spec.method == QuantMethod::kAffine) {
+      QuantizeAffineGroup(row + c0, g, bits, &scales[k], &mins[k], codes + c0, &e);
+    } else {
+      scales[k] = QuantizeGroup(row + c0, g, *cb, spec.scale, spec.refine_rounds, codes + c0, &e);
+    }
+    err += e;
+  }
+  return err;
+}
+
+}  // namespace
+
+uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, ScaleMode mode, int rounds,
+                       uint8_t* codes, double* sq_error) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += double(w[i]) * w[i];
+  uint16_t best = ScaleToF16(n > 0 ? std::sqrt(ss / double(n)) : 0.0, "quantize group");
+  double best_err = AssignAndError(w, n, cb, F16ToF32(best), codes);
+  if (mode == ScaleMode::kMseRefined && best_err > 0.0 && rounds > 0) {
+    // Trial codes: on the stack for the usual group sizes (no allocation per group).
+    uint8_t stack[512];
+    std::vector<uint8_t> heap;
+    uint8_t* trial = stack;
+    if (n > 512) {
+      heap.resize(size_t(n));
+      trial = heap.data();
+    }
+    std::copy(codes, codes + n, trial);
+    for (int r = 0; r < rounds; ++r) {
+      double wc = 0.0, cc = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double l = cb.levels[trial[i]];
+        wc += double(w[i]) * l;
+        cc += l * l;
+      }
+      if (!(cc > 0.0) || !(wc > 0.0)) break;
+      const uint16_t s = ScaleToF16(wc / cc, "quantize group");
+      const double e = AssignAndError(w, n, cb, F16ToF32(s), trial);
+      if (e < best_err) {
+        best_err = e;
+        best = s;
+        std::copy(trial, trial + n, codes);
+      } else if (s == best) {
+        break;  // fixed point
+      }
+    }
+  }
+  if (sq_error) *sq_error = best_err;
+  return best;
+}
+
+QuantizedMatrix Quantize(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec,
+                         std::string_view name) {
+  const std::string where = Where(name);
+  CheckSpec(w, rows, cols, spec, where);
+  const Codebook* cb = spec.method == QuantMethod::kCodebook ? &SpecCodebook(spec, where) : nullptr;
+  QuantizedMatrix q;
+  q.method = spec.method;
+  q.format = spec.format;
+  q.rows = rows;
+  q.cols = cols;
+  q.group_size = spec.group_size;
+  const int64_t groups = cols / spec.group_size;
+  q.codes.resize(size_t(rows) * q.row_bytes());
+  q.scales.resize(size_t(rows * groups));
+  if (spec.method == QuantMethod::kAffine) {
+    q.mins.resize(size_t(rows * groups));
+  } else {
+    q.codebook = cb->levels;
+  }
+  ThreadPool::Global().ParallelFor(rows, 4, [&](int64_t r0, int64_t r1) {
+    std::vector<uint8_t> codes(static_cast<size_t>(cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      QuantizeRow(w + r * cols, cols, spec, cb, codes.data(), q.scales.data() + r * groups,
+                  q.mins.empty() ? nullptr : q.mins.data() + r * groups);
+      PackCodes(spec.format, codes.data(), cols, q.codes.data() + size_t(r) * q.row_bytes());
+    }
+  });
+  return q;
+}
+
+QuantError QuantizationError(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec,
+                             std::string_view name) {
+  const std::string where = Where(name);
+  CheckSpec(w, rows, cols, spec, where);
+  const Codebook* cb = spec.method == QuantMethod::kCodebook ? &SpecCodebook(spec, where) : nullptr;
+  const int64_t groups = cols / spec.group_size;
+  std::vector<double> row_err(static_cast<size_t>(rows)), row_norm(static_cast<size_t>(rows));
+  ThreadPool::Global().ParallelFor(rows, 4, [&](int64_t r0, int64_t r1) {
+    std::vector<uint8_t> codes(static_cast<size_t>(cols));
+    std::vector<uint16_t> scales(static_cast<size_t>(groups)), mins(static_cast<size_t>(groups));
+    for (int64_t r = r0; r < r1; ++r) {
+      row_err[size_t(r)] =
+          QuantizeRow(w + r * cols, cols, spec, cb, codes.data(), scales.data(), mins.data());
+      double ss = 0.0;
+      for (int64_t c = 0; c < cols; ++c) ss += double(w[r * cols + c]) * w[r * cols + c];
+      row_norm[size_t(r)] = ss;
+    }
+  });
+  QuantError e;
+  for (int64_t r = 0; r < rows; ++r) {
+    e.sq_error += row_err[size_t(r)];
+    e.sq_norm += row_norm[size_t(r)];
+  }
+  return e;
+}
+
+}  // namespace tq::quant

@@ -1,0 +1,39 @@
+// TurboQuant's group quantizer (DESIGN.md §2 steps 3–4) and the matrix-level entry points for it
+// and the affine baseline (affine_quantizer.h), for one weight matrix W [rows, cols] (rotate the
+// rows first with hadamard.h if wanted), plus the error measure the converter's bit allocator uses.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "quant/affine_quantizer.h"
+#include "quant/codebook.h"
+#include "quant/quantized_matrix.h"
+
+namespace tq::quant {
+
+// One group of n weights, codebook method. Writes n codes and returns the fp16 scale; *sq_error
+// (if not null) receives Σ (w - scale * level[code])² with the fp16 scale actually stored.
+// RMS: scale = fp16(√(Σw²/n)), codes = nearest level of w / scale. kMseRefined then repeats
+// `rounds` times: scale = fp16(⟨w, c⟩ / ⟨c, c⟩), re-assign codes; the iterate with the lowest
+// error is returned (so it is never worse than RMS). An all-zero group gets scale 0.
+uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& codebook, ScaleMode mode,
+                       int rounds, uint8_t* codes, double* sq_error = nullptr);
+
+// Quantizes W [rows, cols] (row-major) by `spec`; cols must be a multiple of spec.group_size.
+// Throws tq::Error "[quantize <name>] ..." on a bad spec or a non-finite weight. Parallel over
+// rows (ThreadPool::Global()); the result does not depend on the thread count.
+QuantizedMatrix Quantize(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec,
+                         std::string_view name = "");
+
+struct QuantError {
+  double sq_error = 0.0;  // Σ (w - ŵ)²
+  double sq_norm = 0.0;   // Σ w²
+  double relative() const { return sq_norm > 0 ? sq_error / sq_norm : 0.0; }
+};
+
+// The error Quantize(w, ..., spec) would make, without packing or storing anything.
+QuantError QuantizationError(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec,
+                             std::string_view name = "");
+
+}  // namespace tq::quant

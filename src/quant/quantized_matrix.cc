@@ -1,0 +1,76 @@
+#include "quant/quantized_matrix.h"
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "quant/packing.h"
+
+namespace tq::quant {
+
+size_t QuantizedMatrix::row_bytes() const { return PackedBytes(format, cols); }
+
+double QuantizedMatrix::BitsPerWeight() const {
+  QuantSpec spec;
+  spec.method = method;
+  spec.format = format;
+  spec.group_size = group_size;
+  return quant::BitsPerWeight(spec, cols);
+}
+
+double BitsPerWeight(const QuantSpec& spec, int64_t cols) {
+  TQ_CHECK(cols > 0 && spec.group_size > 0, "bits per weight", "cols {} / group size {}", cols,
+           spec.group_size);
+  const double code_bits = 8.0 * double(PackedBytes(spec.format, cols)) / double(cols);
+  const double per_group = spec.method == QuantMethod::kAffine ? 32.0 : 16.0;
+  return code_bits + per_group / spec.group_size;
+}
+
+void QuantizedMatrix::Validate(std::string_view name) const {
+  const std::string where = "quantized matrix " + std::string(name);
+  TQ_CHECK(rows > 0 && cols > 0, where, "bad shape [{}, {}]", rows, cols);
+  TQ_CHECK(group_size > 0 && cols % group_size == 0, where,
+           "group size {} does not divide {} columns", group_size, cols);
+  TQ_CHECK(codes.size() == size_t(rows) * row_bytes(), where, "{} code bytes, expected {}",
+           codes.size(), size_t(rows) * row_bytes());
+  const size_t ngroups = size_t(rows) * size_t(groups_per_row());
+  TQ_CHECK(scales.size() == ngroups, where, "{} scales, expected {}", scales.size(), ngroups);
+  if (method == QuantMethod::kAffine) {
+    TQ_CHECK(format != CodeFormat::kTernary, where, "affine quantization has no ternary format");
+    TQ_CHECK(mins.size() == ngroups, where, "{} mins, expected {}", mins.size(), ngroups);
+    TQ_CHECK(codebook.empty(), where, "affine matrix with a codebook");
+  } else {
+    TQ_CHECK(mins.empty(), where, "codebook matrix with {} mins", mins.size());
+    TQ_CHECK(int(codebook.size()) == Traits(format).levels, where,
+             "codebook has {} levels, format {} needs {}", codebook.size(), Traits(format).name,
+             Traits(format).levels);
+  }
+}
+
+void DequantizeRow(const QuantizedMatrix& q, int64_t row, float* out) {
+  TQ_CHECK(row >= 0 && row < q.rows, "dequantize", "row {} out of [0, {})", row, q.rows);
+  thread_local std::vector<uint8_t> codes;  // reused: no allocation per row
+  codes.resize(size_t(q.cols));
+  UnpackCodes(q.format, q.codes.data() + size_t(row) * q.row_bytes(), q.cols, codes.data());
+  const int64_t g = q.group_size;
+  const uint16_t* scales = q.scales.data() + row * q.groups_per_row();
+  if (q.method == QuantMethod::kAffine) {
+    const uint16_t* mins = q.mins.data() + row * q.groups_per_row();
+    for (int64_t c = 0; c < q.cols; ++c)
+      out[c] = F16ToF32(mins[c / g]) + F16ToF32(scales[c / g]) * float(codes[size_t(c)]);
+  } else {
+    for (int64_t c = 0; c < q.cols; ++c)
+      out[c] = F16ToF32(scales[c / g]) * q.codebook[codes[size_t(c)]];
+  }
+}
+
+void Dequantize(const QuantizedMatrix& q, float* out) {
+  q.Validate("");
+  ThreadPool::Global().ParallelFor(q.rows, 8, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) DequantizeRow(q, r, out + r * q.cols);
+  });
+}
+
+}  // namespace tq::quant

@@ -1,0 +1,69 @@
+// A quantized weight matrix W [rows = out, cols = in] and its scalar reference dequantizer.
+//
+// Codes are grouped along `cols` in groups of `group_size` consecutive columns; each group has one
+// fp16 scale (and, for the affine method, one fp16 minimum):
+//   codebook method: w[r, c] ≈ scale[r, c / g] * codebook[code[r, c]]
+//   affine method:   w[r, c] ≈ min[r, c / g] + scale[r, c / g] * code[r, c]
+// Each row's codes are packed on their own (packing.h): row r starts at byte r * row_bytes().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "quant/codebook.h"
+#include "quant/format.h"
+
+namespace tq::quant {
+
+enum class QuantMethod : uint8_t {
+  kCodebook = 0,  // TurboQuant: per-group scale x Lloyd-Max level
+  kAffine = 1,    // round-to-nearest on a uniform grid between the group's min and max
+};
+
+enum class ScaleMode : uint8_t {
+  kRms = 0,         // scale = RMS of the group
+  kMseRefined = 1,  // start from RMS, then alternate assign <-> scale = <w,c>/<c,c> (best kept)
+};
+
+// What to quantize to. The affine method uses binary formats only and ignores scale/codebook.
+struct QuantSpec {
+  QuantMethod method = QuantMethod::kCodebook;
+  CodeFormat format = CodeFormat::kQ4;
+  int group_size = 64;
+  ScaleMode scale = ScaleMode::kMseRefined;
+  int refine_rounds = 3;
+  // Levels to snap to (codebook method); nullptr = GaussianCodebook(format). Its size must equal
+  // the format's level count. Must outlive the call.
+  const Codebook* codebook = nullptr;
+};
+
+struct QuantizedMatrix {
+  QuantMethod method = QuantMethod::kCodebook;
+  CodeFormat format = CodeFormat::kQ4;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int group_size = 0;
+  std::vector<uint8_t> codes;    // [rows, row_bytes()]
+  std::vector<uint16_t> scales;  // fp16 [rows, groups_per_row()]
+  std::vector<uint16_t> mins;    // fp16 [rows, groups_per_row()], affine only (else empty)
+  std::vector<float> codebook;   // the levels used, ascending (codebook method only)
+
+  size_t row_bytes() const;
+  int64_t groups_per_row() const { return group_size > 0 ? cols / group_size : 0; }
+  // Stored bits per weight: packed codes + fp16 scales (+ fp16 mins); the codebook is per tensor.
+  double BitsPerWeight() const;
+  // Throws tq::Error naming `name` if sizes are inconsistent (what a loader checks).
+  void Validate(std::string_view name) const;
+};
+
+// Bits per weight of a spec on rows of `cols` weights (codes + scales + mins).
+double BitsPerWeight(const QuantSpec& spec, int64_t cols);
+
+// out [rows, cols] = the dequantized matrix (scalar reference).
+void Dequantize(const QuantizedMatrix& q, float* out);
+// out [cols] = row `row` (q must have passed Validate: codes index the codebook unchecked).
+void DequantizeRow(const QuantizedMatrix& q, int64_t row, float* out);
+
+}  // namespace tq::quant

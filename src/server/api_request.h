@@ -1,0 +1,91 @@
+// The OpenAI request bodies this server accepts, parsed and validated into plain structs.
+// Every error is an ApiError (HTTP 400) naming the field at fault, e.g. "messages[2].content".
+// Unknown fields are ignored (clients send many); a field set to null counts as absent.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+
+namespace tq::server {
+
+// Sampling controls as the request gave them (OpenAI's ranges, plus vLLM's top_k / min_p /
+// repetition_penalty); absent fields fall back to the model's generation_config defaults.
+struct SamplingRequest {
+  std::optional<double> temperature;         // [0, 2]; 0 = greedy
+  std::optional<double> top_p;               // (0, 1]
+  std::optional<int64_t> top_k;              // >= 0; 0 (or vLLM's -1) = off
+  std::optional<double> min_p;               // [0, 1]
+  std::optional<double> presence_penalty;    // [-2, 2]
+  std::optional<double> frequency_penalty;   // [-2, 2]
+  std::optional<double> repetition_penalty;  // > 0; 1 = off
+  std::optional<uint64_t> seed;
+};
+
+// The runtime's parameters: `defaults` overridden by what the request set; `random_seed` when
+// the request gave no seed.
+tq::SamplingParams ResolveSampling(const SamplingRequest& req, const tq::SamplingParams& defaults,
+                                   uint64_t random_seed);
+
+// One prompt of /v1/completions: text, or token ids given by the client.
+struct Prompt {
+  std::string text;
+  std::vector<int32_t> tokens;
+  bool is_tokens = false;
+};
+
+enum class Endpoint { kChat, kCompletion };
+
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::kChat;
+  std::string model;  // as sent ("" when absent)
+  // Chat: messages normalized to [{"role", "content": string, ...}] (content-part arrays joined),
+  // ready for the chat template. tools / template_kwargs: null when absent.
+  nlohmann::json messages;
+  nlohmann::json tools;
+  nlohmann::json template_kwargs;
+  bool add_generation_prompt = true;
+  // Completions: one or more prompts (each becomes one choice).
+  std::vector<Prompt> prompts;
+  bool echo = false;
+
+  std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens
+  SamplingRequest sampling;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;
+  int top_logprobs = 0;  // chat: top_logprobs; completions: the integer `logprobs`
+};
+
+// Request limits that validation enforces.
+constexpr int kMaxStopStrings = 16;
+constexpr int kMaxTopLogprobs = 20;
+constexpr int kMaxPrompts = 64;
+
+// Parses a request body; malformed JSON or a non-object -> 400.
+nlohmann::json ParseJsonBody(const std::string& body);
+
+GenerationRequest ParseChatRequest(const nlohmann::json& body);
+GenerationRequest ParseCompletionRequest(const nlohmann::json& body);
+
+// POST /tokenize: {"content"|"prompt": string} or {"messages": [...]}, "add_special" /
+// "add_special_tokens" (default true for text, false for messages: the template adds them).
+struct TokenizeRequest {
+  std::string text;
+  bool has_messages = false;
+  nlohmann::json messages;  // normalized like chat messages
+  bool add_special = true;
+  bool with_pieces = false;
+};
+TokenizeRequest ParseTokenizeRequest(const nlohmann::json& body);
+
+// POST /detokenize: {"tokens": [int...]}.
+std::vector<int32_t> ParseDetokenizeRequest(const nlohmann::json& body);
+
+}  // namespace tq::server

@@ -1,0 +1,76 @@
+// The interfaces between the scheduler and the rest: what it needs from a model (Engine: a pool
+// of KV caches and two compute calls), how it samples (TokenSampler), and where a sequence's
+// tokens go (SequenceSink). The server implements them over Model/Tokenizer/runtime
+// (model_engine.h); tests implement them with fakes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tq::server {
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual int64_t vocab_size() const = 0;
+  // Most tokens one cache holds (the served context length).
+  virtual int64_t context_length() const = 0;
+  // Caches are numbered [0, num_caches()); each holds one sequence's KV.
+  virtual int num_caches() const = 0;
+  virtual int64_t kv_bytes_per_token() const = 0;
+  // Drops all but the first n tokens of cache `cache`.
+  virtual void Truncate(int cache, int64_t n) = 0;
+  // Appends `tokens` to cache `cache` (positions continue from its size) and writes the logits
+  // of the last token to `logits` [vocab].
+  virtual void Prefill(int cache, std::span<const int32_t> tokens, float* logits) = 0;
+  // One token for each of several caches in one pass over the weights:
+  // tokens[b] goes to caches[b]; logits [batch, vocab].
+  virtual void Decode(std::span<const int32_t> tokens, std::span<const int> caches,
+                      float* logits) = 0;
+};
+
+// Picks the next token of one sequence. Keeps whatever history it needs (penalties).
+class TokenSampler {
+ public:
+  virtual ~TokenSampler() = default;
+  // logits [vocab] may be modified in place.
+  virtual int32_t Sample(std::span<float> logits) = 0;
+};
+
+struct TokenLogprobs {
+  float logprob = 0;                           // of the chosen token
+  std::vector<std::pair<int32_t, float>> top;  // most likely tokens, best first
+};
+
+enum class FinishReason { kStop, kLength, kCancelled, kError };
+const char* FinishReasonName(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct SequenceStats {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens whose KV was reused from an earlier sequence
+  int64_t completion_tokens = 0;
+  double queue_seconds = 0;  // submit -> prefill start
+  double ttft_seconds = 0;   // submit -> first token
+  double total_seconds = 0;
+};
+
+// Receives one sequence's output. Called on the scheduler thread: must be quick, never block.
+class SequenceSink {
+ public:
+  virtual ~SequenceSink() = default;
+  // A generated token (EOS tokens are not passed). Returning false finishes the sequence now
+  // with reason kStop (a stop string matched).
+  virtual bool OnToken(int32_t token, const TokenLogprobs* logprobs) = 0;
+  // Called exactly once per submitted sequence. `error` is set for kError.
+  virtual void OnFinish(FinishReason reason, const SequenceStats& stats,
+                        const std::string& error) = 0;
+  // True once nobody waits for the output any more (client gone): the scheduler then drops the
+  // sequence at its next step. Called from the scheduler thread; make it thread-safe.
+  virtual bool Cancelled() const = 0;
+};
+
+}  // namespace tq::server

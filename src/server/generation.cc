@@ -1,0 +1,136 @@
+#include "server/generation.h"
+
+#include <algorithm>
+
+namespace tq::server {
+
+// Runs on the scheduler thread.
+class ChoiceSink : public SequenceSink {
+ public:
+  ChoiceSink(std::shared_ptr<Generation> gen, size_t index, std::span<const int32_t> prompt,
+             const std::vector<std::string>& stop, bool logprobs)
+      : gen_(std::move(gen)),
+        index_(index),
+        detok_([text = &gen_->text_](std::span<const int32_t> ids) {
+          return text->Decode(ids, /*skip_special=*/true);
+        }),
+        stop_(stop),
+        logprobs_(logprobs) {
+    const size_t n = std::min(prompt.size(), kDetokenizerContext);
+    detok_.Reset(prompt.subspan(prompt.size() - n));
+  }
+
+  bool OnToken(int32_t token, const TokenLogprobs* lp) override {
+    const std::string_view piece = detok_.Push(token);
+    const StopStringMatcher::Result r = stop_.Push(piece);
+    LogprobEntry entry;
+    if (logprobs_ && lp) {
+      const int32_t id[1] = {token};
+      entry.token = gen_->text_.Decode(id, false);
+      entry.logprob = lp->logprob;
+      for (const auto& [t, p] : lp->top) {
+        const int32_t tid[1] = {t};
+        entry.top.emplace_back(gen_->text_.Decode(tid, false), p);
+      }
+    }
+    {
+      std::lock_guard lk(gen_->mu_);
+      ChoiceOutput& c = gen_->choices_[index_];
+      c.text.append(r.text);
+      if (logprobs_ && lp) c.logprobs.push_back(std::move(entry));
+      gen_->news_ = true;
+    }
+    gen_->cv_.notify_all();
+    return !r.stopped;
+  }
+
+  void OnFinish(FinishReason reason, const SequenceStats& stats,
+                const std::string& error) override {
+    std::string tail;
+    if (!stop_.stopped() && reason != FinishReason::kError) {
+      const StopStringMatcher::Result r = stop_.Push(detok_.Flush());
+      tail.append(r.text);
+      if (r.stopped) {
+        reason = FinishReason::kStop;
+      } else {
+        tail.append(stop_.Flush());
+      }
+    }
+    {
+      std::lock_guard lk(gen_->mu_);
+      ChoiceOutput& c = gen_->choices_[index_];
+      c.text.append(tail);
+      c.finished = true;
+      c.reason = reason;
+      c.stats = stats;
+      c.error = error;
+      gen_->news_ = true;
+    }
+    gen_->cv_.notify_all();
+  }
+
+  bool Cancelled() const override { return gen_->cancelled(); }
+
+ private:
+  std::shared_ptr<Generation> gen_;
+  size_t index_;
+  IncrementalDetokenizer detok_;
+  StopStringMatcher stop_;
+  bool logprobs_;
+};
+
+Generation::Generation(const TextModel& text, size_t num_choices)
+    : text_(text), num_choices_(num_choices), choices_(num_choices) {}
+
+std::shared_ptr<SequenceSink> Generation::MakeSink(size_t index, std::span<const int32_t> prompt,
+                                                   const std::vector<std::string>& stop,
+                                                   bool logprobs) {
+  return std::make_shared<ChoiceSink>(shared_from_this(), index, prompt, stop, logprobs);
+}
+
+bool Generation::Take(std::vector<ChoiceOutput>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return news_; });
+  news_ = false;
+  out.resize(choices_.size());
+  bool all = true;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    ChoiceOutput& c = choices_[i];
+    ChoiceOutput& o = out[i];
+    o.text = std::move(c.text);
+    c.text.clear();
+    o.logprobs = std::move(c.logprobs);
+    c.logprobs.clear();
+    o.finished = c.finished;
+    o.reason = c.reason;
+    o.stats = c.stats;
+    o.error = c.error;
+    all = all && c.finished;
+  }
+  return all;
+}
+
+std::vector<ChoiceOutput> Generation::WaitAll() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] {
+    for (const auto& c : choices_) {
+      if (!c.finished) return false;
+    }
+    return true;
+  });
+  return choices_;
+}
+
+RuntimeSampler::RuntimeSampler(const SamplingParams& params, int64_t vocab,
+                               std::span<const int32_t> prompt)
+    : sampler_(params, vocab) {
+  sampler_.AddPrompt(prompt);
+}
+
+int32_t RuntimeSampler::Sample(std::span<float> logits) {
+  const int32_t t = sampler_.Sample(logits.data());
+  sampler_.Accept(t);
+  return t;
+}
+
+}  // namespace tq::server

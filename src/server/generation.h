@@ -1,0 +1,80 @@
+// One HTTP request's generation as the HTTP thread sees it: one Choice per prompt, filled by
+// ChoiceSinks on the scheduler thread (streaming detokenization + stop strings happen there, so
+// a stop string ends the sequence at once) and drained by the HTTP thread that answers.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/detokenizer.h"
+#include "runtime/sampler.h"
+#include "runtime/stop_strings.h"
+#include "server/engine.h"
+#include "server/text_model.h"
+
+namespace tq::server {
+
+struct LogprobEntry {
+  std::string token;  // the token's text (special tokens kept)
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
+};
+
+struct ChoiceOutput {
+  std::string text;                    // new text since the last Take
+  std::vector<LogprobEntry> logprobs;  // new entries since the last Take
+  bool finished = false;
+  FinishReason reason = FinishReason::kStop;
+  SequenceStats stats;
+  std::string error;
+};
+
+// Always held by shared_ptr (the sinks keep it alive while the scheduler holds them).
+class Generation : public std::enable_shared_from_this<Generation> {
+ public:
+  Generation(const TextModel& text, size_t num_choices);
+
+  // A sink for choice `index`; `prompt` seeds the detokenizer's context.
+  std::shared_ptr<SequenceSink> MakeSink(size_t index, std::span<const int32_t> prompt,
+                                         const std::vector<std::string>& stop, bool logprobs);
+
+  // Waits up to `timeout` for news, then moves every choice's new text/logprobs into `out`
+  // (finish state copied). Returns true when every choice has finished.
+  bool Take(std::vector<ChoiceOutput>& out, std::chrono::milliseconds timeout);
+  // Waits for every choice to finish and returns everything.
+  std::vector<ChoiceOutput> WaitAll();
+
+  // The client is gone: the scheduler drops the sequences at its next step.
+  void Cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+  size_t num_choices() const { return num_choices_; }
+
+ private:
+  friend class ChoiceSink;
+  const TextModel& text_;
+  const size_t num_choices_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<ChoiceOutput> choices_;  // pending output, guarded by mu_
+  bool news_ = false;
+  std::atomic<bool> cancelled_{false};
+};
+
+// tq::Sampler as the scheduler's TokenSampler (prompt tokens count for repetition penalty).
+class RuntimeSampler : public TokenSampler {
+ public:
+  RuntimeSampler(const SamplingParams& params, int64_t vocab, std::span<const int32_t> prompt);
+  int32_t Sample(std::span<float> logits) override;
+
+ private:
+  Sampler sampler_;
+};
+
+}  // namespace tq::server

@@ -1,0 +1,433 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <ctime>
+#include <random>
+
+#include "core/error.h"
+#include "core/sysinfo.h"
+#include "server/api_error.h"
+#include "server/api_request.h"
+#include "server/generation.h"
+#include "server/openai_format.h"
+
+namespace tq::server {
+namespace {
+
+using nlohmann::json;
+
+void SendJson(httplib::Response& res, int status, const json& j) {
+  res.status = status;
+  res.set_content(Dump(j), "application/json");
+}
+
+// Runs a handler body, turning every exception into an OpenAI-shaped error response.
+template <typename F>
+void Guard(httplib::Response& res, F&& body) {
+  try {
+    body();
+  } catch (const ApiError& e) {
+    if (e.status() == 503) res.set_header("Retry-After", "1");
+    SendJson(res, e.status(), e.ToJson());
+  } catch (const tq::Error& e) {
+    // Tokenizer / chat-template errors caused by the request's content.
+    SendJson(res, 400, ErrorJson(e.what(), "invalid_request_error"));
+  } catch (const std::exception& e) {
+    SendJson(res, 500, ErrorJson(std::string("internal error: ") + e.what(), "server_error"));
+  }
+}
+
+uint64_t RandomSeed() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard lk(mu);
+  return rng();
+}
+
+// Metric label for a path: known routes by name, anything else "other" (bounded cardinality).
+std::string EndpointLabel(const std::string& path) {
+  static const char* known[] = {
+      "/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics", "/tokenize",
+      "/detokenize"};
+  for (const char* k : known) {
+    if (path == k) return k;
+  }
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models";
+  if (path == "/chat/completions") return "/v1/chat/completions";
+  if (path == "/completions") return "/v1/completions";
+  return "other";
+}
+
+// Constant-time comparison for the API key.
+bool SameSecret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i]) ^ uint8_t(b[i % (b.size() + 1)]);
+  return diff == 0;
+}
+
+// The state of one streaming response, shared by the content provider calls.
+struct StreamState {
+  std::shared_ptr<Generation> gen;
+  ResponseMeta meta;
+  bool chat = true;
+  bool include_usage = false;
+  bool logprobs = false;
+  std::vector<std::string> echo;     // completions with echo: the prompt text per choice
+  std::vector<size_t> offset;        // completions: text bytes sent per choice (text_offset)
+  std::vector<bool> started, ended;  // per choice: first chunk / finish chunk sent
+  std::vector<ChoiceOutput> buf, totals;
+  bool done = false;
+
+  // One round: wait briefly for output, write the chunks it makes. False: stop (client gone).
+  bool Pump(httplib::DataSink& sink) {
+    if (done) {
+      sink.done();
+      return true;
+    }
+    const bool all = gen->Take(buf, std::chrono::milliseconds(200));
+    std::string out;
+    for (size_t i = 0; i < buf.size(); ++i) {
+      const ChoiceOutput& c = buf[i];
+      if (!started[i]) {
+        started[i] = true;
+        if (chat) {
+          out += SseData(ChatChunkJson(meta, i, true, "", nullptr, nullptr, include_usage));
+        } else if (!echo[i].empty()) {
+          out += SseData(CompletionChunkJson(meta, i, echo[i], nullptr, 0, nullptr, include_usage));
+          offset[i] += echo[i].size();
+        }
+      }
+      if (!c.text.empty() || !c.logprobs.empty()) {
+        const auto* lp = logprobs ? &c.logprobs : nullptr;
+        out += SseData(
+            chat ? ChatChunkJson(meta, i, false, c.text, lp, nullptr, include_usage)
+                 : CompletionChunkJson(meta, i, c.text, lp, offset[i], nullptr, include_usage));
+        offset[i] += c.text.size();
+      }
+      if (c.finished && !ended[i]) {
+        ended[i] = true;
+        totals[i].stats = c.stats;
+        if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
+          const std::string msg =
+              c.reason == FinishReason::kError ? c.error : "the server is shutting down";
+          out += SseData(ErrorJson(msg, "server_error"));
+        } else {
+          const char* fr = OpenAiFinishReason(c.reason);
+          out += SseData(
+              chat ? ChatChunkJson(meta, i, false, "", nullptr, fr, include_usage)
+                   : CompletionChunkJson(meta, i, "", nullptr, offset[i], fr, include_usage));
+        }
+      }
+    }
+    if (all) {
+      if (include_usage) out += SseData(UsageChunkJson(meta, chat, totals));
+      out += kSseDone;
+    }
+    if (!out.empty() && !sink.write(out.data(), out.size())) {
+      gen->Cancel();
+      return false;
+    }
+    if (all) {
+      done = true;
+      sink.done();
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+HttpServer::HttpServer(const TextModel& text, Scheduler& scheduler, ServerOptions opts)
+    : text_(text),
+      scheduler_(scheduler),
+      opts_(std::move(opts)),
+      started_(int64_t(std::time(nullptr))),
+      http_(std::make_unique<httplib::Server>()) {
+  Route();
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+int HttpServer::Bind() {
+  int port = opts_.port;
+  if (port == 0) {
+    port = http_->bind_to_any_port(opts_.host);
+  } else if (!http_->bind_to_port(opts_.host, port)) {
+    port = -1;
+  }
+  if (port <= 0) {
+    Fail("serve", "cannot listen on {}:{} (address in use or not available)", opts_.host,
+         opts_.port);
+  }
+  return port;
+}
+
+void HttpServer::Serve() { http_->listen_after_bind(); }
+
+void HttpServer::Stop() {
+  if (http_) http_->stop();
+}
+
+bool HttpServer::Authorized(const httplib::Request& req) const {
+  if (opts_.api_key.empty()) return true;
+  std::string auth = req.get_header_value("Authorization");
+  const std::string bearer = "Bearer ";
+  if (auth.rfind(bearer, 0) == 0) return SameSecret(auth.substr(bearer.size()), opts_.api_key);
+  if (req.has_header("x-api-key"))
+    return SameSecret(req.get_header_value("x-api-key"), opts_.api_key);
+  return false;
+}
+
+void HttpServer::CheckModel(const std::string& model) const {
+  if (!model.empty() && model != opts_.model_id) {
+    throw ApiError(
+        404, "invalid_request_error",
+        "The model '" + model + "' does not exist; this server serves '" + opts_.model_id + "'",
+        "model", "model_not_found");
+  }
+}
+
+void HttpServer::Route() {
+  const SchedulerOptions& so = scheduler_.options();
+  const int threads = opts_.http_threads > 0 ? opts_.http_threads : so.parallel + so.max_queue + 32;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  http_->set_payload_max_length(opts_.max_body_bytes);
+  http_->set_read_timeout(30);
+  http_->set_write_timeout(30);
+  http_->set_keep_alive_max_count(1000);
+  http_->set_keep_alive_timeout(5);
+  http_->set_default_headers({{"Access-Control-Allow-Origin", "*"},
+                              {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+                              {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"}});
+
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "OPTIONS") {  // CORS preflight
+      res.status = 204;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.path != "/health" && !Authorized(req)) {
+      const bool missing = !req.has_header("Authorization") && !req.has_header("x-api-key");
+      SendJson(res, 401,
+               ErrorJson(missing ? "Missing API key: send 'Authorization: Bearer <key>'"
+                                 : "Incorrect API key provided",
+                         "invalid_request_error", "", "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  http_->set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                       httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    json err;
+    switch (res.status) {
+      case 404:
+        err = ErrorJson("Unknown route: " + req.method + " " + req.path, "invalid_request_error",
+                        "", "not_found");
+        break;
+      case 413:
+        err = ErrorJson(
+            fmt::format("Request body is larger than the limit of {} bytes", opts_.max_body_bytes),
+            "invalid_request_error", "", "request_too_large");
+        break;
+      default:
+        err = ErrorJson(fmt::format("HTTP error {}", res.status),
+                        res.status >= 500 ? "server_error" : "invalid_request_error");
+    }
+    res.set_content(Dump(err), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendJson(res, 500, ErrorJson("internal error: " + what, "server_error"));
+      });
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    counters_.Count(EndpointLabel(req.path), res.status);
+  });
+
+  using R = const httplib::Request&;
+  using W = httplib::Response&;
+  http_->Get("/health", [](R, W res) { SendJson(res, 200, {{"status", "ok"}}); });
+  http_->Get("/v1/models", [this](R req, W res) { HandleModels(req, res); });
+  http_->Get(R"(/v1/models/(.+))", [this](R req, W res) { HandleModels(req, res); });
+  http_->Get("/metrics", [this](R req, W res) { HandleMetrics(req, res); });
+  for (const char* p : {"/v1/chat/completions", "/chat/completions"}) {
+    http_->Post(p, [this](R req, W res) { HandleGeneration(req, res, true); });
+  }
+  for (const char* p : {"/v1/completions", "/completions"}) {
+    http_->Post(p, [this](R req, W res) { HandleGeneration(req, res, false); });
+  }
+  http_->Post("/tokenize", [this](R req, W res) { HandleTokenize(req, res); });
+  http_->Post("/detokenize", [this](R req, W res) { HandleDetokenize(req, res); });
+}
+
+void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& res) {
+  Guard(res, [&] {
+    const json model = {{"id", opts_.model_id},
+                        {"object", "model"},
+                        {"created", started_},
+                        {"owned_by", "turboquant"},
+                        {"max_model_len", opts_.context}};
+    if (req.matches.size() > 1) {
+      if (req.matches[1].str() != opts_.model_id) CheckModel(req.matches[1].str());
+      SendJson(res, 200, model);
+      return;
+    }
+    SendJson(res, 200, {{"object", "list"}, {"data", json::array({model})}});
+  });
+}
+
+void HttpServer::HandleMetrics(const httplib::Request&, httplib::Response& res) {
+  const double uptime = double(int64_t(std::time(nullptr)) - started_);
+  res.set_content(
+      RenderMetrics(scheduler_.Stats(), counters_, opts_.model_id, CurrentRssBytes(), uptime),
+      "text/plain; version=0.0.4");
+}
+
+void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+  Guard(res, [&] {
+    const TokenizeRequest r = ParseTokenizeRequest(ParseJsonBody(req.body));
+    const std::string text =
+        r.has_messages ? text_.RenderChat(r.messages, nullptr, true, nullptr) : r.text;
+    const std::vector<int32_t> ids = text_.Encode(text, r.add_special);
+    json tokens = json::array();
+    for (int32_t id : ids) {
+      if (r.with_pieces) {
+        const int32_t one[1] = {id};
+        tokens.push_back({{"id", id}, {"piece", text_.Decode(one, false)}});
+      } else {
+        tokens.push_back(id);
+      }
+    }
+    SendJson(res, 200,
+             {{"tokens", tokens}, {"count", ids.size()}, {"max_model_len", opts_.context}});
+  });
+}
+
+void HttpServer::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+  Guard(res, [&] {
+    const std::vector<int32_t> ids = ParseDetokenizeRequest(ParseJsonBody(req.body));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] >= text_.vocab_size()) {
+        throw BadRequest(fmt::format("tokens[{}]", i),
+                         fmt::format("token id {} is outside the vocabulary [0, {})", ids[i],
+                                     text_.vocab_size()));
+      }
+    }
+    const std::string text = text_.Decode(ids, false);
+    SendJson(res, 200, {{"content", text}, {"prompt", text}});
+  });
+}
+
+void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response& res, bool chat) {
+  Guard(res, [&] {
+    const json body = ParseJsonBody(req.body);
+    const GenerationRequest r = chat ? ParseChatRequest(body) : ParseCompletionRequest(body);
+    CheckModel(r.model);
+
+    // Prompts as tokens. A chat template writes its own BOS, so no special tokens are added.
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<std::string> echo;
+    if (chat) {
+      const std::string text =
+          text_.RenderChat(r.messages, r.tools, r.add_generation_prompt, r.template_kwargs);
+      prompts.push_back(text_.Encode(text, /*add_special=*/false));
+    } else {
+      for (size_t i = 0; i < r.prompts.size(); ++i) {
+        const Prompt& p = r.prompts[i];
+        if (p.is_tokens) {
+          for (size_t k = 0; k < p.tokens.size(); ++k) {
+            if (p.tokens[k] >= text_.vocab_size()) {
+              throw BadRequest("prompt", fmt::format("prompt token id {} is outside the "
+                                                     "vocabulary [0, {})",
+                                                     p.tokens[k], text_.vocab_size()));
+            }
+          }
+          prompts.push_back(p.tokens);
+        } else {
+          prompts.push_back(text_.Encode(p.text, /*add_special=*/true));
+        }
+        echo.push_back(!r.echo       ? std::string()
+                       : p.is_tokens ? text_.Decode(p.tokens, false)
+                                     : p.text);
+      }
+    }
+    const char* field = chat ? "messages" : "prompt";
+    for (const auto& p : prompts) {
+      if (p.empty()) throw BadRequest(field, "the prompt is empty (it has no tokens)");
+      if (int64_t(p.size()) >= opts_.context) {
+        throw ApiError(400, "invalid_request_error",
+                       fmt::format("This model's maximum context length is {} tokens, but the "
+                                   "prompt has {} tokens (at least one more is needed to "
+                                   "generate). Shorten the {}.",
+                                   opts_.context, p.size(), field),
+                       field, "context_length_exceeded");
+      }
+    }
+
+    auto gen = std::make_shared<Generation>(text_, prompts.size());
+    const SamplingParams defaults = text_.DefaultSampling();
+    std::vector<SequenceRequest> seqs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      SequenceRequest s;
+      s.prompt = std::move(prompts[i]);
+      s.max_tokens = r.max_tokens.value_or(0);
+      s.sampler = std::make_unique<RuntimeSampler>(
+          ResolveSampling(r.sampling, defaults, RandomSeed()), text_.vocab_size(), s.prompt);
+      if (!r.ignore_eos) s.eos_tokens = text_.EosTokens();
+      s.top_logprobs = r.logprobs ? r.top_logprobs : -1;
+      s.sink = gen->MakeSink(i, s.prompt, r.stop, r.logprobs);
+      seqs.push_back(std::move(s));
+    }
+    if (!scheduler_.Submit(std::move(seqs))) {
+      throw ApiError(503, "server_error",
+                     "The server is busy (the request queue is full); retry shortly", "",
+                     "server_overloaded");
+    }
+
+    ResponseMeta meta{NewResponseId(chat ? "chatcmpl-" : "cmpl-"), int64_t(std::time(nullptr)),
+                      opts_.model_id};
+    if (!r.stream) {
+      std::vector<ChoiceOutput> outs = gen->WaitAll();
+      for (const auto& o : outs) {
+        if (o.reason == FinishReason::kCancelled) {
+          throw ApiError(503, "server_error", "The server is shutting down", "", "shutting_down");
+        }
+        if (o.reason == FinishReason::kError) {
+          throw ApiError(500, "server_error", "Generation failed: " + o.error);
+        }
+      }
+      SendJson(res, 200,
+               chat ? ChatCompletionJson(meta, outs, r.logprobs)
+                    : CompletionJson(meta, outs, echo, r.logprobs));
+      return;
+    }
+    auto st = std::make_shared<StreamState>();
+    const size_t n = gen->num_choices();
+    st->gen = gen;
+    st->meta = std::move(meta);
+    st->chat = chat;
+    st->include_usage = r.include_usage;
+    st->logprobs = r.logprobs;
+    st->echo = echo.empty() ? std::vector<std::string>(n) : echo;
+    st->offset.assign(n, 0);
+    st->started.assign(n, false);
+    st->ended.assign(n, false);
+    st->totals.resize(n);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    res.set_chunked_content_provider(
+        "text/event-stream", [st](size_t, httplib::DataSink& sink) { return st->Pump(sink); },
+        [st](bool) { st->gen->Cancel(); });  // finished or not, nobody reads any more
+  });
+}
+
+}  // namespace tq::server

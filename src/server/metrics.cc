@@ -1,0 +1,104 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace tq::server {
+
+void HttpCounters::Count(const std::string& endpoint, int status) {
+  std::lock_guard lk(mu_);
+  ++counts_[{endpoint, status}];
+}
+
+std::map<std::pair<std::string, int>, int64_t> HttpCounters::Snapshot() const {
+  std::lock_guard lk(mu_);
+  return counts_;
+}
+
+namespace {
+
+// Label values escaped as the exposition format asks (backslash, quote, newline).
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  void Family(const char* name, const char* type, const char* help) {
+    out_ +=
+        fmt::format("# HELP turboquant_{} {}\n# TYPE turboquant_{} {}\n", name, help, name, type);
+  }
+  void Sample(const char* name, double v, const std::string& labels = "") {
+    out_ += fmt::format("turboquant_{}{}{}{} {}\n", name, labels.empty() ? "" : "{", labels,
+                        labels.empty() ? "" : "}", v);
+  }
+  void One(const char* name, const char* type, const char* help, double v) {
+    Family(name, type, help);
+    Sample(name, v);
+  }
+  std::string& str() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
+                          const std::string& model, int64_t rss_bytes, double uptime_seconds) {
+  Writer w;
+  w.Family("model_info", "gauge", "The served model.");
+  w.Sample("model_info", 1, fmt::format("model=\"{}\"", Escape(model)));
+  w.Family("http_requests_total", "counter", "HTTP requests by endpoint and status code.");
+  for (const auto& [key, n] : http.Snapshot()) {
+    w.Sample("http_requests_total", double(n),
+             fmt::format("endpoint=\"{}\",status=\"{}\"", Escape(key.first), key.second));
+  }
+  w.One("sequences_total", "counter", "Sequences admitted to a decode slot.",
+        double(s.sequences_total));
+  w.Family("sequences_finished_total", "counter", "Finished sequences by reason.");
+  w.Sample("sequences_finished_total", double(s.finished_stop), "reason=\"stop\"");
+  w.Sample("sequences_finished_total", double(s.finished_length), "reason=\"length\"");
+  w.Sample("sequences_finished_total", double(s.finished_cancelled), "reason=\"cancelled\"");
+  w.Sample("sequences_finished_total", double(s.finished_error), "reason=\"error\"");
+  w.One("rejected_total", "counter", "Sequences refused because the queue was full.",
+        double(s.rejected_total));
+  w.One("prompt_tokens_total", "counter", "Prompt tokens of admitted sequences.",
+        double(s.prompt_tokens_total));
+  w.One("prefill_tokens_total", "counter", "Prompt tokens computed (not reused from a cache).",
+        double(s.prefill_tokens_total));
+  w.One("cached_prompt_tokens_total", "counter", "Prompt tokens reused from a kept KV cache.",
+        double(s.cached_tokens_total));
+  w.One("generated_tokens_total", "counter", "Tokens generated.", double(s.generated_tokens_total));
+  w.One("decode_steps_total", "counter", "Batched decode steps.", double(s.decode_steps_total));
+  w.One("decode_seconds_total", "counter", "Time spent in batched decode.", s.decode_seconds_total);
+  w.One("prefill_seconds_total", "counter", "Time spent in prefill.", s.prefill_seconds_total);
+  w.One("tokens_per_second", "gauge", "Generated tokens per second over the last 5 s.",
+        s.tokens_per_second);
+  w.One("requests_queued", "gauge", "Sequences waiting for a slot.", double(s.queued));
+  w.One("requests_running", "gauge", "Sequences in a decode slot.", double(s.active));
+  w.Family("kv_cache_tokens", "gauge", "Tokens held in KV caches (active: running sequences).");
+  w.Sample("kv_cache_tokens", double(s.kv_tokens_active), "state=\"active\"");
+  w.Sample("kv_cache_tokens", double(s.kv_tokens_total), "state=\"all\"");
+  w.One("kv_cache_capacity_tokens", "gauge", "Tokens all KV caches can hold.",
+        double(s.kv_capacity_tokens));
+  w.One("kv_cache_usage_ratio", "gauge", "kv_cache_tokens{state=all} / capacity.",
+        s.kv_capacity_tokens > 0 ? double(s.kv_tokens_total) / double(s.kv_capacity_tokens) : 0.0);
+  w.One("kv_cache_bytes", "gauge", "Bytes of KV held (tokens x bytes per token).",
+        double(s.kv_tokens_total * s.kv_bytes_per_token));
+  w.One("process_resident_memory_bytes", "gauge", "Resident set size.", double(rss_bytes));
+  w.One("uptime_seconds", "gauge", "Seconds since the server started.", uptime_seconds);
+  return std::move(w.str());
+}
+
+}  // namespace tq::server

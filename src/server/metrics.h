@@ -1,0 +1,29 @@
+// /metrics: Prometheus text exposition of the HTTP counters and the scheduler's state.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "server/scheduler.h"
+
+namespace tq::server {
+
+// Requests by endpoint and HTTP status (thread-safe).
+class HttpCounters {
+ public:
+  void Count(const std::string& endpoint, int status);
+  std::map<std::pair<std::string, int>, int64_t> Snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, int64_t> counts_;
+};
+
+// The exposition text ("# HELP", "# TYPE", samples), names prefixed "turboquant_".
+std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
+                          const std::string& model, int64_t rss_bytes, double uptime_seconds);
+
+}  // namespace tq::server

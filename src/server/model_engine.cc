@@ -1,0 +1,69 @@
+#include "server/model_engine.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace tq::server {
+
+ModelEngine::ModelEngine(Model& model, int num_caches, const KvCacheOptions& opts)
+    : model_(model), opts_(opts), caches_(size_t(num_caches)) {
+  TQ_CHECK(num_caches >= 1, "serve", "need at least one KV cache");
+  batch_.reserve(size_t(num_caches));
+  bytes_per_token_ = Cache(0).BytesPerToken();
+}
+
+KvCache& ModelEngine::Cache(int c) {
+  auto& p = caches_.at(size_t(c));
+  if (!p) p = model_.NewCache(opts_);
+  return *p;
+}
+
+void ModelEngine::Truncate(int cache, int64_t n) {
+  KvCache& kv = Cache(cache);
+  if (n < kv.size()) kv.Truncate(n);
+}
+
+void ModelEngine::Prefill(int cache, std::span<const int32_t> tokens, float* logits) {
+  model_.Forward(tokens, Cache(cache), logits, /*all_logits=*/false);
+}
+
+void ModelEngine::Decode(std::span<const int32_t> tokens, std::span<const int> caches,
+                         float* logits) {
+  batch_.clear();
+  for (int c : caches) batch_.push_back(&Cache(c));
+  model_.DecodeBatch(tokens, batch_, logits);
+}
+
+std::unique_ptr<ModelTextModel> ModelTextModel::Load(const std::string& dir,
+                                                     const ModelConfig& config) {
+  auto t = std::unique_ptr<ModelTextModel>(new ModelTextModel());
+  t->tokenizer_ = Tokenizer::Load(dir);
+  t->vocab_ = config.vocab_size;
+  const GenerationConfig gen = LoadGenerationConfig(dir);
+  t->defaults_ = SamplingParamsFromConfig(gen);
+  auto add_eos = [&](int64_t id) {
+    if (id >= 0 && id < t->vocab_ &&
+        std::find(t->eos_.begin(), t->eos_.end(), int32_t(id)) == t->eos_.end()) {
+      t->eos_.push_back(int32_t(id));
+    }
+  };
+  for (int64_t id : config.eos_token_ids) add_eos(id);
+  for (int64_t id : gen.eos_token_ids) add_eos(id);
+  return t;
+}
+
+std::vector<int32_t> ModelTextModel::Encode(const std::string& text, bool add_special) const {
+  return tokenizer_->Encode(text, add_special);
+}
+
+std::string ModelTextModel::Decode(std::span<const int32_t> ids, bool skip_special) const {
+  return tokenizer_->Decode(ids, skip_special);
+}
+
+std::string ModelTextModel::RenderChat(const nlohmann::json&, const nlohmann::json&, bool,
+                                       const nlohmann::json&) const {
+  Fail("chat template", "chat templates are not available in this build yet");
+}
+
+}  // namespace tq::server

@@ -1,0 +1,82 @@
+// A deterministic stand-in for a model: the "logits" of a cache are a one-hot on
+// (last token + 1) % vocab, so greedy generation counts upwards from the last prompt token.
+// It records what it computed so tests can check batching and prefix reuse.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "server/engine.h"
+
+namespace tq::server::test {
+
+class FakeEngine : public Engine {
+ public:
+  FakeEngine(int64_t vocab, int64_t context, int caches)
+      : vocab_(vocab), context_(context), caches_(size_t(caches)) {}
+
+  int64_t vocab_size() const override { return vocab_; }
+  int64_t context_length() const override { return context_; }
+  int num_caches() const override { return int(caches_.size()); }
+  int64_t kv_bytes_per_token() const override { return 16; }
+  void Truncate(int cache, int64_t n) override {
+    std::lock_guard lk(mu_);
+    auto& c = caches_.at(size_t(cache));
+    if (n < int64_t(c.size())) c.resize(size_t(n));
+  }
+  void Prefill(int cache, std::span<const int32_t> tokens, float* logits) override {
+    std::lock_guard lk(mu_);
+    auto& c = caches_.at(size_t(cache));
+    c.insert(c.end(), tokens.begin(), tokens.end());
+    if (int64_t(c.size()) > context_) throw std::runtime_error("fake: cache overflow");
+    prefilled_tokens += int64_t(tokens.size());
+    ++prefill_calls;
+    OneHot(c.back(), logits);
+  }
+  void Decode(std::span<const int32_t> tokens, std::span<const int> caches,
+              float* logits) override {
+    if (decode_delay_us > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(decode_delay_us));
+    std::lock_guard lk(mu_);
+    if (fail_decode) throw std::runtime_error("fake: decode failed");
+    max_batch = std::max<int64_t>(max_batch, int64_t(tokens.size()));
+    ++decode_calls;
+    for (size_t b = 0; b < tokens.size(); ++b) {
+      auto& c = caches_.at(size_t(caches[b]));
+      c.push_back(tokens[b]);
+      if (int64_t(c.size()) > context_) throw std::runtime_error("fake: cache overflow");
+      OneHot(tokens[b], logits + b * size_t(vocab_));
+    }
+  }
+  std::vector<int32_t> CacheTokens(int c) {
+    std::lock_guard lk(mu_);
+    return caches_.at(size_t(c));
+  }
+
+  std::atomic<int64_t> prefilled_tokens{0}, prefill_calls{0}, decode_calls{0}, max_batch{0};
+  std::atomic<bool> fail_decode{false};
+  std::atomic<int> decode_delay_us{0};
+
+ private:
+  void OneHot(int32_t last, float* logits) const {
+    for (int64_t i = 0; i < vocab_; ++i) logits[i] = 0.0f;
+    logits[(last + 1) % vocab_] = 10.0f;
+  }
+  int64_t vocab_, context_;
+  std::mutex mu_;
+  std::vector<std::vector<int32_t>> caches_;
+};
+
+class GreedySampler : public TokenSampler {
+ public:
+  int32_t Sample(std::span<float> logits) override {
+    return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+};
+
+}  // namespace tq::server::test
