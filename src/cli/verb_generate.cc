@@ -71,7 +71,10 @@ int Run(int argc, char** argv) {
     opts.sampling = SamplingParamsFromConfig(gen_config);
     if (o_temp->count()) opts.sampling.temperature = temp;
     if (o_top_k->count()) opts.sampling.top_k = top_k;
-    if (o_top_p->count()) opts.sampling.top_p = top_p;
+    if (o_top_p->count()) {
+      if (top_p <= 0) throw UsageError("generate", "--top-p must be in (0, 1]");
+      opts.sampling.top_p = top_p;
+    }
     if (o_min_p->count()) opts.sampling.min_p = min_p;
     if (o_rep->count()) opts.sampling.repetition_penalty = rep;
     opts.sampling.seed = o_seed->count() ? seed : std::random_device{}();
