@@ -11,6 +11,7 @@ const Architecture& MixtralArchitecture() {
     a.sliding_window = true;
     a.moe = true;
     a.moe_always_renormalize = true;
+    a.expert_ffn_is_intermediate_size = true;
     a.names.router = "model.layers.{L}.block_sparse_moe.gate";
     a.names.expert_gate = "model.layers.{L}.block_sparse_moe.experts.{E}.w1";
     a.names.expert_up = "model.layers.{L}.block_sparse_moe.experts.{E}.w3";

@@ -40,6 +40,7 @@ struct Architecture {
   bool sliding_window = false;          // honours config.sliding_window on the layers it names
   bool moe = false;                     // MoE blocks on the layers config.LayerIsMoe() names
   bool moe_always_renormalize = false;  // top-k router weights renormalised (mixtral)
+  bool expert_ffn_is_intermediate_size = false;  // mixtral: no moe_intermediate_size key
 };
 
 // The architecture for a config.json model_type; throws listing the supported ones.

@@ -42,12 +42,13 @@ void ApplyLlama3(const RopeScaling& rs, std::vector<float>& inv_freq) {
 RopeFrequencies Yarn(const ModelConfig& cfg, int64_t dim) {
   const RopeScaling& rs = cfg.rope_scaling;
   const double base = cfg.rope_theta;
-  double factor = rs.factor;
-  double original_max = double(cfg.max_position_embeddings);
-  if (rs.original_max_position_embeddings > 0) {
-    original_max = double(rs.original_max_position_embeddings);
-    factor = double(cfg.max_position_embeddings) / original_max;
-  }
+  // The config's factor scales the frequencies and the attention factor (as the YaRN paper and
+  // vLLM do); original_max_position_embeddings (io fills in max_position_embeddings when absent)
+  // sets the correction range.
+  const double factor = rs.factor;
+  const double original_max =
+      double(rs.original_max_position_embeddings > 0 ? rs.original_max_position_embeddings
+                                                     : cfg.max_position_embeddings);
   auto get_mscale = [](double scale, double mscale) {
     return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
   };
@@ -65,9 +66,13 @@ RopeFrequencies Yarn(const ModelConfig& cfg, int64_t dim) {
   auto correction_dim = [&](double rotations) {
     return (double(dim) * std::log(original_max / (rotations * 2 * M_PI))) / (2 * std::log(base));
   };
-  // truncate = true (the Hugging Face default).
-  double low = std::max(std::floor(correction_dim(beta_fast)), 0.0);
-  double high = std::min(std::ceil(correction_dim(beta_slow)), double(dim - 1));
+  double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
+  if (rs.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, double(dim - 1));
   if (low == high) high += 0.001;  // prevent a singular ramp
   const std::vector<float> pos = [&] {
     std::vector<float> p(size_t(dim / 2));

@@ -96,21 +96,29 @@ uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, ScaleMode 
   uint16_t best = ScaleToF16(n > 0 ? std::sqrt(ss / double(n)) : 0.0, "quantize group");
   double best_err = AssignAndError(w, n, cb, F16ToF32(best), codes);
   if (mode == ScaleMode::kMseRefined && best_err > 0.0 && rounds > 0) {
-    std::vector<uint8_t> trial(codes, codes + n);
+    // Trial codes: on the stack for the usual group sizes (no allocation per group).
+    uint8_t stack[512];
+    std::vector<uint8_t> heap;
+    uint8_t* trial = stack;
+    if (n > 512) {
+      heap.resize(size_t(n));
+      trial = heap.data();
+    }
+    std::copy(codes, codes + n, trial);
     for (int r = 0; r < rounds; ++r) {
       double wc = 0.0, cc = 0.0;
       for (int64_t i = 0; i < n; ++i) {
-        const double l = cb.levels[trial[size_t(i)]];
+        const double l = cb.levels[trial[i]];
         wc += double(w[i]) * l;
         cc += l * l;
       }
       if (!(cc > 0.0) || !(wc > 0.0)) break;
       const uint16_t s = ScaleToF16(wc / cc, "quantize group");
-      const double e = AssignAndError(w, n, cb, F16ToF32(s), trial.data());
+      const double e = AssignAndError(w, n, cb, F16ToF32(s), trial);
       if (e < best_err) {
         best_err = e;
         best = s;
-        std::copy(trial.begin(), trial.end(), codes);
+        std::copy(trial, trial + n, codes);
       } else if (s == best) {
         break;  // fixed point
       }

@@ -51,7 +51,8 @@ void QuantizedMatrix::Validate(std::string_view name) const {
 
 void DequantizeRow(const QuantizedMatrix& q, int64_t row, float* out) {
   TQ_CHECK(row >= 0 && row < q.rows, "dequantize", "row {} out of [0, {})", row, q.rows);
-  std::vector<uint8_t> codes(size_t(q.cols));
+  thread_local std::vector<uint8_t> codes;  // reused: no allocation per row
+  codes.resize(size_t(q.cols));
   UnpackCodes(q.format, q.codes.data() + size_t(row) * q.row_bytes(), q.cols, codes.data());
   const int64_t g = q.group_size;
   const uint16_t* scales = q.scales.data() + row * q.groups_per_row();

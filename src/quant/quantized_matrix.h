@@ -63,7 +63,7 @@ double BitsPerWeight(const QuantSpec& spec, int64_t cols);
 
 // out [rows, cols] = the dequantized matrix (scalar reference).
 void Dequantize(const QuantizedMatrix& q, float* out);
-// out [cols] = row `row`.
+// out [cols] = row `row` (q must have passed Validate: codes index the codebook unchecked).
 void DequantizeRow(const QuantizedMatrix& q, int64_t row, float* out);
 
 }  // namespace tq::quant

@@ -119,13 +119,20 @@ void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const 
   const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
   const size_t scratch_floats =
       size_t(2 * kKeyBlock * d + kQueryBlock * group * (d + 2) + kKeyBlock);
-  ThreadPool::Global().Run(p.num_kv_heads * qblocks, [&](int64_t task, int) {
+  auto task = [&](int64_t t, int) {
     thread_local AlignedBuffer<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
-    const int64_t kvh = task % p.num_kv_heads, qb = task / p.num_kv_heads;
+    const int64_t kvh = t % p.num_kv_heads, qb = t / p.num_kv_heads;
     const int64_t i0 = qb * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock);
     AttendTask(q, i0, i1, pos0, kvh, kv, p, out, scratch.data());
-  });
+  };
+  // Short contexts run on the calling thread: waking the pool would cost more than the work.
+  const int64_t tasks = p.num_kv_heads * qblocks;
+  if (n * (pos0 + n) * p.num_heads * d < (int64_t(1) << 16)) {
+    for (int64_t t = 0; t < tasks; ++t) task(t, 0);
+  } else {
+    ThreadPool::Global().Run(tasks, task);
+  }
 }
 
 }  // namespace tq::kernels::cpu

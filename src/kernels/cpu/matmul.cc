@@ -9,6 +9,7 @@
 // per k for MR*NV FMAs. Tasks are (row chunk, token block) pairs spread over the thread pool.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "core/aligned_buffer.h"
 #include "core/error.h"
@@ -23,6 +24,17 @@ namespace {
 constexpr int64_t kDotMaxRows = 15;  // up to this many tokens use the dot-product kernel
 constexpr int64_t kKc = 512;         // k block of the GEMM (xt block of kKc x TB floats in L2)
 constexpr int kMaxMr = 6;
+// Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs more.
+constexpr int64_t kMinParallelMacs = int64_t(1) << 18;
+
+// pool.Run, or a plain loop on this thread when the work is small.
+void RunTasks(int64_t tasks, int64_t macs, const std::function<void(int64_t, int)>& fn) {
+  if (macs < kMinParallelMacs) {
+    for (int64_t t = 0; t < tasks; ++t) fn(t, 0);
+  } else {
+    ThreadPool::Global().Run(tasks, fn);
+  }
+}
 
 // ---- dot-product kernel ---------------------------------------------------------------------
 
@@ -225,7 +237,7 @@ void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, f
     // About 4 chunks per thread for balance; each chunk at least 16 rows.
     const int64_t chunk = std::max<int64_t>(16, out / (4 * pool.size()) + 1);
     const int64_t tasks = (out + chunk - 1) / chunk;
-    pool.Run(tasks, [&](int64_t task, int) {
+    RunTasks(tasks, n * out * in, [&](int64_t task, int) {
       thread_local AlignedBuffer<float> rowbuf;
       if (w.dtype == DType::F16 && rowbuf.size() < size_t(in)) rowbuf.resize(size_t(in));
       DotRows(x, n, in, w, bias, task * chunk, std::min(out, (task + 1) * chunk), y, rowbuf.data());
@@ -238,12 +250,12 @@ void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, f
   thread_local AlignedBuffer<float> xt_all;
   if (xt_all.size() < size_t(blocks * tb * in)) xt_all.resize(size_t(blocks * tb * in));
   float* xt = xt_all.data();
-  pool.Run(blocks, [&](int64_t b, int) {
+  RunTasks(blocks, n * out * in, [&](int64_t b, int) {
     PackTransposed(x, b * tb, std::min(tb, n - b * tb), in, tb, xt + b * tb * in);
   });
   const int64_t rows_per_task = shape.mr * 8;
   const int64_t row_tasks = (out + rows_per_task - 1) / rows_per_task;
-  pool.Run(row_tasks * blocks, [&](int64_t task, int) {
+  RunTasks(row_tasks * blocks, n * out * in, [&](int64_t task, int) {
     thread_local AlignedBuffer<float> wbuf;
     if (wbuf.size() < size_t(kMaxMr * kKc)) wbuf.resize(size_t(kMaxMr * kKc));
     const int64_t b = task % blocks, rt = task / blocks;

@@ -1,0 +1,25 @@
+#include "cli/cli_runtime_flags.h"
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace tq::cli {
+
+void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
+  app.add_option("--threads", flags->threads, "CPU threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-dtype", flags->kv_dtype, "KV cache element type")
+      ->check(CLI::IsMember({"f16", "bf16", "f32"}))
+      ->capture_default_str();
+}
+
+void ApplyThreads(const RuntimeFlags& flags) {
+  ThreadPool::SetGlobalThreads(flags.threads > 0 ? flags.threads : HardwareThreads());
+}
+
+KvDType KvDTypeFromFlag(const std::string& name) {
+  if (auto t = ParseKvDType(name)) return *t;
+  throw UsageError("--kv-dtype", "expected f16, bf16 or f32, got '" + name + "'");
+}
+
+}  // namespace tq::cli

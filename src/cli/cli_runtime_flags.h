@@ -1,0 +1,23 @@
+// Flags shared by the verbs that run a model (generate, perplexity, bench, serve):
+// --threads N (default: all cores) and --kv-dtype f16|bf16|f32.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "kv/kv_cache.h"
+
+namespace tq::cli {
+
+struct RuntimeFlags {
+  int threads = 0;  // 0 = all hardware threads
+  std::string kv_dtype = "f16";
+};
+
+void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags);
+// Sets the global thread pool size.
+void ApplyThreads(const RuntimeFlags& flags);
+// "f16" | "bf16" | "f32" -> KvDType; tq::UsageError otherwise.
+KvDType KvDTypeFromFlag(const std::string& name);
+
+}  // namespace tq::cli

@@ -1,0 +1,121 @@
+// turboquant generate --model DIR (--prompt STR | --chat STR) [--max-tokens N] [--temp T]
+//   [--top-k K] [--top-p P] [--min-p P] [--rep-penalty R] [--seed S] [--stop STR]...
+//   [--threads N] [--kv-dtype f16|bf16|f32] [--ctx N] [--truncate]
+// The generated text alone goes to stdout, streamed; statistics go to stderr.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/cli_runtime_flags.h"
+#include "cli/verb.h"
+#include "core/error.h"
+#include "core/sysinfo.h"
+#include "io/model_config.h"
+#include "model/model.h"
+#include "runtime/generator.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tq::cli {
+namespace {
+
+int Run(int argc, char** argv) {
+  CLI::App app("Generate text from a prompt, streamed to stdout", argv[0]);
+  std::string model_dir, prompt, chat;
+  int64_t max_tokens = 256, ctx = 0;
+  float temp = 0, top_p = 1, min_p = 0, rep = 1;
+  int32_t top_k = 0;
+  uint64_t seed = 0;
+  std::vector<std::string> stop;
+  bool truncate = false;
+  RuntimeFlags rt;
+  app.add_option("--model", model_dir, "model directory")->required();
+  auto* o_prompt = app.add_option("--prompt", prompt, "raw prompt (special tokens added)");
+  auto* o_chat = app.add_option("--chat", chat, "user message, wrapped with the chat template");
+  o_prompt->excludes(o_chat);
+  app.add_option("--max-tokens", max_tokens, "tokens to generate at most")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  auto* o_temp = app.add_option("--temp", temp,
+                                "temperature (0 = greedy; default from "
+                                "generation_config.json)")
+                     ->check(CLI::NonNegativeNumber);
+  auto* o_top_k =
+      app.add_option("--top-k", top_k, "top-k (0 = off)")->check(CLI::NonNegativeNumber);
+  auto* o_top_p = app.add_option("--top-p", top_p, "top-p")->check(CLI::Range(0.0, 1.0));
+  auto* o_min_p = app.add_option("--min-p", min_p, "min-p")->check(CLI::Range(0.0, 1.0));
+  auto* o_rep = app.add_option("--rep-penalty", rep, "repetition penalty (1 = off)")
+                    ->check(CLI::PositiveNumber);
+  auto* o_seed = app.add_option("--seed", seed, "sampling seed (default: random)");
+  app.add_option("--stop", stop, "stop string (repeatable)")->take_all()->allow_extra_args(false);
+  app.add_option("--ctx", ctx, "context length (default: the model's max_position_embeddings)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--truncate", truncate, "keep the last tokens of a prompt longer than the context");
+  AddRuntimeFlags(app, &rt);
+  return RunApp(app, argc, argv, [&] {
+    if (o_prompt->count() == 0 && o_chat->count() == 0) {
+      throw UsageError("generate", "one of --prompt or --chat is required");
+    }
+    ApplyThreads(rt);
+    Timer load;
+    auto tokenizer = Tokenizer::Load(model_dir);
+    const GenerationConfig gen_config = LoadGenerationConfig(model_dir);
+    auto model = Model::Load(model_dir);
+    const double load_s = load.Seconds();
+
+    GenerateOptions opts;
+    opts.sampling = SamplingParamsFromConfig(gen_config);
+    if (o_temp->count()) opts.sampling.temperature = temp;
+    if (o_top_k->count()) opts.sampling.top_k = top_k;
+    if (o_top_p->count()) opts.sampling.top_p = top_p;
+    if (o_min_p->count()) opts.sampling.min_p = min_p;
+    if (o_rep->count()) opts.sampling.repetition_penalty = rep;
+    opts.sampling.seed = o_seed->count() ? seed : std::random_device{}();
+    opts.stop = stop;
+
+    std::vector<int32_t> ids;
+    if (o_chat->count()) {
+      // TODO(runtime): render with the chat template once tokenizer/chat_template.h lands.
+      throw UsageError("generate", "--chat is not available yet in this build (no chat templates)");
+    }
+    ids = tokenizer->Encode(prompt, true);
+    if (ids.empty()) throw UsageError("generate", "the prompt encodes to no tokens");
+    const int64_t context = ctx > 0 ? ctx : model->config().max_position_embeddings;
+    int64_t dropped = 0;
+    try {
+      opts.max_tokens = FitToContext(&ids, max_tokens, context, truncate, &dropped);
+    } catch (const Error& e) {
+      throw Error("generate", std::string(e.what()) + "; pass --truncate to keep its last tokens" +
+                                  (ctx > 0 ? " or raise --ctx" : ""));
+    }
+    if (dropped > 0) {
+      std::fprintf(stderr, "prompt truncated: dropped its first %lld tokens\n",
+                   static_cast<long long>(dropped));
+    }
+    KvCacheOptions kv;
+    kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
+    kv.max_tokens = int64_t(ids.size()) + opts.max_tokens;
+    auto cache = model->NewCache(kv);
+
+    Generator gen(*model, *tokenizer,
+                  CollectEosIds(model->config(), gen_config, *tokenizer, std::nullopt));
+    const GenerateStats st = gen.Generate(ids, opts, *cache, [](std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "\n[load %.2f s] prompt %lld tokens, %.1f tok/s | generated %lld tokens, %.2f "
+                 "tok/s | finish: %s | seed %llu\n",
+                 load_s, static_cast<long long>(st.prompt_tokens), st.prefill_tok_s(),
+                 static_cast<long long>(st.generated_tokens), st.decode_tok_s(),
+                 FinishReasonName(st.finish), static_cast<unsigned long long>(opts.sampling.seed));
+    return kExitOk;
+  });
+}
+
+VerbRegistrar reg("generate", "generate text from a prompt (streamed)", &Run);
+
+}  // namespace
+}  // namespace tq::cli

@@ -1,0 +1,43 @@
+// `turboquant bench`: prefill and decode speed of a model with random token ids (fixed seed),
+// plus memory figures. Decode runs greedily (each step feeds the argmax of the last logits).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kv/kv_cache.h"
+
+namespace tq {
+
+class Model;
+
+struct BenchOptions {
+  int64_t prompt_tokens = 512;
+  int64_t gen_tokens = 128;
+  int64_t context = 0;  // > 0: decode after a context of this many tokens
+  // How that context is made: real prefill of random tokens, or KvCache::FillSynthetic (random
+  // unit-RMS keys/values: the same attention cost without minutes of prefill). Auto: synthetic
+  // above 2048 tokens.
+  enum class Fill { kAuto, kPrefill, kSynthetic } fill = Fill::kAuto;
+  KvCacheOptions kv;  // max_tokens is set from the above
+  uint64_t seed = 1;
+  int64_t prefill_chunk = 512;  // context fill runs in chunks of this many tokens
+};
+
+struct BenchResult {
+  int64_t prompt_tokens = 0, gen_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0;
+  int64_t decode_context = 0;  // cache size when decoding started
+  std::string context_fill;    // "prompt" (after the prefill) or "prefill" (real tokens)
+  int64_t peak_rss_bytes = 0;
+  int64_t model_bytes = 0;
+  int64_t kv_bytes_per_token = 0;
+  int64_t kv_bytes = 0;  // cache bytes at the end of the decode
+  int threads = 0;
+  bool logits_finite = true;  // every logit of every step was finite
+};
+
+BenchResult RunBench(Model& model, const BenchOptions& opts);
+
+}  // namespace tq

@@ -1,0 +1,250 @@
+#include "runtime/synth_shapes.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace tq {
+namespace {
+
+SynthShape Llama(std::string name, int64_t hidden, int64_t inter, int64_t layers, int64_t heads,
+                 int64_t head_dim, double rope_factor, bool tie) {
+  SynthShape s;
+  s.name = std::move(name);
+  s.model_type = "llama";
+  s.architecture = "LlamaForCausalLM";
+  s.hidden = hidden;
+  s.intermediate = inter;
+  s.layers = layers;
+  s.heads = heads;
+  s.kv_heads = 8;
+  s.head_dim = head_dim;
+  s.vocab = 128256;
+  s.max_position_embeddings = 131072;
+  s.rope_theta = 500000.0;
+  s.rms_norm_eps = 1e-5;
+  s.llama3_rope_factor = rope_factor;
+  s.tie_embeddings = tie;
+  s.tokenizer = SynthTokenizerStyle::kLlama3;
+  return s;
+}
+
+SynthShape Qwen(std::string name, std::string model_type, std::string arch, int64_t hidden,
+                int64_t inter, int64_t layers, int64_t heads, int64_t kv_heads, int64_t vocab,
+                int64_t max_pos) {
+  SynthShape s;
+  s.name = std::move(name);
+  s.model_type = std::move(model_type);
+  s.architecture = std::move(arch);
+  s.hidden = hidden;
+  s.intermediate = inter;
+  s.layers = layers;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.head_dim = 128;
+  s.vocab = vocab;
+  s.max_position_embeddings = max_pos;
+  s.rope_theta = 1000000.0;
+  s.rms_norm_eps = 1e-6;
+  s.tokenizer = SynthTokenizerStyle::kQwen;
+  return s;
+}
+
+std::vector<SynthShape> MakeShapes() {
+  std::vector<SynthShape> v;
+  // meta-llama/Llama-3.2-1B, Llama-3.2-3B, Llama-3.1-8B.
+  v.push_back(Llama("llama-3.2-1b", 2048, 8192, 16, 32, 64, 32.0, true));
+  v.push_back(Llama("llama-3.2-3b", 3072, 8192, 28, 24, 128, 32.0, true));
+  v.push_back(Llama("llama-3.1-8b", 4096, 14336, 32, 32, 128, 8.0, false));
+  // Qwen/Qwen2.5-7B: q/k/v biases.
+  auto q25 = Qwen("qwen2.5-7b", "qwen2", "Qwen2ForCausalLM", 3584, 18944, 28, 28, 4, 152064, 32768);
+  q25.qkv_bias = true;
+  v.push_back(q25);
+  // Qwen/Qwen3-8B: q/k RMSNorm.
+  auto q3 = Qwen("qwen3-8b", "qwen3", "Qwen3ForCausalLM", 4096, 12288, 36, 32, 8, 151936, 40960);
+  q3.qk_norm = true;
+  v.push_back(q3);
+  // Qwen/Qwen3-30B-A3B: 128 experts, top-8, expert FFN 768.
+  auto moe = Qwen("qwen3-30b-a3b", "qwen3_moe", "Qwen3MoeForCausalLM", 2048, 6144, 48, 32, 4,
+                  151936, 40960);
+  moe.qk_norm = true;
+  moe.experts = 128;
+  moe.experts_per_tok = 8;
+  moe.moe_intermediate = 768;
+  v.push_back(moe);
+  // mistralai/Mixtral-8x7B-v0.1: 8 experts, top-2.
+  SynthShape mx;
+  mx.name = "mixtral-8x7b";
+  mx.model_type = "mixtral";
+  mx.architecture = "MixtralForCausalLM";
+  mx.hidden = 4096;
+  mx.intermediate = 14336;
+  mx.layers = 32;
+  mx.heads = 32;
+  mx.kv_heads = 8;
+  mx.head_dim = 128;
+  mx.vocab = 32000;
+  mx.max_position_embeddings = 32768;
+  mx.rope_theta = 1000000.0;
+  mx.rms_norm_eps = 1e-5;
+  mx.experts = 8;
+  mx.experts_per_tok = 2;
+  mx.tokenizer = SynthTokenizerStyle::kMistral;
+  v.push_back(mx);
+
+  // Test shapes: tiny, fast, same code paths (llama3 rope + tied embeddings; qwen3 MoE).
+  auto tl = Llama("tiny-llama", 64, 160, 2, 4, 16, 32.0, true);
+  tl.kv_heads = 2;
+  tl.vocab = 512;
+  tl.test_only = true;
+  v.push_back(tl);
+  auto tm =
+      Qwen("tiny-qwen3-moe", "qwen3_moe", "Qwen3MoeForCausalLM", 64, 128, 2, 4, 2, 512, 32768);
+  tm.head_dim = 16;
+  tm.qk_norm = true;
+  tm.experts = 8;
+  tm.experts_per_tok = 2;
+  tm.moe_intermediate = 32;
+  tm.test_only = true;
+  v.push_back(tm);
+  return v;
+}
+
+}  // namespace
+
+const std::vector<SynthShape>& SynthShapes() {
+  static const std::vector<SynthShape> shapes = MakeShapes();
+  return shapes;
+}
+
+const SynthShape& FindSynthShape(const std::string& name) {
+  std::string names;
+  for (const auto& s : SynthShapes()) {
+    if (s.name == name) return s;
+    if (!s.test_only) names += (names.empty() ? "" : ", ") + s.name;
+  }
+  throw UsageError("synth", fmt::format("unknown model shape '{}' (known: {})", name, names));
+}
+
+nlohmann::json SynthConfigJson(const SynthShape& s, int64_t layers) {
+  if (layers <= 0) layers = s.layers;
+  nlohmann::json j;
+  j["architectures"] = {s.architecture};
+  j["model_type"] = s.model_type;
+  j["vocab_size"] = s.vocab;
+  j["hidden_size"] = s.hidden;
+  j["intermediate_size"] = s.intermediate;
+  j["num_hidden_layers"] = layers;
+  j["num_attention_heads"] = s.heads;
+  j["num_key_value_heads"] = s.kv_heads;
+  j["head_dim"] = s.head_dim;
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = s.max_position_embeddings;
+  j["rms_norm_eps"] = s.rms_norm_eps;
+  j["rope_theta"] = s.rope_theta;
+  if (s.llama3_rope_factor > 0) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", s.llama3_rope_factor},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 8192}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
+  j["attention_bias"] = s.qkv_bias;
+  j["attention_dropout"] = 0.0;
+  j["tie_word_embeddings"] = s.tie_embeddings;
+  j["initializer_range"] = 0.02;
+  j["torch_dtype"] = "bfloat16";
+  j["use_cache"] = true;
+  if (s.model_type == "llama") j["mlp_bias"] = false;
+  if (s.model_type == "qwen2" || s.model_type == "qwen3" || s.model_type == "qwen3_moe") {
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = layers;
+  }
+  if (s.model_type == "qwen3_moe") {
+    j["num_experts"] = s.experts;
+    j["num_experts_per_tok"] = s.experts_per_tok;
+    j["moe_intermediate_size"] = s.moe_intermediate;
+    j["norm_topk_prob"] = true;
+    j["decoder_sparse_step"] = 1;
+    j["mlp_only_layers"] = nlohmann::json::array();
+    j["output_router_logits"] = false;
+  }
+  if (s.model_type == "mixtral") {
+    j["num_local_experts"] = s.experts;
+    j["num_experts_per_tok"] = s.experts_per_tok;
+    j["sliding_window"] = nullptr;
+  }
+  switch (s.tokenizer) {
+    case SynthTokenizerStyle::kLlama3:
+      j["bos_token_id"] = s.vocab - 256;  // <|begin_of_text|>
+      j["eos_token_id"] = s.vocab - 255;  // <|end_of_text|>
+      break;
+    case SynthTokenizerStyle::kQwen:
+      j["bos_token_id"] = s.vocab - 256;  // <|endoftext|>
+      j["eos_token_id"] = s.vocab - 256;
+      break;
+    case SynthTokenizerStyle::kMistral:
+      j["bos_token_id"] = 1;
+      j["eos_token_id"] = 2;
+      break;
+  }
+  j["turboquant_synth"] = {{"like", s.name}, {"layers", layers}};
+  return j;
+}
+
+std::vector<SynthTensor> SynthTensors(const SynthShape& s, int64_t layers) {
+  if (layers <= 0) layers = s.layers;
+  constexpr float kStd = 0.02f;
+  std::vector<SynthTensor> t;
+  const int64_t h = s.hidden, q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+  t.push_back({"model.embed_tokens.weight", {s.vocab, h}, kStd});
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}.", l);
+    t.push_back({p + "input_layernorm.weight", {h}, 0.0f, true});
+    t.push_back({p + "self_attn.q_proj.weight", {q, h}, kStd});
+    t.push_back({p + "self_attn.k_proj.weight", {kv, h}, kStd});
+    t.push_back({p + "self_attn.v_proj.weight", {kv, h}, kStd});
+    if (s.qkv_bias) {
+      t.push_back({p + "self_attn.q_proj.bias", {q}, kStd});
+      t.push_back({p + "self_attn.k_proj.bias", {kv}, kStd});
+      t.push_back({p + "self_attn.v_proj.bias", {kv}, kStd});
+    }
+    t.push_back({p + "self_attn.o_proj.weight", {h, q}, kStd});
+    if (s.qk_norm) {
+      t.push_back({p + "self_attn.q_norm.weight", {s.head_dim}, 0.0f, true});
+      t.push_back({p + "self_attn.k_norm.weight", {s.head_dim}, 0.0f, true});
+    }
+    t.push_back({p + "post_attention_layernorm.weight", {h}, 0.0f, true});
+    if (s.model_type == "qwen3_moe") {
+      const int64_t m = s.moe_intermediate;
+      t.push_back({p + "mlp.gate.weight", {s.experts, h}, kStd});
+      for (int64_t e = 0; e < s.experts; ++e) {
+        const std::string ep = fmt::format("{}mlp.experts.{}.", p, e);
+        t.push_back({ep + "gate_proj.weight", {m, h}, kStd});
+        t.push_back({ep + "up_proj.weight", {m, h}, kStd});
+        t.push_back({ep + "down_proj.weight", {h, m}, kStd});
+      }
+    } else if (s.model_type == "mixtral") {
+      const int64_t m = s.intermediate;
+      t.push_back({p + "block_sparse_moe.gate.weight", {s.experts, h}, kStd});
+      for (int64_t e = 0; e < s.experts; ++e) {
+        const std::string ep = fmt::format("{}block_sparse_moe.experts.{}.", p, e);
+        t.push_back({ep + "w1.weight", {m, h}, kStd});  // gate
+        t.push_back({ep + "w2.weight", {h, m}, kStd});  // down
+        t.push_back({ep + "w3.weight", {m, h}, kStd});  // up
+      }
+    } else {
+      t.push_back({p + "mlp.gate_proj.weight", {s.intermediate, h}, kStd});
+      t.push_back({p + "mlp.up_proj.weight", {s.intermediate, h}, kStd});
+      t.push_back({p + "mlp.down_proj.weight", {h, s.intermediate}, kStd});
+    }
+  }
+  t.push_back({"model.norm.weight", {h}, 0.0f, true});
+  if (!s.tie_embeddings) t.push_back({"lm_head.weight", {s.vocab, h}, kStd});
+  return t;
+}
+
+}  // namespace tq

@@ -1,0 +1,90 @@
+// The perplexity protocol on a short run, against a naive computation: token-by-token decoding
+// from an empty cache per window, log-softmax written out separately.
+#include "runtime/perplexity.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "kv/kv_cache.h"
+#include "model/model.h"
+#include "testutil/testutil.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tq {
+namespace {
+
+double NaivePerplexity(Model& model, std::span<const int32_t> ids, int64_t ctx, int64_t* count) {
+  const int64_t vocab = model.vocab_size();
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  double sum = 0;
+  *count = 0;
+  for (size_t begin = 0; begin < ids.size(); begin += size_t(ctx)) {
+    const size_t end = std::min(ids.size(), begin + size_t(ctx));
+    auto cache = model.NewCache(KvCacheOptions{ctx, KvDType::kF32});
+    for (size_t i = begin; i + 1 < end; ++i) {
+      model.Forward(ids.subspan(i, 1), *cache, logits.data());
+      long double z = 0;
+      for (float l : logits) z += std::exp((long double)l);
+      sum += double(std::log(z) - (long double)logits[size_t(ids[i + 1])]);
+      ++*count;
+    }
+  }
+  return std::exp(sum / double(*count));
+}
+
+TEST(Perplexity, NegLogLikelihoodIsLogSoftmax) {
+  const float l[] = {1.0f, 2.0f, 3.0f};
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  EXPECT_NEAR(NegLogLikelihood(l, 3, 2), std::log(z) - 3.0, 1e-12);
+  // Large logits do not overflow.
+  const float big[] = {1000.0f, 1000.0f};
+  EXPECT_NEAR(NegLogLikelihood(big, 2, 0), std::log(2.0), 1e-12);
+}
+
+TEST(Perplexity, ProtocolMatchesNaiveComputation) {
+  const std::string dir = test::ModelDir("tq-llama-21m");
+  auto model = Model::Load(dir);
+  auto tok = Tokenizer::Load(dir);
+  const std::string text = ReadFileToString(test::EvalFile("eval_other.txt"));
+  const std::vector<int32_t> all = tok->Encode(text, false);
+  ASSERT_GT(all.size(), 2000u);
+  // 520 tokens in windows of 128: four full windows and a short one of 8.
+  PerplexityOptions o;
+  o.ctx = 128;
+  o.max_tokens = 520;
+  o.kv.dtype = KvDType::kF32;
+  o.progress = false;
+  const PerplexityResult r = ComputePerplexity(*model, all, o);
+  EXPECT_EQ(r.windows, 5);
+  EXPECT_EQ(r.input_tokens, 520);
+  EXPECT_EQ(r.tokens, 520 - 5);
+  int64_t count = 0;
+  const double naive =
+      NaivePerplexity(*model, std::span<const int32_t>(all.data(), 520), 128, &count);
+  EXPECT_EQ(count, r.tokens);
+  EXPECT_NEAR(r.ppl / naive, 1.0, 1e-4) << r.ppl << " vs " << naive;
+  EXPECT_NEAR(std::exp(r.nll), r.ppl, 1e-9 * r.ppl);
+  // Computing logits in chunks of rows gives the same result.
+  o.logit_rows = 50;
+  EXPECT_NEAR(ComputePerplexity(*model, all, o).ppl / r.ppl, 1.0, 1e-5);
+}
+
+TEST(Perplexity, RejectsBadInput) {
+  const std::string dir = test::ModelDir("tq-llama-21m");
+  auto model = Model::Load(dir);
+  PerplexityOptions o;
+  o.progress = false;
+  const std::vector<int32_t> one = {5};
+  EXPECT_THROW(ComputePerplexity(*model, one, o), Error);
+  const std::vector<int32_t> bad = {5, 1 << 20, 7};
+  EXPECT_THROW(ComputePerplexity(*model, bad, o), Error);
+  o.ctx = 1;
+  const std::vector<int32_t> ok = {5, 6, 7};
+  EXPECT_THROW(ComputePerplexity(*model, ok, o), Error);
+}
+
+}  // namespace
+}  // namespace tq
