@@ -62,6 +62,16 @@ void CheckSpec(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec
     TQ_CHECK(spec.format != CodeFormat::kTernary, where,
              "affine quantization needs a binary format, not ternary");
   }
+  if (spec.method == QuantMethod::kVector) {
+    const VectorCodebook* v = spec.vector_codebook;
+    TQ_CHECK(v != nullptr, where, "the vector method needs a vector codebook");
+    TQ_CHECK(v->bits_per_dim == Traits(spec.format).code_bits && v->dim >= 1 && v->dim <= 8 &&
+                 v->size() == 1 << (v->bits_per_dim * v->dim),
+             where, "vector codebook ({}-D, {} bits per coordinate) does not fit format {}", v->dim,
+             v->bits_per_dim, Traits(spec.format).name);
+    TQ_CHECK(spec.group_size % v->dim == 0, where, "group size {} is not a multiple of {}",
+             spec.group_size, v->dim);
+  }
   const int64_t n = rows * cols;
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(w[i]))
@@ -69,32 +79,16 @@ void CheckSpec(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec
   }
 }
 
-// Quantizes row `r` into codes (unpacked), scales and mins; returns its squared error.
-double QuantizeRow(const float* row, int64_t cols, const QuantSpec& spec, const Codebook* cb,
-                   uint8_t* codes, uint16_t* scales, uint16_t* mins) {
-  const int64_t g = spec.group_size;
-  const int bits = Traits(spec.format).code_bits;
-  double err = 0.0;
-  for (int64_t c0 = 0, k = 0; c0 < cols; c0 += g, ++k) {
-    double e = 0.0;
-    if (spec.method == QuantMethod::kAffine) {
-      QuantizeAffineGroup(row + c0, g, bits, &scales[k], &mins[k], codes + c0, &e);
-    } else {
-      scales[k] = QuantizeGroup(row + c0, g, *cb, spec.scale, spec.refine_rounds, codes + c0, &e);
-    }
-    err += e;
-  }
-  return err;
-}
-
-}  // namespace
-
-uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, ScaleMode mode, int rounds,
-                       uint8_t* codes, double* sq_error) {
+// RMS scale, then (kMseRefined) `rounds` of scale = <w, c> / <c, c> and re-assignment, keeping
+// the iterate with the lowest error. assign(scale, codes) -> squared error;
+// moments(codes, &wc, &cc) accumulates <w, c> and <c, c>.
+template <typename Assign, typename Moments>
+uint16_t FitScale(const float* w, int64_t n, ScaleMode mode, int rounds, uint8_t* codes,
+                  double* sq_error, Assign&& assign, Moments&& moments) {
   double ss = 0.0;
   for (int64_t i = 0; i < n; ++i) ss += double(w[i]) * w[i];
   uint16_t best = ScaleToF16(n > 0 ? std::sqrt(ss / double(n)) : 0.0, "quantize group");
-  double best_err = AssignAndError(w, n, cb, F16ToF32(best), codes);
+  double best_err = assign(F16ToF32(best), codes);
   if (mode == ScaleMode::kMseRefined && best_err > 0.0 && rounds > 0) {
     // Trial codes: on the stack for the usual group sizes (no allocation per group).
     uint8_t stack[512];
@@ -107,14 +101,10 @@ uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, ScaleMode 
     std::copy(codes, codes + n, trial);
     for (int r = 0; r < rounds; ++r) {
       double wc = 0.0, cc = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double l = cb.levels[trial[i]];
-        wc += double(w[i]) * l;
-        cc += l * l;
-      }
+      moments(trial, &wc, &cc);
       if (!(cc > 0.0) || !(wc > 0.0)) break;
       const uint16_t s = ScaleToF16(wc / cc, "quantize group");
-      const double e = AssignAndError(w, n, cb, F16ToF32(s), trial);
+      const double e = assign(F16ToF32(s), trial);
       if (e < best_err) {
         best_err = e;
         best = s;
@@ -126,6 +116,77 @@ uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, ScaleMode 
   }
   if (sq_error) *sq_error = best_err;
   return best;
+}
+
+// Quantizes row `r` into codes (unpacked), scales and mins; returns its squared error.
+double QuantizeRow(const float* row, int64_t cols, const QuantSpec& spec, const Codebook* cb,
+                   uint8_t* codes, uint16_t* scales, uint16_t* mins) {
+  const int64_t g = spec.group_size;
+  const int bits = Traits(spec.format).code_bits;
+  double err = 0.0;
+  for (int64_t c0 = 0, k = 0; c0 < cols; c0 += g, ++k) {
+    double e = 0.0;
+    if (spec.method == QuantMethod::kAffine) {
+      QuantizeAffineGroup(row + c0, g, bits, &scales[k], &mins[k], codes + c0, &e);
+    } else if (spec.method == QuantMethod::kVector) {
+      scales[k] = QuantizeVectorGroup(row + c0, g, *spec.vector_codebook, spec.scale,
+                                      spec.refine_rounds, codes + c0, &e);
+    } else {
+      scales[k] = QuantizeGroup(row + c0, g, *cb, spec.scale, spec.refine_rounds, codes + c0, &e);
+    }
+    err += e;
+  }
+  return err;
+}
+
+}  // namespace
+
+uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, ScaleMode mode, int rounds,
+                       uint8_t* codes, double* sq_error) {
+  auto assign = [&](float scale, uint8_t* c) { return AssignAndError(w, n, cb, scale, c); };
+  auto moments = [&](const uint8_t* c, double* wc, double* cc) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double l = cb.levels[c[i]];
+      *wc += double(w[i]) * l;
+      *cc += l * l;
+    }
+  };
+  return FitScale(w, n, mode, rounds, codes, sq_error, assign, moments);
+}
+
+uint16_t QuantizeVectorGroup(const float* w, int64_t n, const VectorCodebook& vcb, ScaleMode mode,
+                             int rounds, uint8_t* codes, double* sq_error) {
+  const int d = vcb.dim, bits = vcb.bits_per_dim;
+  TQ_CHECK(d >= 1 && n % d == 0, "quantize vector group", "{} weights in {}-D vectors", n, d);
+  const unsigned mask = (1u << bits) - 1;
+  auto assign = [&](float scale, uint8_t* c) {
+    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    float x[8];
+    double err = 0.0;
+    for (int64_t i = 0; i < n; i += d) {
+      for (int j = 0; j < d; ++j) x[j] = w[i + j] * inv;
+      const int p = vcb.Encode(x);
+      const float* pt = vcb.Decode(p);
+      for (int j = 0; j < d; ++j) {
+        c[i + j] = uint8_t((unsigned(p) >> (bits * j)) & mask);
+        const double e = double(w[i + j]) - double(scale) * pt[j];
+        err += e * e;
+      }
+    }
+    return err;
+  };
+  auto moments = [&](const uint8_t* c, double* wc, double* cc) {
+    for (int64_t i = 0; i < n; i += d) {
+      int p = 0;
+      for (int j = 0; j < d; ++j) p |= int(c[i + j]) << (bits * j);
+      const float* pt = vcb.Decode(p);
+      for (int j = 0; j < d; ++j) {
+        *wc += double(w[i + j]) * pt[j];
+        *cc += double(pt[j]) * pt[j];
+      }
+    }
+  };
+  return FitScale(w, n, mode, rounds, codes, sq_error, assign, moments);
 }
 
 QuantizedMatrix Quantize(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec,
@@ -144,6 +205,9 @@ QuantizedMatrix Quantize(const float* w, int64_t rows, int64_t cols, const Quant
   q.scales.resize(size_t(rows * groups));
   if (spec.method == QuantMethod::kAffine) {
     q.mins.resize(size_t(rows * groups));
+  } else if (spec.method == QuantMethod::kVector) {
+    q.codebook = spec.vector_codebook->points;
+    q.vector_dim = spec.vector_codebook->dim;
   } else {
     q.codebook = cb->levels;
   }

@@ -4,6 +4,9 @@
 // fp16 scale (and, for the affine method, one fp16 minimum):
 //   codebook method: w[r, c] ≈ scale[r, c / g] * codebook[code[r, c]]
 //   affine method:   w[r, c] ≈ min[r, c / g] + scale[r, c / g] * code[r, c]
+//   vector method:   the codes of columns c .. c+d-1 (c % d == 0, b bits each) are the fields of
+//                    one index p = Σ_j code[r, c+j] << (b·j) into a d-dimensional codebook, and
+//                    w[r, c+j] ≈ scale[r, c / g] * points[p][j]   (experimental, see below)
 // Each row's codes are packed on their own (packing.h): row r starts at byte r * row_bytes().
 #pragma once
 
@@ -14,12 +17,14 @@
 
 #include "quant/codebook.h"
 #include "quant/format.h"
+#include "quant/vector_codebook.h"
 
 namespace tq::quant {
 
 enum class QuantMethod : uint8_t {
   kCodebook = 0,  // TurboQuant: per-group scale x Lloyd-Max level
   kAffine = 1,    // round-to-nearest on a uniform grid between the group's min and max
+  kVector = 2,    // per-group scale x a point of a d-dimensional codebook (vector_codebook.h)
 };
 
 enum class ScaleMode : uint8_t {
@@ -37,6 +42,9 @@ struct QuantSpec {
   // Levels to snap to (codebook method); nullptr = GaussianCodebook(format). Its size must equal
   // the format's level count. Must outlive the call.
   const Codebook* codebook = nullptr;
+  // The vector method's codebook (required for it): bits_per_dim must equal the format's bits
+  // and dim must divide group_size. Must outlive the call.
+  const VectorCodebook* vector_codebook = nullptr;
 };
 
 struct QuantizedMatrix {
@@ -48,7 +56,10 @@ struct QuantizedMatrix {
   std::vector<uint8_t> codes;    // [rows, row_bytes()]
   std::vector<uint16_t> scales;  // fp16 [rows, groups_per_row()]
   std::vector<uint16_t> mins;    // fp16 [rows, groups_per_row()], affine only (else empty)
-  std::vector<float> codebook;   // the levels used, ascending (codebook method only)
+  // Codebook method: the levels used, ascending [levels]. Vector method: the points
+  // [2^(bits * vector_dim), vector_dim]. Affine: empty.
+  std::vector<float> codebook;
+  int vector_dim = 1;  // d of the vector method (1 otherwise)
 
   size_t row_bytes() const;
   int64_t groups_per_row() const { return group_size > 0 ? cols / group_size : 0; }

@@ -92,5 +92,33 @@ TEST(RealWeightsTest, MseScalesBeatRmsOnTqLlama21m) {
   }
 }
 
+// Vector codebooks on the same rotated weights (slow: brute-force encoding; run with
+// --gtest_also_run_disabled_tests to measure).
+TEST(RealWeightsTest, DISABLED_VectorCodebooksOnTqLlama21m) {
+  std::vector<Matrix> linears =
+      LoadLinears(test::RequireFile(test::ModelDir("tq-llama-21m") + "/model.safetensors"));
+  for (Matrix& m : linears) HadamardRotation::Make(m.cols, 7).ForwardRows(m.data.data(), m.rows);
+  struct Case {
+    int bits, dim;  // dim 1 = the scalar codebook method
+  };
+  for (const Case c : {Case{2, 1}, Case{2, 2}, Case{2, 4}, Case{3, 1}, Case{3, 2}}) {
+    QuantSpec spec;
+    spec.format = *FormatForBits(c.bits);
+    spec.group_size = 64;
+    if (c.dim > 1) {
+      spec.method = QuantMethod::kVector;
+      spec.vector_codebook = &GaussianVectorCodebook(c.dim, c.bits);
+    }
+    double se = 0, norm = 0;
+    for (const Matrix& m : linears) {
+      const QuantError e = QuantizationError(m.data.data(), m.rows, m.cols, spec, m.name);
+      se += e.sq_error;
+      norm += e.sq_norm;
+    }
+    std::printf("tq-llama-21m linears, %d-bit g%d, %d-D codebook, MSE scales: relative MSE %.5f\n",
+                c.bits, spec.group_size, c.dim, se / norm);
+  }
+}
+
 }  // namespace
 }  // namespace tq::quant
