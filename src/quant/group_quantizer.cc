@@ -56,8 +56,13 @@ void CheckSpec(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec
   TQ_CHECK(rows > 0 && cols > 0, where, "bad shape [{}, {}]", rows, cols);
   TQ_CHECK(spec.group_size > 0 && cols % spec.group_size == 0, where,
            "group size {} does not divide {} columns", spec.group_size, cols);
-  TQ_CHECK(spec.refine_rounds >= 0 && spec.refine_rounds <= 100, where, "refine rounds {}",
-           spec.refine_rounds);
+  const ScaleOptions& so = spec.scale;
+  TQ_CHECK(so.refine_rounds >= 0 && so.refine_rounds <= 100, where, "refine rounds {}",
+           so.refine_rounds);
+  TQ_CHECK(so.search_steps >= 1 && so.search_steps <= 1000 && so.search_lo > 0 &&
+               so.search_hi >= so.search_lo && so.search_hi <= 100,
+           where, "scale search: {} steps over [{}, {}]", so.search_steps, so.search_lo,
+           so.search_hi);
   if (spec.method == QuantMethod::kAffine) {
     TQ_CHECK(spec.format != CodeFormat::kTernary, where,
              "affine quantization needs a binary format, not ternary");
@@ -79,39 +84,59 @@ void CheckSpec(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec
   }
 }
 
-// RMS scale, then (kMseRefined) `rounds` of scale = <w, c> / <c, c> and re-assignment, keeping
-// the iterate with the lowest error. assign(scale, codes) -> squared error;
-// moments(codes, &wc, &cc) accumulates <w, c> and <c, c>.
+// Scale fitting shared by the scalar and vector methods. assign(scale, codes) -> squared error;
+// moments(codes, &wc, &cc) accumulates <w, c> and <c, c>. Every run starts at a fp16 scale,
+// assigns codes, then (unless kRms) alternates scale = <w,c>/<c,c> and re-assignment; the
+// lowest-error iterate over all runs is kept. kMseSearch adds runs from RMS·f for the grid f.
 template <typename Assign, typename Moments>
-uint16_t FitScale(const float* w, int64_t n, ScaleMode mode, int rounds, uint8_t* codes,
+uint16_t FitScale(const float* w, int64_t n, const ScaleOptions& opt, uint8_t* codes,
                   double* sq_error, Assign&& assign, Moments&& moments) {
   double ss = 0.0;
   for (int64_t i = 0; i < n; ++i) ss += double(w[i]) * w[i];
-  uint16_t best = ScaleToF16(n > 0 ? std::sqrt(ss / double(n)) : 0.0, "quantize group");
+  const double rms = n > 0 ? std::sqrt(ss / double(n)) : 0.0;
+  uint16_t best = ScaleToF16(rms, "quantize group");
   double best_err = assign(F16ToF32(best), codes);
-  if (mode == ScaleMode::kMseRefined && best_err > 0.0 && rounds > 0) {
-    // Trial codes: on the stack for the usual group sizes (no allocation per group).
-    uint8_t stack[512];
-    std::vector<uint8_t> heap;
-    uint8_t* trial = stack;
-    if (n > 512) {
-      heap.resize(size_t(n));
-      trial = heap.data();
+  if (opt.mode == ScaleMode::kRms || best_err == 0.0) {
+    if (sq_error) *sq_error = best_err;
+    return best;
+  }
+  // Trial codes: on the stack for the usual group sizes (no allocation per group).
+  uint8_t stack[512];
+  std::vector<uint8_t> heap;
+  uint8_t* trial = stack;
+  if (n > 512) {
+    heap.resize(size_t(n));
+    trial = heap.data();
+  }
+  auto consider = [&](uint16_t s, double e) {
+    if (e < best_err) {
+      best_err = e;
+      best = s;
+      std::copy(trial, trial + n, codes);
     }
-    std::copy(codes, codes + n, trial);
-    for (int r = 0; r < rounds; ++r) {
+  };
+  auto refine = [&](uint16_t s) {  // trial holds the codes assigned at scale s
+    for (int r = 0; r < opt.refine_rounds; ++r) {
       double wc = 0.0, cc = 0.0;
       moments(trial, &wc, &cc);
-      if (!(cc > 0.0) || !(wc > 0.0)) break;
-      const uint16_t s = ScaleToF16(wc / cc, "quantize group");
-      const double e = assign(F16ToF32(s), trial);
-      if (e < best_err) {
-        best_err = e;
-        best = s;
-        std::copy(trial, trial + n, codes);
-      } else if (s == best) {
-        break;  // fixed point
-      }
+      if (!(cc > 0.0) || !(wc > 0.0)) return;
+      const uint16_t next = ScaleToF16(wc / cc, "quantize group");
+      if (next == s) return;  // fixed point
+      s = next;
+      consider(s, assign(F16ToF32(s), trial));
+    }
+  };
+  std::copy(codes, codes + n, trial);
+  refine(best);  // from RMS
+  if (opt.mode == ScaleMode::kMseSearch) {
+    for (int k = 0; k < opt.search_steps; ++k) {
+      const double f = opt.search_steps == 1 ? opt.search_lo
+                                             : opt.search_lo + (opt.search_hi - opt.search_lo) * k /
+                                                                   (opt.search_steps - 1);
+      const uint16_t s = ScaleToF16(rms * f, "quantize group");
+      if (s == F32ToF16(float(rms))) continue;  // the RMS run is done
+      consider(s, assign(F16ToF32(s), trial));
+      refine(s);
     }
   }
   if (sq_error) *sq_error = best_err;
@@ -129,10 +154,10 @@ double QuantizeRow(const float* row, int64_t cols, const QuantSpec& spec, const 
     if (spec.method == QuantMethod::kAffine) {
       QuantizeAffineGroup(row + c0, g, bits, &scales[k], &mins[k], codes + c0, &e);
     } else if (spec.method == QuantMethod::kVector) {
-      scales[k] = QuantizeVectorGroup(row + c0, g, *spec.vector_codebook, spec.scale,
-                                      spec.refine_rounds, codes + c0, &e);
+      scales[k] =
+          QuantizeVectorGroup(row + c0, g, *spec.vector_codebook, spec.scale, codes + c0, &e);
     } else {
-      scales[k] = QuantizeGroup(row + c0, g, *cb, spec.scale, spec.refine_rounds, codes + c0, &e);
+      scales[k] = QuantizeGroup(row + c0, g, *cb, spec.scale, codes + c0, &e);
     }
     err += e;
   }
@@ -141,7 +166,7 @@ double QuantizeRow(const float* row, int64_t cols, const QuantSpec& spec, const 
 
 }  // namespace
 
-uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, ScaleMode mode, int rounds,
+uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, const ScaleOptions& options,
                        uint8_t* codes, double* sq_error) {
   auto assign = [&](float scale, uint8_t* c) { return AssignAndError(w, n, cb, scale, c); };
   auto moments = [&](const uint8_t* c, double* wc, double* cc) {
@@ -151,11 +176,11 @@ uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, ScaleMode 
       *cc += l * l;
     }
   };
-  return FitScale(w, n, mode, rounds, codes, sq_error, assign, moments);
+  return FitScale(w, n, options, codes, sq_error, assign, moments);
 }
 
-uint16_t QuantizeVectorGroup(const float* w, int64_t n, const VectorCodebook& vcb, ScaleMode mode,
-                             int rounds, uint8_t* codes, double* sq_error) {
+uint16_t QuantizeVectorGroup(const float* w, int64_t n, const VectorCodebook& vcb,
+                             const ScaleOptions& options, uint8_t* codes, double* sq_error) {
   const int d = vcb.dim, bits = vcb.bits_per_dim;
   TQ_CHECK(d >= 1 && n % d == 0, "quantize vector group", "{} weights in {}-D vectors", n, d);
   const unsigned mask = (1u << bits) - 1;
@@ -186,7 +211,7 @@ uint16_t QuantizeVectorGroup(const float* w, int64_t n, const VectorCodebook& vc
       }
     }
   };
-  return FitScale(w, n, mode, rounds, codes, sq_error, assign, moments);
+  return FitScale(w, n, options, codes, sq_error, assign, moments);
 }
 
 QuantizedMatrix Quantize(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec,

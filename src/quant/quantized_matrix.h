@@ -30,6 +30,17 @@ enum class QuantMethod : uint8_t {
 enum class ScaleMode : uint8_t {
   kRms = 0,         // scale = RMS of the group
   kMseRefined = 1,  // start from RMS, then alternate assign <-> scale = <w,c>/<c,c> (best kept)
+  kMseSearch = 2,   // kMseRefined from RMS and from RMS·f for a grid of f (best kept)
+};
+
+// How a group's scale is fitted (codebook and vector methods).
+struct ScaleOptions {
+  ScaleMode mode = ScaleMode::kMseSearch;
+  int refine_rounds = 2;  // alternations per start (kMseRefined, kMseSearch)
+  // kMseSearch starts: f = search_lo + (search_hi - search_lo) · k / (search_steps - 1).
+  int search_steps = 9;
+  float search_lo = 0.7f;
+  float search_hi = 1.3f;
 };
 
 // What to quantize to. The affine method uses binary formats only and ignores scale/codebook.
@@ -37,8 +48,7 @@ struct QuantSpec {
   QuantMethod method = QuantMethod::kCodebook;
   CodeFormat format = CodeFormat::kQ4;
   int group_size = 64;
-  ScaleMode scale = ScaleMode::kMseRefined;
-  int refine_rounds = 3;
+  ScaleOptions scale;
   // Levels to snap to (codebook method); nullptr = GaussianCodebook(format). Its size must equal
   // the format's level count. Must outlive the call.
   const Codebook* codebook = nullptr;
