@@ -738,7 +738,7 @@ class Parser {
   }
 
   ExprPtr ParseCall(ExprPtr node) {
-    auto e = Make(ExprKind::kCall, cur());
+    auto e = std::make_unique<Expr>(ExprKind::kCall, node->pos);  // errors point at the callee
     e->args = ParseCallArgs();
     e->a = std::move(node);
     return e;
