@@ -52,7 +52,8 @@ void BM_RotateForward(benchmark::State& state) {
 }
 BENCHMARK(BM_RotateForward)->Arg(4096)->Arg(14336);
 
-// Quantize a [64, 4096] matrix. Args: bits (ternary = 0), group, method (0 rms, 1 mse, 2 affine).
+// Quantize a [64, 4096] matrix. Args: bits (ternary = 0), group, method (0 rms, 1 mse-refined,
+// 2 affine, 3 mse-search).
 void BM_Quantize(benchmark::State& state) {
   SingleThread();
   const int64_t rows = 64, cols = 4096;
@@ -61,7 +62,9 @@ void BM_Quantize(benchmark::State& state) {
   spec.format = state.range(0) == 0 ? CodeFormat::kTernary : *FormatForBits(int(state.range(0)));
   spec.group_size = int(state.range(1));
   spec.method = state.range(2) == 2 ? QuantMethod::kAffine : QuantMethod::kCodebook;
-  spec.scale = state.range(2) == 1 ? ScaleMode::kMseRefined : ScaleMode::kRms;
+  spec.scale.mode = state.range(2) == 3   ? ScaleMode::kMseSearch
+                    : state.range(2) == 1 ? ScaleMode::kMseRefined
+                                          : ScaleMode::kRms;
   for (auto _ : state) {
     QuantizedMatrix q = Quantize(w.data(), rows, cols, spec);
     benchmark::DoNotOptimize(q.codes.data());
@@ -73,6 +76,8 @@ BENCHMARK(BM_Quantize)
     ->Args({4, 64, 0})
     ->Args({4, 64, 1})
     ->Args({4, 64, 2})
+    ->Args({4, 64, 3})
+    ->Args({3, 64, 3})
     ->Args({3, 64, 1})
     ->Args({2, 64, 1})
     ->Args({0, 64, 1})

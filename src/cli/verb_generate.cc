@@ -2,6 +2,8 @@
 //   [--top-k K] [--top-p P] [--min-p P] [--rep-penalty R] [--seed S] [--stop STR]...
 //   [--threads N] [--kv-dtype f16|bf16|f32] [--ctx N] [--truncate]
 // The generated text alone goes to stdout, streamed; statistics go to stderr.
+#include <unistd.h>
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -12,8 +14,10 @@
 #include "core/sysinfo.h"
 #include "io/model_config.h"
 #include "model/model.h"
+#include "runtime/chat.h"
 #include "runtime/generator.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace tq::cli {
 namespace {
@@ -58,6 +62,7 @@ int Run(int argc, char** argv) {
     ApplyThreads(rt);
     Timer load;
     auto tokenizer = Tokenizer::Load(model_dir);
+    const TokenizerConfig tok_config = LoadTokenizerConfig(model_dir);
     const GenerationConfig gen_config = LoadGenerationConfig(model_dir);
     auto model = Model::Load(model_dir);
     const double load_s = load.Seconds();
@@ -66,7 +71,10 @@ int Run(int argc, char** argv) {
     opts.sampling = SamplingParamsFromConfig(gen_config);
     if (o_temp->count()) opts.sampling.temperature = temp;
     if (o_top_k->count()) opts.sampling.top_k = top_k;
-    if (o_top_p->count()) opts.sampling.top_p = top_p;
+    if (o_top_p->count()) {
+      if (top_p <= 0) throw UsageError("generate", "--top-p must be in (0, 1]");
+      opts.sampling.top_p = top_p;
+    }
     if (o_min_p->count()) opts.sampling.min_p = min_p;
     if (o_rep->count()) opts.sampling.repetition_penalty = rep;
     opts.sampling.seed = o_seed->count() ? seed : std::random_device{}();
@@ -74,10 +82,13 @@ int Run(int argc, char** argv) {
 
     std::vector<int32_t> ids;
     if (o_chat->count()) {
-      // TODO(runtime): render with the chat template once tokenizer/chat_template.h lands.
-      throw UsageError("generate", "--chat is not available yet in this build (no chat templates)");
+      // The rendered template holds its special tokens: encode without adding them again.
+      const nlohmann::json messages =
+          nlohmann::json::array({{{"role", "user"}, {"content", chat}}});
+      ids = tokenizer->Encode(RenderChatPrompt(tok_config, messages), false);
+    } else {
+      ids = tokenizer->Encode(prompt, true);
     }
-    ids = tokenizer->Encode(prompt, true);
     if (ids.empty()) throw UsageError("generate", "the prompt encodes to no tokens");
     const int64_t context = ctx > 0 ? ctx : model->config().max_position_embeddings;
     int64_t dropped = 0;
@@ -93,17 +104,19 @@ int Run(int argc, char** argv) {
     }
     KvCacheOptions kv;
     kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
+    ApplyKvFlags(rt.kv, &kv);
     kv.max_tokens = int64_t(ids.size()) + opts.max_tokens;
     auto cache = model->NewCache(kv);
 
     Generator gen(*model, *tokenizer,
-                  CollectEosIds(model->config(), gen_config, *tokenizer, std::nullopt));
+                  CollectEosIds(model->config(), gen_config, *tokenizer, tok_config.eos_token));
     const GenerateStats st = gen.Generate(ids, opts, *cache, [](std::string_view text) {
       std::fwrite(text.data(), 1, text.size(), stdout);
       std::fflush(stdout);
       return true;
     });
-    std::fputc('\n', stdout);
+    // A terminal gets a final newline; a pipe gets exactly the generated text.
+    if (isatty(fileno(stdout))) std::fputc('\n', stdout);
     std::fflush(stdout);
     std::fprintf(stderr,
                  "\n[load %.2f s] prompt %lld tokens, %.1f tok/s | generated %lld tokens, %.2f "
@@ -111,6 +124,10 @@ int Run(int argc, char** argv) {
                  load_s, static_cast<long long>(st.prompt_tokens), st.prefill_tok_s(),
                  static_cast<long long>(st.generated_tokens), st.decode_tok_s(),
                  FinishReasonName(st.finish), static_cast<unsigned long long>(opts.sampling.seed));
+    std::fprintf(stderr, "[kv cache %s] %lld bytes/token, %lld bytes for %lld tokens\n",
+                 DescribeKvCache(kv).c_str(), static_cast<long long>(cache->BytesPerToken()),
+                 static_cast<long long>(cache->BytesPerToken() * cache->size()),
+                 static_cast<long long>(cache->size()));
     return kExitOk;
   });
 }

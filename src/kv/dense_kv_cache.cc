@@ -91,6 +91,7 @@ class DenseKvCache final : public KvCache {
 }  // namespace
 
 std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts) {
+  if (opts.compressed()) return MakeTurboQuantKvCache(layout, opts);
   return std::make_unique<DenseKvCache>(layout, opts);
 }
 

@@ -24,6 +24,24 @@ std::optional<KvDType> ParseKvDType(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view KvScaleName(KvScale s) { return s == KvScale::kNorm ? "norm" : "mse"; }
+
+std::optional<KvScale> ParseKvScale(std::string_view s) {
+  for (KvScale x : {KvScale::kNorm, KvScale::kMse})
+    if (s == KvScaleName(x)) return x;
+  return std::nullopt;
+}
+
+std::string_view KvCodebookName(KvCodebook c) {
+  return c == KvCodebook::kGaussian ? "gaussian" : "sphere";
+}
+
+std::optional<KvCodebook> ParseKvCodebook(std::string_view s) {
+  for (KvCodebook x : {KvCodebook::kGaussian, KvCodebook::kSphere})
+    if (s == KvCodebookName(x)) return x;
+  return std::nullopt;
+}
+
 KvCache::KvCache(KvLayout layout, int64_t capacity)
     : layout_(std::move(layout)), capacity_(capacity) {
   const KvLayout& l = layout_;

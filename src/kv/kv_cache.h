@@ -19,9 +19,30 @@ enum class KvDType { kF16, kBF16, kF32 };
 std::string_view KvDTypeName(KvDType t);                  // "f16", "bf16", "f32"
 std::optional<KvDType> ParseKvDType(std::string_view s);  // the same spellings
 
+// TurboQuant KV compression (DESIGN.md §3, kv/turboquant_codec.h).
+enum class KvScale { kNorm, kMse };  // per-vector scale: RMS (‖x‖/√D) or MSE-optimal
+enum class KvCodebook { kGaussian, kSphere };  // Lloyd-Max for N(0,1) or the rotated-sphere law
+
+std::string_view KvScaleName(KvScale s);  // "norm", "mse"
+std::optional<KvScale> ParseKvScale(std::string_view s);
+std::string_view KvCodebookName(KvCodebook c);  // "gaussian", "sphere"
+std::optional<KvCodebook> ParseKvCodebook(std::string_view s);
+
 struct KvCacheOptions {
   int64_t max_tokens = 4096;
-  KvDType dtype = KvDType::kF16;
+  KvDType dtype = KvDType::kF16;  // the plain cache, and the fp16-kept parts stay fp16
+
+  // TurboQuant codec. k_bits = v_bits = 0: a plain cache of `dtype`. Otherwise both in
+  // {2, 2.5, 3, 3.5, 4, 8}: keys and values of full-attention layers are stored rotated and coded.
+  double k_bits = 0, v_bits = 0;
+  int64_t sink = 0;      // the first `sink` positions stay fp16
+  int64_t window = 0;    // the most recent `window` positions stay fp16 (coded in blocks of 32)
+  int64_t boundary = 0;  // the first and last `boundary` layers are plain fp16 caches
+  KvScale scale = KvScale::kNorm;
+  KvCodebook codebook = KvCodebook::kGaussian;
+  uint64_t seed = 0x6b76717475726271ull;  // rotation signs (stored in the cache object)
+
+  bool compressed() const { return k_bits > 0 || v_bits > 0; }
 };
 
 // The attention geometry a model gives its caches.
@@ -71,7 +92,10 @@ class KvCache {
   int64_t size_ = 0;
 };
 
-// A plain cache in fp16, bf16 or fp32 (opts.dtype) holding opts.max_tokens tokens.
+// A cache holding opts.max_tokens tokens: plain fp16/bf16/fp32 (opts.dtype), or TurboQuant when
+// opts.compressed() (throws tq::Error naming the bad option).
 std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts);
+// The TurboQuant cache (kv/turboquant_kv_cache.cc); MakeKvCache calls it when opts.compressed().
+std::unique_ptr<KvCache> MakeTurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts);
 
 }  // namespace tq

@@ -118,12 +118,23 @@ void Symmetrize(std::vector<double>* c) {
 }  // namespace
 
 uint8_t Codebook::Encode(float x) const {
-  if (thresholds.size() <= 16) {
+  const int last = int(thresholds.size());
+  const float* t = thresholds.data();
+  if (last <= 7 || lut.empty()) {  // small books: a branch-free count is fastest
+    if (last > 16) return uint8_t(std::lower_bound(t, t + last, x) - t);
     int code = 0;
-    for (float t : thresholds) code += x > t;
+    for (int i = 0; i < last; ++i) code += x > t[i];
     return uint8_t(code);
   }
-  return uint8_t(std::lower_bound(thresholds.begin(), thresholds.end(), x) - thresholds.begin());
+  if (!(x == x)) return 0;  // NaN
+  const float f = (x - lut_lo) * lut_inv_step;
+  const int n = int(lut.size());
+  int c = lut[size_t(f >= 0.0f ? (f < float(n) ? int(f) : n - 1) : 0)];
+  c += (c < last) & (x > t[std::min(c, last - 1)]);  // the one threshold a cell may hold
+  // Exactness guard for rounding at cell edges (practically never taken): c = #{t < x}.
+  while (c < last && x > t[c]) ++c;
+  while (c > 0 && !(x > t[c - 1])) --c;
+  return uint8_t(c);
 }
 
 void Codebook::EncodeSpan(const float* x, int64_t n, float inv_scale, uint8_t* codes) const {
@@ -144,6 +155,24 @@ Codebook CodebookFromLevels(std::vector<float> levels) {
   for (size_t i = 0; i + 1 < levels.size(); ++i)
     cb.thresholds[i] = float(0.5 * (double(levels[i]) + double(levels[i + 1])));
   cb.levels = std::move(levels);
+  // Grid cells of half the smallest threshold gap hold at most one threshold each.
+  const std::vector<float>& t = cb.thresholds;
+  if (t.size() >= 2) {
+    double gap = kInf;
+    for (size_t i = 0; i + 1 < t.size(); ++i) gap = std::min(gap, double(t[i + 1]) - t[i]);
+    const double span = double(t.back()) - t.front();
+    const double cells = gap > 0 ? std::min(4096.0, std::ceil(2.0 * span / gap) + 1) : 4096.0;
+    const double step = span / (cells - 1);
+    cb.lut_lo = t.front();
+    cb.lut_inv_step = float(1.0 / step);
+    cb.lut.resize(size_t(cells));
+    size_t below = 0;
+    for (size_t i = 0; i < cb.lut.size(); ++i) {
+      const double left = double(t.front()) + double(i) * step;
+      while (below < t.size() && double(t[below]) < left) ++below;
+      cb.lut[i] = uint8_t(below);
+    }
+  }
   return cb;
 }
 

@@ -26,6 +26,13 @@ struct Codebook {
   float Decode(uint8_t code) const { return levels[code]; }
   // codes[i] = Encode(x[i] * inv_scale) for i in [0, n).
   void EncodeSpan(const float* x, int64_t n, float inv_scale, uint8_t* codes) const;
+
+  // Encode's accelerator, built by CodebookFromLevels: a uniform grid over the thresholds with
+  // lut[i] = #{t < lut_lo + i / lut_inv_step}; Encode starts there and walks to the exact answer,
+  // so it is correct even when the table is empty or stale.
+  std::vector<uint8_t> lut;
+  float lut_lo = 0.0f;
+  float lut_inv_step = 0.0f;
 };
 
 // A 1-D density on [lo, hi] (±infinity allowed) with its partial moments over an interval.

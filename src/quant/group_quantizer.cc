@@ -56,17 +56,91 @@ void CheckSpec(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec
   TQ_CHECK(rows > 0 && cols > 0, where, "bad shape [{}, {}]", rows, cols);
   TQ_CHECK(spec.group_size > 0 && cols % spec.group_size == 0, where,
            "group size {} does not divide {} columns", spec.group_size, cols);
-  TQ_CHECK(spec.refine_rounds >= 0 && spec.refine_rounds <= 100, where, "refine rounds {}",
-           spec.refine_rounds);
+  const ScaleOptions& so = spec.scale;
+  TQ_CHECK(so.refine_rounds >= 0 && so.refine_rounds <= 100, where, "refine rounds {}",
+           so.refine_rounds);
+  TQ_CHECK(so.search_steps >= 1 && so.search_steps <= 1000 && so.search_lo > 0 &&
+               so.search_hi >= so.search_lo && so.search_hi <= 100,
+           where, "scale search: {} steps over [{}, {}]", so.search_steps, so.search_lo,
+           so.search_hi);
   if (spec.method == QuantMethod::kAffine) {
     TQ_CHECK(spec.format != CodeFormat::kTernary, where,
              "affine quantization needs a binary format, not ternary");
+  }
+  if (spec.method == QuantMethod::kVector) {
+    const VectorCodebook* v = spec.vector_codebook;
+    TQ_CHECK(v != nullptr, where, "the vector method needs a vector codebook");
+    TQ_CHECK(v->bits_per_dim == Traits(spec.format).code_bits && v->dim >= 1 && v->dim <= 8 &&
+                 v->size() == 1 << (v->bits_per_dim * v->dim),
+             where, "vector codebook ({}-D, {} bits per coordinate) does not fit format {}", v->dim,
+             v->bits_per_dim, Traits(spec.format).name);
+    TQ_CHECK(spec.group_size % v->dim == 0, where, "group size {} is not a multiple of {}",
+             spec.group_size, v->dim);
   }
   const int64_t n = rows * cols;
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(w[i]))
       Fail(where, "non-finite weight {} at [{}, {}]", w[i], i / cols, i % cols);
   }
+}
+
+// Scale fitting shared by the scalar and vector methods. assign(scale, codes) -> squared error;
+// moments(codes, &wc, &cc) accumulates <w, c> and <c, c>. Every run starts at a fp16 scale,
+// assigns codes, then (unless kRms) alternates scale = <w,c>/<c,c> and re-assignment; the
+// lowest-error iterate over all runs is kept. kMseSearch adds runs from RMS·f for the grid f.
+template <typename Assign, typename Moments>
+uint16_t FitScale(const float* w, int64_t n, const ScaleOptions& opt, uint8_t* codes,
+                  double* sq_error, Assign&& assign, Moments&& moments) {
+  double ss = 0.0;
+  for (int64_t i = 0; i < n; ++i) ss += double(w[i]) * w[i];
+  const double rms = n > 0 ? std::sqrt(ss / double(n)) : 0.0;
+  uint16_t best = ScaleToF16(rms, "quantize group");
+  double best_err = assign(F16ToF32(best), codes);
+  if (opt.mode == ScaleMode::kRms || best_err == 0.0) {
+    if (sq_error) *sq_error = best_err;
+    return best;
+  }
+  // Trial codes: on the stack for the usual group sizes (no allocation per group).
+  uint8_t stack[512];
+  std::vector<uint8_t> heap;
+  uint8_t* trial = stack;
+  if (n > 512) {
+    heap.resize(size_t(n));
+    trial = heap.data();
+  }
+  auto consider = [&](uint16_t s, double e) {
+    if (e < best_err) {
+      best_err = e;
+      best = s;
+      std::copy(trial, trial + n, codes);
+    }
+  };
+  auto refine = [&](uint16_t s) {  // trial holds the codes assigned at scale s
+    for (int r = 0; r < opt.refine_rounds; ++r) {
+      double wc = 0.0, cc = 0.0;
+      moments(trial, &wc, &cc);
+      if (!(cc > 0.0) || !(wc > 0.0)) return;
+      const uint16_t next = ScaleToF16(wc / cc, "quantize group");
+      if (next == s) return;  // fixed point
+      s = next;
+      consider(s, assign(F16ToF32(s), trial));
+    }
+  };
+  std::copy(codes, codes + n, trial);
+  refine(best);  // from RMS
+  if (opt.mode == ScaleMode::kMseSearch) {
+    for (int k = 0; k < opt.search_steps; ++k) {
+      const double f = opt.search_steps == 1 ? opt.search_lo
+                                             : opt.search_lo + (opt.search_hi - opt.search_lo) * k /
+                                                                   (opt.search_steps - 1);
+      const uint16_t s = ScaleToF16(rms * f, "quantize group");
+      if (s == F32ToF16(float(rms))) continue;  // the RMS run is done
+      consider(s, assign(F16ToF32(s), trial));
+      refine(s);
+    }
+  }
+  if (sq_error) *sq_error = best_err;
+  return best;
 }
 
 // Quantizes row `r` into codes (unpacked), scales and mins; returns its squared error.
@@ -79,8 +153,11 @@ double QuantizeRow(const float* row, int64_t cols, const QuantSpec& spec, const 
     double e = 0.0;
     if (spec.method == QuantMethod::kAffine) {
       QuantizeAffineGroup(row + c0, g, bits, &scales[k], &mins[k], codes + c0, &e);
+    } else if (spec.method == QuantMethod::kVector) {
+      scales[k] =
+          QuantizeVectorGroup(row + c0, g, *spec.vector_codebook, spec.scale, codes + c0, &e);
     } else {
-      scales[k] = QuantizeGroup(row + c0, g, *cb, spec.scale, spec.refine_rounds, codes + c0, &e);
+      scales[k] = QuantizeGroup(row + c0, g, *cb, spec.scale, codes + c0, &e);
     }
     err += e;
   }
@@ -89,43 +166,52 @@ double QuantizeRow(const float* row, int64_t cols, const QuantSpec& spec, const 
 
 }  // namespace
 
-uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, ScaleMode mode, int rounds,
+uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, const ScaleOptions& options,
                        uint8_t* codes, double* sq_error) {
-  double ss = 0.0;
-  for (int64_t i = 0; i < n; ++i) ss += double(w[i]) * w[i];
-  uint16_t best = ScaleToF16(n > 0 ? std::sqrt(ss / double(n)) : 0.0, "quantize group");
-  double best_err = AssignAndError(w, n, cb, F16ToF32(best), codes);
-  if (mode == ScaleMode::kMseRefined && best_err > 0.0 && rounds > 0) {
-    // Trial codes: on the stack for the usual group sizes (no allocation per group).
-    uint8_t stack[512];
-    std::vector<uint8_t> heap;
-    uint8_t* trial = stack;
-    if (n > 512) {
-      heap.resize(size_t(n));
-      trial = heap.data();
+  auto assign = [&](float scale, uint8_t* c) { return AssignAndError(w, n, cb, scale, c); };
+  auto moments = [&](const uint8_t* c, double* wc, double* cc) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double l = cb.levels[c[i]];
+      *wc += double(w[i]) * l;
+      *cc += l * l;
     }
-    std::copy(codes, codes + n, trial);
-    for (int r = 0; r < rounds; ++r) {
-      double wc = 0.0, cc = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        const double l = cb.levels[trial[i]];
-        wc += double(w[i]) * l;
-        cc += l * l;
-      }
-      if (!(cc > 0.0) || !(wc > 0.0)) break;
-      const uint16_t s = ScaleToF16(wc / cc, "quantize group");
-      const double e = AssignAndError(w, n, cb, F16ToF32(s), trial);
-      if (e < best_err) {
-        best_err = e;
-        best = s;
-        std::copy(trial, trial + n, codes);
-      } else if (s == best) {
-        break;  // fixed point
+  };
+  return FitScale(w, n, options, codes, sq_error, assign, moments);
+}
+
+uint16_t QuantizeVectorGroup(const float* w, int64_t n, const VectorCodebook& vcb,
+                             const ScaleOptions& options, uint8_t* codes, double* sq_error) {
+  const int d = vcb.dim, bits = vcb.bits_per_dim;
+  TQ_CHECK(d >= 1 && n % d == 0, "quantize vector group", "{} weights in {}-D vectors", n, d);
+  const unsigned mask = (1u << bits) - 1;
+  auto assign = [&](float scale, uint8_t* c) {
+    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    float x[8];
+    double err = 0.0;
+    for (int64_t i = 0; i < n; i += d) {
+      for (int j = 0; j < d; ++j) x[j] = w[i + j] * inv;
+      const int p = vcb.Encode(x);
+      const float* pt = vcb.Decode(p);
+      for (int j = 0; j < d; ++j) {
+        c[i + j] = uint8_t((unsigned(p) >> (bits * j)) & mask);
+        const double e = double(w[i + j]) - double(scale) * pt[j];
+        err += e * e;
       }
     }
-  }
-  if (sq_error) *sq_error = best_err;
-  return best;
+    return err;
+  };
+  auto moments = [&](const uint8_t* c, double* wc, double* cc) {
+    for (int64_t i = 0; i < n; i += d) {
+      int p = 0;
+      for (int j = 0; j < d; ++j) p |= int(c[i + j]) << (bits * j);
+      const float* pt = vcb.Decode(p);
+      for (int j = 0; j < d; ++j) {
+        *wc += double(w[i + j]) * pt[j];
+        *cc += double(pt[j]) * pt[j];
+      }
+    }
+  };
+  return FitScale(w, n, options, codes, sq_error, assign, moments);
 }
 
 QuantizedMatrix Quantize(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec,
@@ -144,6 +230,9 @@ QuantizedMatrix Quantize(const float* w, int64_t rows, int64_t cols, const Quant
   q.scales.resize(size_t(rows * groups));
   if (spec.method == QuantMethod::kAffine) {
     q.mins.resize(size_t(rows * groups));
+  } else if (spec.method == QuantMethod::kVector) {
+    q.codebook = spec.vector_codebook->points;
+    q.vector_dim = spec.vector_codebook->dim;
   } else {
     q.codebook = cb->levels;
   }

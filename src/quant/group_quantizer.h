@@ -9,16 +9,24 @@
 #include "quant/affine_quantizer.h"
 #include "quant/codebook.h"
 #include "quant/quantized_matrix.h"
+#include "quant/vector_codebook.h"
 
 namespace tq::quant {
 
 // One group of n weights, codebook method. Writes n codes and returns the fp16 scale; *sq_error
 // (if not null) receives Σ (w - scale * level[code])² with the fp16 scale actually stored.
-// RMS: scale = fp16(√(Σw²/n)), codes = nearest level of w / scale. kMseRefined then repeats
-// `rounds` times: scale = fp16(⟨w, c⟩ / ⟨c, c⟩), re-assign codes; the iterate with the lowest
-// error is returned (so it is never worse than RMS). An all-zero group gets scale 0.
-uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& codebook, ScaleMode mode,
-                       int rounds, uint8_t* codes, double* sq_error = nullptr);
+// kRms: scale = fp16(√(Σw²/n)), codes = nearest level of w / scale. kMseRefined, kMseSearch: see
+// ScaleOptions; the lowest-error iterate is returned, so they are never worse than kRms. An
+// all-zero group gets scale 0.
+uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& codebook,
+                       const ScaleOptions& options, uint8_t* codes, double* sq_error = nullptr);
+
+// One group with a d-dimensional codebook (vector method): n (a multiple of d) codes of
+// vcb.bits_per_dim bits; the d codes of each vector are the fields of its point index (low field
+// first). Scale as QuantizeGroup.
+uint16_t QuantizeVectorGroup(const float* w, int64_t n, const VectorCodebook& vcb,
+                             const ScaleOptions& options, uint8_t* codes,
+                             double* sq_error = nullptr);
 
 // Quantizes W [rows, cols] (row-major) by `spec`; cols must be a multiple of spec.group_size.
 // Throws tq::Error "[quantize <name>] ..." on a bad spec or a non-finite weight. Parallel over

@@ -41,7 +41,19 @@ void QuantizedMatrix::Validate(std::string_view name) const {
     TQ_CHECK(format != CodeFormat::kTernary, where, "affine quantization has no ternary format");
     TQ_CHECK(mins.size() == ngroups, where, "{} mins, expected {}", mins.size(), ngroups);
     TQ_CHECK(codebook.empty(), where, "affine matrix with a codebook");
+  } else if (method == QuantMethod::kVector) {
+    const int bits = Traits(format).code_bits;
+    TQ_CHECK(bits >= 1 && bits <= 4, where, "vector method with format {}", Traits(format).name);
+    TQ_CHECK(vector_dim >= 1 && vector_dim <= 8 && bits * vector_dim <= 12 &&
+                 group_size % vector_dim == 0,
+             where, "vector dimension {} (bits {}, group size {})", vector_dim, bits, group_size);
+    TQ_CHECK(mins.empty(), where, "vector matrix with {} mins", mins.size());
+    const size_t points = size_t(1) << (bits * vector_dim);
+    TQ_CHECK(codebook.size() == points * size_t(vector_dim), where,
+             "vector codebook has {} values, expected {} points x {}", codebook.size(), points,
+             vector_dim);
   } else {
+    TQ_CHECK(vector_dim == 1, where, "vector dimension {} for a scalar method", vector_dim);
     TQ_CHECK(mins.empty(), where, "codebook matrix with {} mins", mins.size());
     TQ_CHECK(int(codebook.size()) == Traits(format).levels, where,
              "codebook has {} levels, format {} needs {}", codebook.size(), Traits(format).name,
@@ -60,6 +72,14 @@ void DequantizeRow(const QuantizedMatrix& q, int64_t row, float* out) {
     const uint16_t* mins = q.mins.data() + row * q.groups_per_row();
     for (int64_t c = 0; c < q.cols; ++c)
       out[c] = F16ToF32(mins[c / g]) + F16ToF32(scales[c / g]) * float(codes[size_t(c)]);
+  } else if (q.method == QuantMethod::kVector) {
+    const int d = q.vector_dim, bits = Traits(q.format).code_bits;
+    for (int64_t c = 0; c < q.cols; c += d) {
+      size_t p = 0;
+      for (int j = 0; j < d; ++j) p |= size_t(codes[size_t(c + j)]) << (bits * j);
+      const float s = F16ToF32(scales[c / g]);
+      for (int j = 0; j < d; ++j) out[c + j] = s * q.codebook[p * size_t(d) + size_t(j)];
+    }
   } else {
     for (int64_t c = 0; c < q.cols; ++c)
       out[c] = F16ToF32(scales[c / g]) * q.codebook[codes[size_t(c)]];

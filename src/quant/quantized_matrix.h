@@ -4,6 +4,9 @@
 // fp16 scale (and, for the affine method, one fp16 minimum):
 //   codebook method: w[r, c] ≈ scale[r, c / g] * codebook[code[r, c]]
 //   affine method:   w[r, c] ≈ min[r, c / g] + scale[r, c / g] * code[r, c]
+//   vector method:   the codes of columns c .. c+d-1 (c % d == 0, b bits each) are the fields of
+//                    one index p = Σ_j code[r, c+j] << (b·j) into a d-dimensional codebook, and
+//                    w[r, c+j] ≈ scale[r, c / g] * points[p][j]   (experimental, see below)
 // Each row's codes are packed on their own (packing.h): row r starts at byte r * row_bytes().
 #pragma once
 
@@ -14,17 +17,30 @@
 
 #include "quant/codebook.h"
 #include "quant/format.h"
+#include "quant/vector_codebook.h"
 
 namespace tq::quant {
 
 enum class QuantMethod : uint8_t {
   kCodebook = 0,  // TurboQuant: per-group scale x Lloyd-Max level
   kAffine = 1,    // round-to-nearest on a uniform grid between the group's min and max
+  kVector = 2,    // per-group scale x a point of a d-dimensional codebook (vector_codebook.h)
 };
 
 enum class ScaleMode : uint8_t {
   kRms = 0,         // scale = RMS of the group
   kMseRefined = 1,  // start from RMS, then alternate assign <-> scale = <w,c>/<c,c> (best kept)
+  kMseSearch = 2,   // kMseRefined from RMS and from RMS·f for a grid of f (best kept)
+};
+
+// How a group's scale is fitted (codebook and vector methods).
+struct ScaleOptions {
+  ScaleMode mode = ScaleMode::kMseSearch;
+  int refine_rounds = 2;  // alternations per start (kMseRefined, kMseSearch)
+  // kMseSearch starts: f = search_lo + (search_hi - search_lo) · k / (search_steps - 1).
+  int search_steps = 9;
+  float search_lo = 0.7f;
+  float search_hi = 1.3f;
 };
 
 // What to quantize to. The affine method uses binary formats only and ignores scale/codebook.
@@ -32,11 +48,13 @@ struct QuantSpec {
   QuantMethod method = QuantMethod::kCodebook;
   CodeFormat format = CodeFormat::kQ4;
   int group_size = 64;
-  ScaleMode scale = ScaleMode::kMseRefined;
-  int refine_rounds = 3;
+  ScaleOptions scale;
   // Levels to snap to (codebook method); nullptr = GaussianCodebook(format). Its size must equal
   // the format's level count. Must outlive the call.
   const Codebook* codebook = nullptr;
+  // The vector method's codebook (required for it): bits_per_dim must equal the format's bits
+  // and dim must divide group_size. Must outlive the call.
+  const VectorCodebook* vector_codebook = nullptr;
 };
 
 struct QuantizedMatrix {
@@ -48,7 +66,10 @@ struct QuantizedMatrix {
   std::vector<uint8_t> codes;    // [rows, row_bytes()]
   std::vector<uint16_t> scales;  // fp16 [rows, groups_per_row()]
   std::vector<uint16_t> mins;    // fp16 [rows, groups_per_row()], affine only (else empty)
-  std::vector<float> codebook;   // the levels used, ascending (codebook method only)
+  // Codebook method: the levels used, ascending [levels]. Vector method: the points
+  // [2^(bits * vector_dim), vector_dim]. Affine: empty.
+  std::vector<float> codebook;
+  int vector_dim = 1;  // d of the vector method (1 otherwise)
 
   size_t row_bytes() const;
   int64_t groups_per_row() const { return group_size > 0 ? cols / group_size : 0; }

@@ -1,6 +1,10 @@
 #include "quant/vector_codebook.h"
 
 #include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -50,6 +54,7 @@ VectorCodebook TrainGaussianVectorCodebook(int dim, int bits_per_dim,
   const int k = 1 << (bits_per_dim * dim);
   VectorCodebook cb;
   cb.dim = dim;
+  cb.bits_per_dim = bits_per_dim;
   cb.points.resize(size_t(k) * size_t(dim));
   for (int p = 0; p < k; ++p) {  // product start: coordinate j of point p = digit j of p
     for (int j = 0, rest = p; j < dim; ++j, rest /= levels)
@@ -80,6 +85,16 @@ VectorCodebook TrainGaussianVectorCodebook(int dim, int bits_per_dim,
     }
   }
   return cb;
+}
+
+const VectorCodebook& GaussianVectorCodebook(int dim, int bits_per_dim) {
+  static std::mutex mu;
+  static std::map<std::pair<int, int>, std::unique_ptr<VectorCodebook>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cache[{dim, bits_per_dim}];
+  if (!slot)
+    slot = std::make_unique<VectorCodebook>(TrainGaussianVectorCodebook(dim, bits_per_dim));
+  return *slot;
 }
 
 double VectorCodebookMse(const VectorCodebook& cb, int num_vectors, uint64_t seed) {

@@ -13,6 +13,7 @@ namespace tq::quant {
 
 struct VectorCodebook {
   int dim = 0;
+  int bits_per_dim = 0;       // log2(size()) / dim
   std::vector<float> points;  // [size(), dim]
   double mse = 0.0;           // per coordinate, on the training samples
 
@@ -32,6 +33,10 @@ struct VectorCodebookOptions {
 // Gaussian codebook with 2^bits_per_dim levels must exist (bits_per_dim in {1, 2, 3, 4}).
 VectorCodebook TrainGaussianVectorCodebook(int dim, int bits_per_dim,
                                            const VectorCodebookOptions& options = {});
+
+// The trained book for (dim, bits_per_dim) with default options, cached (thread-safe; training
+// takes up to seconds for 256+ points).
+const VectorCodebook& GaussianVectorCodebook(int dim, int bits_per_dim);
 
 // Mean squared error per coordinate of `cb` on `num_vectors` fresh N(0, I) vectors (seeded).
 double VectorCodebookMse(const VectorCodebook& cb, int num_vectors, uint64_t seed);

@@ -30,6 +30,30 @@ bool IsCompleteUtf8(std::string_view s) {
   return !(n >= 3 && p[n - 3] == 0xEF && p[n - 2] == 0xBF && p[n - 1] == 0xBD);
 }
 
+std::string SanitizeUtf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = p[i];
+    const size_t len = c < 0x80             ? 1
+                       : (c & 0xE0) == 0xC0 ? 2
+                       : (c & 0xF0) == 0xE0 ? 3
+                       : (c & 0xF8) == 0xF0 ? 4
+                                            : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t j = 1; ok && j < len; ++j) ok = (p[i + j] & 0xC0) == 0x80;
+    if (ok) {
+      out.append(s.substr(i, len));
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      i += 1;
+    }
+  }
+  return out;
+}
+
 IncrementalDetokenizer::IncrementalDetokenizer(DecodeFn decode) : decode_(std::move(decode)) {}
 
 void IncrementalDetokenizer::Reset(std::span<const int32_t> context) {
@@ -47,8 +71,14 @@ std::string_view IncrementalDetokenizer::Push(int32_t token) {
   std::string text = decode_(all.subspan(prefix_));
   if (text.size() <= prefix_text.size()) return out_;  // e.g. a lone byte token so far
   std::string_view added = std::string_view(text).substr(prefix_text.size());
-  if (!IsCompleteUtf8(added)) return out_;
-  out_.assign(added);
+  if (!IsCompleteUtf8(added)) {
+    // A character needs at most 4 byte tokens: beyond that the bytes are simply invalid (a
+    // decoder that returns raw bytes), so release them as U+FFFD rather than hold forever.
+    if (ids_.size() - read_ <= kMaxHeldTokens) return out_;
+    out_ = SanitizeUtf8(added);
+  } else {
+    out_.assign(added);
+  }
   prefix_ = read_;
   read_ = ids_.size();
   // Keep the window short: tokens before prefix_ are never decoded again.
@@ -66,7 +96,9 @@ std::string_view IncrementalDetokenizer::Flush() {
     const std::span<const int32_t> all(ids_);
     const std::string prefix_text = decode_(all.subspan(prefix_, read_ - prefix_));
     const std::string text = decode_(all.subspan(prefix_));
-    if (text.size() > prefix_text.size()) out_.assign(text, prefix_text.size());
+    if (text.size() > prefix_text.size()) {
+      out_ = SanitizeUtf8(std::string_view(text).substr(prefix_text.size()));
+    }
     prefix_ = read_ = ids_.size();
   }
   return out_;

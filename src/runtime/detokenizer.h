@@ -41,7 +41,12 @@ class IncrementalDetokenizer {
 // not form a character yet).
 bool IsCompleteUtf8(std::string_view s);
 
+// `s` with every byte that is not part of a valid UTF-8 sequence replaced by U+FFFD.
+std::string SanitizeUtf8(std::string_view s);
+
 // Number of context tokens worth keeping before the first generated token.
 constexpr size_t kDetokenizerContext = 4;
+// Tokens held back at most while waiting for a character to complete.
+constexpr size_t kMaxHeldTokens = 8;
 
 }  // namespace tq

@@ -154,6 +154,10 @@ std::vector<AttnCase> AttnCases() {
     cases.push_back({40, 100, 4, 4, 17, 0, dt});  // head_dim not a multiple of 16
     cases.push_back({50, 90, 4, 2, 32, 16, dt});  // sliding window
     cases.push_back({1, 500, 2, 1, 64, 100, dt});
+    cases.push_back({64, 10, 8, 2, 64, 0, dt});    // wide path, register accumulators
+    cases.push_back({20, 5, 4, 1, 128, 0, dt});    // wide path, head_dim 128, a partial block
+    cases.push_back({100, 30, 8, 2, 64, 40, dt});  // wide path with a window
+    cases.push_back({7, 0, 16, 2, 64, 0, dt});     // 7 queries x 8 heads = 56 rows (padded)
   }
   return cases;
 }

@@ -119,6 +119,36 @@ TEST_P(SyntheticTest, LogitsMatchNaiveDecoder) {
 INSTANTIATE_TEST_SUITE_P(Architectures, SyntheticTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
 
+TEST(SyntheticModel, LongPromptsRunInChunksWithTheSameResult) {
+  // Forward splits prompts longer than its chunk (512) internally; pieces of 150 through the cache
+  // must give the same logits at every piece end.
+  SynthSpec spec;
+  spec.model_type = "mistral";
+  spec.sliding_window = 200;
+  spec.max_position_embeddings = 1024;
+  test::TempDir dir;
+  test::WriteSyntheticModel(spec, dir.path().string(), 7);
+  auto model = Model::Load(dir.path().string());
+  const int64_t T = 700, V = spec.vocab;
+  std::vector<int32_t> tokens;
+  for (int64_t i = 0; i < T; ++i) tokens.push_back(int32_t((i * 31 + 7) % V));
+  std::vector<float> all(static_cast<size_t>(T * V)), last(static_cast<size_t>(V));
+  auto one = model->NewCache({.max_tokens = T, .dtype = KvDType::kF32});
+  model->Forward(tokens, *one, all.data(), true);
+  EXPECT_EQ(one->size(), T);
+  auto pieces = model->NewCache({.max_tokens = T, .dtype = KvDType::kF32});
+  for (int64_t begin = 0; begin < T; begin += 150) {
+    const int64_t len = std::min<int64_t>(150, T - begin);
+    model->Forward(std::span(tokens).subspan(size_t(begin), size_t(len)), *pieces, last.data());
+    for (int64_t i = 0; i < V; ++i)
+      ASSERT_NEAR(last[size_t(i)], all[size_t((begin + len - 1) * V + i)], 1e-3) << begin;
+  }
+  // Last-token logits of the whole prompt equal the last row of `all`.
+  auto again = model->NewCache({.max_tokens = T, .dtype = KvDType::kF32});
+  model->Forward(tokens, *again, last.data());
+  for (int64_t i = 0; i < V; ++i) EXPECT_NEAR(last[size_t(i)], all[size_t((T - 1) * V + i)], 1e-4);
+}
+
 ModelConfig RopeConfig(int64_t max_pos, double theta, RopeScaling rs) {
   ModelConfig c;
   c.max_position_embeddings = max_pos;

@@ -169,6 +169,33 @@ TEST(CodebookTest, SphereCodebooks) {
   EXPECT_THROW(SphereCodebook(64, 5), Error);
 }
 
+// Encode (table + walk) == #{thresholds < x} for every codebook, including an irregular one with
+// a tiny gap, at thresholds exactly, just beside them, far outside, and at NaN.
+TEST(CodebookTest, EncodeEqualsThresholdCount) {
+  const Codebook odd = CodebookFromLevels({-5.0f, -4.999f, -1.0f, 0.0f, 0.001f, 3.0f, 70.0f});
+  SplitMix64 rng(17);
+  for (const Codebook* cb :
+       {&GaussianCodebook(1), &GaussianCodebook(2), &GaussianCodebook(3), &GaussianCodebook(4),
+        &GaussianCodebook(8), &TernaryCodebook(), &odd}) {
+    std::vector<float> probes = {-1e30f, 1e30f, 0.0f, -0.0f};
+    for (float t : cb->thresholds) {
+      probes.push_back(t);
+      probes.push_back(std::nextafter(t, 1e30f));
+      probes.push_back(std::nextafter(t, -1e30f));
+    }
+    for (int i = 0; i < 20000; ++i) probes.push_back(float(rng.Normal() * 3));
+    for (float x : probes) {
+      int count = 0;
+      for (float t : cb->thresholds) count += t < x;
+      ASSERT_EQ(cb->Encode(x), count) << x;
+    }
+    EXPECT_EQ(cb->Encode(NAN), 0);
+    Codebook no_table = *cb;
+    no_table.lut.clear();
+    for (float x : probes) ASSERT_EQ(no_table.Encode(x), cb->Encode(x)) << x;
+  }
+}
+
 TEST(CodebookTest, FromLevelsValidates) {
   const Codebook cb = CodebookFromLevels({-1.0f, 0.5f, 2.0f});
   ASSERT_EQ(cb.thresholds.size(), 2u);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -30,12 +31,12 @@ double RelErr(const std::vector<float>& w, const std::vector<float>& d) {
   return e / n;
 }
 
-QuantSpec Spec(QuantMethod m, CodeFormat f, int g, ScaleMode s = ScaleMode::kMseRefined) {
+QuantSpec Spec(QuantMethod m, CodeFormat f, int g, ScaleMode s = ScaleMode::kMseSearch) {
   QuantSpec spec;
   spec.method = m;
   spec.format = f;
   spec.group_size = g;
-  spec.scale = s;
+  spec.scale.mode = s;
   return spec;
 }
 
@@ -68,8 +69,8 @@ TEST(GroupQuantizerTest, DequantizeMatchesPredictedError) {
 }
 
 // On Gaussian data the codebook quantizer's relative error is close to the codebook's MSE (the
-// per-group scale estimate costs a little at small groups), refinement never hurts, and the
-// TurboQuant codebook beats affine at 2 and 3 bits.
+// per-group scale estimate costs a little at small groups), refinement never hurts, the scale
+// search lowers the error further, and the TurboQuant codebook beats affine at 2 and 3 bits.
 TEST(GroupQuantizerTest, GaussianErrorsAndRefinement) {
   const int64_t rows = 64, cols = 1024;
   const std::vector<float> w = Gaussian(rows * cols, 2, 0.02);
@@ -80,43 +81,66 @@ TEST(GroupQuantizerTest, GaussianErrorsAndRefinement) {
                                            Spec(QuantMethod::kCodebook, f, g, ScaleMode::kRms))
                              .relative();
       const double mse =
+          QuantizationError(w.data(), rows, cols,
+                            Spec(QuantMethod::kCodebook, f, g, ScaleMode::kMseRefined))
+              .relative();
+      const double search =
           QuantizationError(w.data(), rows, cols, Spec(QuantMethod::kCodebook, f, g)).relative();
       const double affine =
           QuantizationError(w.data(), rows, cols, Spec(QuantMethod::kAffine, f, g)).relative();
       const double cb = GaussianCodebook(bits).mse;
       std::printf(
-          "gaussian %d-bit g%-3d  rms %.5f  mse-refined %.5f  affine %.5f  (codebook %.5f)\n", bits,
-          g, rms, mse, affine, cb);
+          "gaussian %d-bit g%-3d  rms %.5f  mse-refined %.5f  mse-search %.5f  affine %.5f  "
+          "(codebook %.5f)\n",
+          bits, g, rms, mse, search, affine, cb);
       EXPECT_GT(rms, 0.9 * cb) << bits << " g" << g;
       EXPECT_LT(rms, 1.35 * cb) << bits << " g" << g;
       EXPECT_LE(mse, rms) << bits << " g" << g;
+      EXPECT_LE(search, mse) << bits << " g" << g;
+      if (bits >= 3) {
+        EXPECT_LT(search, 0.97 * mse) << "the search pays at 3-4 bits";
+      }
       if (bits == 2 || (bits == 3 && g >= 64)) {
         EXPECT_LT(mse, affine) << bits << " g" << g;
+      }
+      if (bits <= 3) {
+        EXPECT_LT(search, affine) << bits << " g" << g;
       }
     }
   }
 }
 
-// Per group: the refined scale is never worse than RMS, and the returned error is the true one.
+// Per group: refined <= RMS and search <= refined (same rounds), and the returned error is the
+// true one for the returned scale and codes.
 TEST(GroupQuantizerTest, QuantizeGroupRefinedNeverWorse) {
   SplitMix64 rng(5);
   const Codebook& cb = GaussianCodebook(3);
+  ScaleOptions rms_opt, mse_opt, search_opt;
+  rms_opt.mode = ScaleMode::kRms;
+  mse_opt.mode = ScaleMode::kMseRefined;
+  search_opt.mode = ScaleMode::kMseSearch;
   for (int trial = 0; trial < 500; ++trial) {
     const int n = 8 + int(rng.Next() % 120);
     std::vector<float> w(static_cast<size_t>(n));
     const bool heavy = trial % 2;
     for (auto& v : w) v = float(heavy ? rng.Normal() * rng.Normal() * rng.Normal() : rng.Normal());
-    std::vector<uint8_t> c_rms(static_cast<size_t>(n)), c_mse(static_cast<size_t>(n));
-    double e_rms, e_mse;
-    const uint16_t s_rms = QuantizeGroup(w.data(), n, cb, ScaleMode::kRms, 0, c_rms.data(), &e_rms);
-    const uint16_t s_mse =
-        QuantizeGroup(w.data(), n, cb, ScaleMode::kMseRefined, 3, c_mse.data(), &e_mse);
+    std::vector<uint8_t> c_rms(static_cast<size_t>(n)), c_mse(static_cast<size_t>(n)),
+        c_search(static_cast<size_t>(n));
+    double e_rms, e_mse, e_search;
+    const uint16_t s_rms = QuantizeGroup(w.data(), n, cb, rms_opt, c_rms.data(), &e_rms);
+    const uint16_t s_mse = QuantizeGroup(w.data(), n, cb, mse_opt, c_mse.data(), &e_mse);
+    const uint16_t s_search =
+        QuantizeGroup(w.data(), n, cb, search_opt, c_search.data(), &e_search);
     ASSERT_LE(e_mse, e_rms);
-    double check = 0;
-    for (int i = 0; i < n; ++i)
-      check +=
-          std::pow(double(w[size_t(i)]) - double(F16ToF32(s_mse)) * cb.levels[c_mse[size_t(i)]], 2);
-    ASSERT_NEAR(check, e_mse, 1e-9 * (1 + check));
+    ASSERT_LE(e_search, e_mse);
+    for (auto [s, c, e] :
+         {std::tuple{s_mse, &c_mse, e_mse}, std::tuple{s_search, &c_search, e_search}}) {
+      double check = 0;
+      for (int i = 0; i < n; ++i)
+        check +=
+            std::pow(double(w[size_t(i)]) - double(F16ToF32(s)) * cb.levels[(*c)[size_t(i)]], 2);
+      ASSERT_NEAR(check, e, 1e-9 * (1 + check));
+    }
     // RMS scale is the fp16 RMS and codes are nearest levels.
     double ss = 0;
     for (float v : w) ss += double(v) * v;
@@ -124,6 +148,19 @@ TEST(GroupQuantizerTest, QuantizeGroupRefinedNeverWorse) {
     for (int i = 0; i < n; ++i)
       ASSERT_EQ(c_rms[size_t(i)], cb.Encode(w[size_t(i)] / F16ToF32(s_rms)));
   }
+}
+
+TEST(GroupQuantizerTest, RejectsBadScaleOptions) {
+  const std::vector<float> w = Gaussian(64, 1);
+  QuantSpec spec = Spec(QuantMethod::kCodebook, CodeFormat::kQ4, 32);
+  spec.scale.search_steps = 0;
+  EXPECT_THROW(Quantize(w.data(), 1, 64, spec), Error);
+  spec = Spec(QuantMethod::kCodebook, CodeFormat::kQ4, 32);
+  spec.scale.search_lo = 1.5f;
+  EXPECT_THROW(Quantize(w.data(), 1, 64, spec), Error);
+  spec = Spec(QuantMethod::kCodebook, CodeFormat::kQ4, 32);
+  spec.scale.refine_rounds = -1;
+  EXPECT_THROW(Quantize(w.data(), 1, 64, spec), Error);
 }
 
 TEST(GroupQuantizerTest, ZeroAndConstantGroups) {

@@ -98,6 +98,22 @@ TEST(Detokenizer, FlushReleasesIncompleteBytes) {
   EXPECT_EQ(d.Flush(), "");
 }
 
+TEST(Detokenizer, RawInvalidBytesAreNotHeldForever) {
+  // A decoder that returns raw bytes (not U+FFFD) for invalid sequences.
+  IncrementalDetokenizer d(
+      [](std::span<const int32_t> ids) { return std::string(ids.size(), '\x80'); });
+  d.Reset();
+  std::string all;
+  for (size_t i = 0; i <= kMaxHeldTokens; ++i) all += d.Push(1);
+  std::string want;
+  for (size_t i = 0; i <= kMaxHeldTokens; ++i) want += "\xEF\xBF\xBD";
+  EXPECT_EQ(all, want);  // every byte as U+FFFD, once
+  EXPECT_EQ(SanitizeUtf8("a\xE2\x82"
+                         "b\xF0"),
+            "a\xEF\xBF\xBD\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD");
+}
+
 TEST(Detokenizer, LongStreamsStayConsistent) {
   IncrementalDetokenizer d(ToyDecode);
   d.Reset();

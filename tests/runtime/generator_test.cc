@@ -13,9 +13,11 @@
 #include "io/safetensors.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "runtime/chat.h"
 #include "runtime/detokenizer.h"
 #include "testutil/testutil.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace tq {
 namespace {
@@ -149,6 +151,16 @@ TEST(Generation, ContextLimit) {
   p = prompt;
   EXPECT_EQ(FitToContext(&p, 1000, 64, true), 32);  // half the context kept for the prompt
   EXPECT_EQ(p.size(), 32u);
+}
+
+TEST(Generation, ChatPromptMatchesReference) {
+  for (const char* name : kModels) {
+    const std::string dir = test::ModelDir(name);
+    const auto ref = nlohmann::json::parse(ReadFileToString(dir + "/reference.json"));
+    const TokenizerConfig cfg = LoadTokenizerConfig(dir);
+    EXPECT_EQ(RenderChatPrompt(cfg, ref["chat_messages"]), ref["chat_rendered"].get<std::string>())
+        << name;
+  }
 }
 
 TEST(Generation, GreedyReproducesGoldenContinuation) {

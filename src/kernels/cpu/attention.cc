@@ -9,45 +9,12 @@
 #include "core/aligned_buffer.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/attention_blocks.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vec.h"
 
 namespace tq::kernels::cpu {
 namespace {
-
-constexpr int64_t kKeyBlock = 64;
-constexpr int64_t kQueryBlock = 16;
-
-TQ_INLINE float Dot(const float* a, const float* b, int64_t d) {
-  V16 acc = {};
-  int64_t j = 0;
-  for (; j + 16 <= d; j += 16) acc += Load16(a + j) * Load16(b + j);
-  float s = HorizontalSum(acc);
-  for (; j < d; ++j) s += a[j] * b[j];
-  return s;
-}
-
-TQ_INLINE void Axpy(float a, const float* x, float* y, int64_t d) {
-  int64_t j = 0;
-  for (; j + 16 <= d; j += 16) Store16(y + j, Load16(y + j) + a * Load16(x + j));
-  for (; j < d; ++j) y[j] += a * x[j];
-}
-
-// rows x d elements of a cache block -> fp32 (or a direct pointer when already fp32).
-TQ_INLINE const float* BlockF32(const void* base, DType dt, int64_t offset, int64_t count,
-                                float* buf) {
-  if (dt == DType::F32) return static_cast<const float*>(base) + offset;
-  const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
-  if (dt == DType::F16) {
-    F16ToF32(src, buf, size_t(count));
-  } else {
-    for (int64_t i = 0; i < count; ++i) {
-      const uint32_t u = uint32_t(src[i]) << 16;
-      std::memcpy(buf + i, &u, 4);
-    }
-  }
-  return buf;
-}
 
 // Queries [i0, i1) of the heads that read kv head `kvh`. scratch: see ScratchFloats().
 TQ_CPU_CLONES void AttendTask(const float* q, int64_t i0, int64_t i1, int64_t pos0, int64_t kvh,
@@ -81,10 +48,12 @@ TQ_CPU_CLONES void AttendTask(const float* q, int64_t i0, int64_t i1, int64_t po
       for (int64_t g = 0; g < group; ++g) {
         const int64_t h = kvh * group + g, r = (i - i0) * group + g;
         const float* qh = q + (i * p.num_heads + h) * d;
+        // Scores of this block's keys, then an online-softmax update.
+        const int64_t nt = t1 - t0;
         float mx = -INFINITY;
-        for (int64_t t = t0; t < t1; ++t) {
-          s[t - t0] = Dot(qh, kblk + (t - kb0) * d, d) * p.scale;
-          mx = std::max(mx, s[t - t0]);
+        for (int64_t t = 0; t < nt; ++t) {
+          s[t] = Dot(qh, kblk + (t0 + t - kb0) * d, d) * p.scale;
+          mx = std::max(mx, s[t]);
         }
         float* ar = acc + r * d;
         if (mx > m[r]) {
@@ -93,10 +62,24 @@ TQ_CPU_CLONES void AttendTask(const float* q, int64_t i0, int64_t i1, int64_t po
           for (int64_t j = 0; j < d; ++j) ar[j] *= corr;
           m[r] = mx;
         }
-        for (int64_t t = t0; t < t1; ++t) {
-          const float e = std::exp(s[t - t0] - m[r]);
-          l[r] += e;
-          Axpy(e, vblk + (t - kb0) * d, ar, d);
+        const V16 mv = Broadcast(m[r]);
+        V16 sum = {};
+        int64_t t = 0;
+        for (; t + 16 <= nt; t += 16) {
+          const V16 e = Exp16(Load16(s + t) - mv);
+          Store16(s + t, e);
+          sum += e;
+        }
+        float tail = 0;
+        for (; t < nt; ++t) tail += (s[t] = std::exp(s[t] - m[r]));
+        l[r] += HorizontalSum(sum) + tail;
+        const float* vt = vblk + (t0 - kb0) * d;
+        if (d == 64) {
+          WeightedSum<4>(s, vt, nt, ar);
+        } else if (d == 128) {
+          WeightedSum<8>(s, vt, nt, ar);
+        } else {
+          for (t = 0; t < nt; ++t) Axpy(s[t], vt + t * d, ar, d);
         }
       }
     }
@@ -117,14 +100,21 @@ void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const 
                float* out) {
   const int64_t qblocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
+  // Blocks of at least 16 rows (queries x heads) take the wide path: rows in vector lanes.
+  const bool wide = std::min(n, kQueryBlock) * group >= 16;
   const size_t scratch_floats =
-      size_t(2 * kKeyBlock * d + kQueryBlock * group * (d + 2) + kKeyBlock);
+      wide ? WideScratchFloats(kQueryBlock * group, d)
+           : size_t(2 * kKeyBlock * d + kQueryBlock * group * (d + 2) + kKeyBlock);
   auto task = [&](int64_t t, int) {
     thread_local AlignedBuffer<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
     const int64_t kvh = t % p.num_kv_heads, qb = t / p.num_kv_heads;
     const int64_t i0 = qb * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock);
-    AttendTask(q, i0, i1, pos0, kvh, kv, p, out, scratch.data());
+    if (wide && (i1 - i0) * group >= 16) {
+      AttendWide(q, i0, i1, pos0, kvh, kv, p, out, scratch.data());
+    } else {
+      AttendTask(q, i0, i1, pos0, kvh, kv, p, out, scratch.data());
+    }
   };
   // Short contexts run on the calling thread: waking the pool would cost more than the work.
   const int64_t tasks = p.num_kv_heads * qblocks;

@@ -37,10 +37,40 @@ TQ_INLINE V16 LoadBf16x16(const uint16_t* p) {
   std::memcpy(&v, &u, sizeof(v));
   return v;
 }
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V4 __attribute__((vector_size(16)));
+typedef int32_t I32x16 __attribute__((vector_size(64)));
+
 TQ_INLINE float HorizontalSum(V16 v) {
-  float s = 0;
-  for (int i = 0; i < 16; ++i) s += v[i];
-  return s;
+  const V8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+               __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const V4 b =
+      __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
+TQ_INLINE V16 Broadcast(float x) { return V16{} + x; }
+
+// e^x for 16 lanes (Cephes expf polynomial after x = n·ln2 + r, |r| <= ln2/2): relative error
+// about 2e-7. Inputs below -87 give ~1e-38 rather than denormals or 0.
+TQ_INLINE V16 Exp16(V16 x) {
+  const V16 lo = Broadcast(-87.0f), hi = Broadcast(88.0f);
+  x = x < lo ? lo : x;
+  x = x > hi ? hi : x;
+  const V16 magic = Broadcast(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const V16 n = (x * 1.44269504088896341f + magic) - magic;
+  const V16 r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  V16 p = Broadcast(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const I32x16 bits = (__builtin_convertvector(n, I32x16) + 127) << 23;
+  V16 scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
 }
 
 }  // namespace tq::kernels::cpu

@@ -1,0 +1,219 @@
+// Attention on a compressed KV cache (kernels/kv_ops.h), cpu backend: flash style over key blocks
+// (kv_attention_body.inc), with an AVX-512 build of the whole task (codes decoded by a 16-entry
+// register lookup, vpermps, for 2-4 bits and by a convert for the uniform 8-bit tier) and a
+// portable build for other CPUs. Parallel over (kv head, block of query rows).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/aligned_buffer.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "kernels/kv_ops.h"
+
+namespace tq::kernels {
+namespace {
+
+constexpr int64_t kKeyBlock = 64;
+constexpr int64_t kQueryBlock = 16;
+
+// Codebooks padded to 16 floats per segment (the lookup table of one vpermps).
+struct SegmentTable {
+  alignas(64) float levels[16] = {};
+  bool lookup = false;  // 2-4 bits
+};
+struct Tables {
+  SegmentTable k[2], v[2];
+  bool fast = false;  // every segment and scale group a whole number of 32-code units
+};
+
+bool FastLayout(const KvCodeFormat& f) {
+  if (f.group % 32 != 0) return false;
+  for (int s = 0; s < f.num_segments; ++s)
+    if ((f.segments[s].end - f.segments[s].begin) % 32 != 0) return false;
+  return true;
+}
+
+void FillTables(const KvCodeFormat& f, SegmentTable* t) {
+  for (int s = 0; s < f.num_segments; ++s) {
+    const int levels = quant::Traits(f.segments[s].format).levels;
+    t[s].lookup = levels <= 16;
+    if (t[s].lookup) std::copy_n(f.segments[s].levels, levels, t[s].levels);
+  }
+}
+
+namespace generic {
+
+inline float Dot(const float* a, const float* b, int64_t d) {
+  float s = 0;
+  for (int64_t j = 0; j < d; ++j) s += a[j] * b[j];
+  return s;
+}
+inline void Axpy(float a, const float* x, float* y, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) y[j] += a * x[j];
+}
+inline void ScaleRow(float* y, float a, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) y[j] *= a;
+}
+inline void F16Row(const uint16_t* src, float* dst, int64_t n) { F16ToF32(src, dst, size_t(n)); }
+inline void DecodeCoded(const KvCodeFormat& f, const SegmentTable*, const uint8_t* codes,
+                        const uint16_t* scales, float* out) {
+  DecodeKvVector(f, codes, scales, out);
+}
+
+#include "kernels/cpu/kv_attention_body.inc"
+
+}  // namespace generic
+
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2,bmi2")
+namespace avx512 {
+
+inline float Dot(const float* a, const float* b, int64_t d) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= d; j += 16)
+    acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + j), _mm512_loadu_ps(b + j), acc);
+  float s = _mm512_reduce_add_ps(acc);
+  for (; j < d; ++j) s += a[j] * b[j];
+  return s;
+}
+inline void Axpy(float a, const float* x, float* y, int64_t d) {
+  const __m512 va = _mm512_set1_ps(a);
+  int64_t j = 0;
+  for (; j + 16 <= d; j += 16)
+    _mm512_storeu_ps(y + j, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + j), _mm512_loadu_ps(y + j)));
+  for (; j < d; ++j) y[j] += a * x[j];
+}
+inline void ScaleRow(float* y, float a, int64_t d) {
+  const __m512 va = _mm512_set1_ps(a);
+  int64_t j = 0;
+  for (; j + 16 <= d; j += 16) _mm512_storeu_ps(y + j, _mm512_mul_ps(va, _mm512_loadu_ps(y + j)));
+  for (; j < d; ++j) y[j] *= a;
+}
+inline void F16Row(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(
+        dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+  for (; i < n; ++i) dst[i] = F16ToF32(src[i]);
+}
+
+// The 32 codes of one packed unit (quant/format.h layouts) as two vectors of 16 indices.
+inline void UnpackQ2(const uint8_t* u, __m512i* lo, __m512i* hi) {
+  // qs[j] = c[j] | c[j+8] << 2 | c[j+16] << 4 | c[j+24] << 6, j < 8.
+  uint64_t w;
+  std::memcpy(&w, u, 8);
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_set1_epi64x(int64_t(w)));  // qs[0..7] twice
+  const __m512i sh_lo = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i sh_hi = _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4);
+  const __m512i three = _mm512_set1_epi32(3);
+  *lo = _mm512_and_si512(_mm512_srlv_epi32(b, sh_lo), three);
+  *hi = _mm512_and_si512(_mm512_srlv_epi32(b, sh_hi), three);
+}
+
+inline void UnpackUnit(quant::CodeFormat fmt, const uint8_t* u, __m512i* lo, __m512i* hi) {
+  switch (fmt) {
+    case quant::CodeFormat::kQ4: {  // qs[j] = c[j] | c[j+16] << 4
+      const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u)));
+      *lo = _mm512_and_si512(b, _mm512_set1_epi32(15));
+      *hi = _mm512_srli_epi32(b, 4);
+      return;
+    }
+    case quant::CodeFormat::kQ3: {  // 2-bit plane (as q2) + bit 2 of c[j] at bit j of a uint32
+      UnpackQ2(u, lo, hi);
+      uint32_t bits;
+      std::memcpy(&bits, u + 8, 4);
+      const __m512i hb = _mm512_set1_epi32(int(bits));
+      const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+      const __m512i one = _mm512_set1_epi32(1);
+      const __m512i h0 = _mm512_and_si512(_mm512_srlv_epi32(hb, lane), one);
+      const __m512i h1 = _mm512_and_si512(
+          _mm512_srlv_epi32(hb, _mm512_add_epi32(lane, _mm512_set1_epi32(16))), one);
+      *lo = _mm512_or_si512(*lo, _mm512_slli_epi32(h0, 2));
+      *hi = _mm512_or_si512(*hi, _mm512_slli_epi32(h1, 2));
+      return;
+    }
+    case quant::CodeFormat::kQ2:
+      UnpackQ2(u, lo, hi);
+      return;
+    default: {  // kQ8: qs[j] = c[j]
+      *lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u)));
+      *hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u + 16)));
+      return;
+    }
+  }
+}
+
+inline void DecodeCoded(const KvCodeFormat& f, const SegmentTable* tables, const uint8_t* codes,
+                        const uint16_t* scales, float* out) {
+  for (int s = 0; s < f.num_segments; ++s) {
+    const KvCodeSegment& seg = f.segments[s];
+    const int64_t unit_bytes = quant::Traits(seg.format).bytes_per_unit;
+    const uint8_t* u = codes + seg.byte_offset;
+    const __m512 table = _mm512_load_ps(tables[s].levels);
+    for (int64_t c = seg.begin; c < seg.end; c += 32, u += unit_bytes) {
+      const __m512 sc = _mm512_set1_ps(F16ToF32(scales[c / f.group]));
+      __m512i lo, hi;
+      UnpackUnit(seg.format, u, &lo, &hi);
+      __m512 a, b;
+      if (tables[s].lookup) {
+        a = _mm512_permutexvar_ps(lo, table);
+        b = _mm512_permutexvar_ps(hi, table);
+      } else {  // uniform levels: lo + step * code
+        const __m512 base = _mm512_set1_ps(seg.lo), step = _mm512_set1_ps(seg.step);
+        a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), step, base);
+        b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), step, base);
+      }
+      _mm512_storeu_ps(out + c, _mm512_mul_ps(a, sc));
+      _mm512_storeu_ps(out + c + 16, _mm512_mul_ps(b, sc));
+    }
+  }
+}
+
+#include "kernels/cpu/kv_attention_body.inc"
+
+}  // namespace avx512
+#pragma GCC pop_options
+
+bool HasAvx512() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return ok;
+}
+#else
+bool HasAvx512() { return false; }
+#endif
+
+}  // namespace
+
+void CpuCompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
+                            const AttentionParams& p, float* out) {
+  Tables tables;
+  FillTables(kv.k_format, tables.k);
+  FillTables(kv.v_format, tables.v);
+  tables.fast = FastLayout(kv.k_format) && FastLayout(kv.v_format) && p.head_dim % 16 == 0;
+  const bool simd = tables.fast && HasAvx512();
+  const int64_t qblocks = (n + kQueryBlock - 1) / kQueryBlock;
+  const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
+  const size_t scratch_floats =
+      size_t(2 * kKeyBlock * d + kQueryBlock * group * (2 * d + 2) + kKeyBlock);
+  ThreadPool::Global().Run(p.num_kv_heads * qblocks, [&](int64_t task, int) {
+    thread_local AlignedBuffer<float> scratch;
+    if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
+    const int64_t kvh = task % p.num_kv_heads, qb = task / p.num_kv_heads;
+    const int64_t i0 = qb * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock);
+#if defined(__x86_64__)
+    if (simd) {
+      avx512::AttendTask(q, i0, i1, pos0, kvh, kv, tables, p, out, scratch.data());
+      return;
+    }
+#endif
+    generic::AttendTask(q, i0, i1, pos0, kvh, kv, tables, p, out, scratch.data());
+  });
+}
+
+}  // namespace tq::kernels

@@ -1,0 +1,81 @@
+#include "kernels/kv_ops.h"
+
+#include <algorithm>
+#include <string_view>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/backend.h"
+#include "quant/packing.h"
+
+namespace tq::kernels {
+
+void DecodeKvVector(const KvCodeFormat& f, const uint8_t* codes, const uint16_t* scales,
+                    float* out) {
+  uint8_t idx[512];
+  for (int s = 0; s < f.num_segments; ++s) {
+    const KvCodeSegment& seg = f.segments[s];
+    for (int64_t c0 = seg.begin; c0 < seg.end; c0 += 512) {
+      // Segments longer than 512 channels are unpacked in whole 32-code units.
+      const int64_t len = std::min<int64_t>(512, seg.end - c0);
+      const int64_t unit_bytes = quant::Traits(seg.format).bytes_per_unit;
+      const uint8_t* src = codes + seg.byte_offset + (c0 - seg.begin) / 32 * unit_bytes;
+      quant::UnpackCodes(seg.format, src, len, idx);
+      for (int64_t i = 0; i < len; ++i)
+        out[c0 + i] = F16ToF32(scales[(c0 + i) / f.group]) * seg.levels[idx[i]];
+    }
+  }
+}
+
+void CheckCompressedKvView(const CompressedKvView& kv, const AttentionParams& p, int64_t end,
+                           const char* where) {
+  TQ_CHECK(kv.k_rotation && kv.v_rotation && kv.k_rotation->dim() == p.head_dim &&
+               kv.v_rotation->dim() == p.head_dim,
+           where, "rotations missing or not of head_dim {}", p.head_dim);
+  for (const KvCodeFormat* f : {&kv.k_format, &kv.v_format}) {
+    TQ_CHECK(f->dim == p.head_dim && f->group > 0 && f->dim % f->group == 0 &&
+                 f->num_segments >= 1 && f->num_segments <= 2,
+             where, "bad code format: dim {} (head_dim {}), group {}, {} segments", f->dim,
+             p.head_dim, f->group, f->num_segments);
+    int64_t c = 0;
+    for (int s = 0; s < f->num_segments; ++s) {
+      const KvCodeSegment& seg = f->segments[s];
+      TQ_CHECK(seg.begin == c && seg.end > seg.begin && seg.levels != nullptr &&
+                   (s == 0 || seg.begin % 32 == 0),
+               where, "code segment {} covers [{}, {}) after channel {}", s, seg.begin, seg.end, c);
+      c = seg.end;
+    }
+    TQ_CHECK(c == f->dim, where, "code segments cover {} of {} channels", c, f->dim);
+  }
+  TQ_CHECK(kv.num_spans >= 1 && kv.num_spans <= CompressedKvView::kMaxSpans, where, "{} spans",
+           kv.num_spans);
+  int64_t pos = 0;
+  for (int i = 0; i < kv.num_spans; ++i) {
+    const KvSpan& s = kv.spans[i];
+    TQ_CHECK(s.begin == pos && s.end >= s.begin, where, "span {} is [{}, {}) after position {}", i,
+             s.begin, s.end, pos);
+    const bool ok =
+        s.coded ? (s.k_codes && s.v_codes && s.k_scales && s.v_scales) : (s.k16 && s.v16);
+    TQ_CHECK(ok || s.end == s.begin, where, "span {} has no storage", i);
+    TQ_CHECK(s.end == s.begin || s.head_stride >= s.end - s.begin, where,
+             "span {} head stride {} < its {} positions", i, s.head_stride, s.end - s.begin);
+    pos = s.end;
+  }
+  TQ_CHECK(pos >= end, where, "spans cover {} positions, attention needs {}", pos, end);
+}
+
+void CompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
+                         const AttentionParams& p, float* out) {
+  TQ_CHECK(p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 && p.head_dim > 0,
+           "compressed attention", "bad head counts {} / {} (head_dim {})", p.num_heads,
+           p.num_kv_heads, p.head_dim);
+  if (n <= 0) return;
+  CheckCompressedKvView(kv, p, pos0 + n, "compressed attention");
+  if (ActiveKernels().name == "ref") {
+    RefCompressedAttention(q, n, pos0, kv, p, out);
+  } else {
+    CpuCompressedAttention(q, n, pos0, kv, p, out);
+  }
+}
+
+}  // namespace tq::kernels

@@ -1,0 +1,89 @@
+// Attention on a TurboQuant-compressed KV cache (DESIGN.md §3), without decompressing it.
+//
+// Every key and value of a compressed layer lives in the rotated domain: k' = R_k k, v' = R_v v
+// (R = the layer's randomized Hadamard rotation, orthogonal). A position is either an fp16 vector
+// (sink and recent-window tokens, stored already rotated) or a coded vector: channel i of k' is
+// scale[g(i)] * levels[code_i], with g(i) = i / group. Since R is orthogonal,
+//   q · k = (R_k q) · k'        and        Σ_t p_t v_t = R_vᵀ (Σ_t p_t v'_t),
+// so the query is rotated once per head, scores are taken against codebook values and values are
+// accumulated in the rotated domain and un-rotated once per head.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/ops.h"
+#include "quant/format.h"
+#include "quant/hadamard.h"
+
+namespace tq::kernels {
+
+// One code segment of a vector: channels [begin, end) coded in `format` against `levels`.
+struct KvCodeSegment {
+  int64_t begin = 0, end = 0;
+  quant::CodeFormat format = quant::CodeFormat::kQ4;
+  const float* levels = nullptr;  // [levels of format], ascending
+  int64_t byte_offset = 0;        // where the segment's packed codes start in a vector's bytes
+  // Levels equally spaced (levels[c] = lo + c * step): decoded with a convert instead of a lookup.
+  bool uniform = false;
+  float lo = 0.0f, step = 0.0f;
+};
+
+// How one coded vector of `dim` channels is stored: packed codes (quant/packing.h, segment after
+// segment) then, in a separate array, dim / group fp16 scales.
+struct KvCodeFormat {
+  int64_t dim = 0;
+  int64_t group = 0;       // channels per scale; divides dim
+  int64_t code_bytes = 0;  // packed bytes of one vector
+  int num_segments = 0;    // 1 or 2 (fractional widths: some channels at b+1 bits)
+  KvCodeSegment segments[2];
+  int64_t groups() const { return group > 0 ? dim / group : 0; }
+};
+
+// A run of positions [begin, end) of one layer, stored either as rotated fp16 vectors or as codes.
+// Kv head h, position t: fp16 at k16 + (h * head_stride + t - begin) * dim (v16 likewise); codes
+// at k_codes + (h * head_stride + t - begin) * code_bytes, scales at
+// k_scales + (h * head_stride + t - begin) * groups.
+struct KvSpan {
+  int64_t begin = 0, end = 0;
+  int64_t head_stride = 0;  // positions between kv heads
+  bool coded = false;
+  const uint16_t* k16 = nullptr;
+  const uint16_t* v16 = nullptr;
+  const uint8_t* k_codes = nullptr;
+  const uint8_t* v_codes = nullptr;
+  const uint16_t* k_scales = nullptr;  // fp16
+  const uint16_t* v_scales = nullptr;
+};
+
+// One compressed layer: its spans in position order, covering 0 .. (last end) without gaps.
+struct CompressedKvView {
+  const quant::HadamardRotation* k_rotation = nullptr;  // dim = head_dim
+  const quant::HadamardRotation* v_rotation = nullptr;
+  KvCodeFormat k_format, v_format;
+  static constexpr int kMaxSpans = 3;  // sink, coded middle, recent window
+  KvSpan spans[kMaxSpans];
+  int num_spans = 0;
+};
+
+// Causal attention of q [n, num_heads, head_dim] at positions pos0 .. pos0+n-1 over positions
+// 0 .. pos0+n-1 of a compressed layer -> out [n, num_heads, head_dim]. Same contract as
+// Attention() in ops.h; runs on the active backend (ref: RefCompressedAttention, else cpu).
+void CompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
+                         const AttentionParams& p, float* out);
+
+// The backends (for tests and benchmarks).
+void RefCompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
+                            const AttentionParams& p, float* out);
+void CpuCompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
+                            const AttentionParams& p, float* out);
+
+// Decodes one coded vector into its rotated channels: out[i] = scale[i / group] * level(code_i).
+void DecodeKvVector(const KvCodeFormat& f, const uint8_t* codes, const uint16_t* scales,
+                    float* out);
+
+// Throws tq::Error naming `where` if the view is inconsistent (spans not contiguous from 0,
+// formats whose dim differs from head_dim, missing pointers).
+void CheckCompressedKvView(const CompressedKvView& kv, const AttentionParams& p, int64_t end,
+                           const char* where);
+
+}  // namespace tq::kernels

@@ -1,0 +1,71 @@
+// The scalar oracle for attention on a compressed KV cache (kv_ops.h): every key and value of
+// every span is decoded to its rotated fp32 channels, scores and the rotated output accumulate in
+// double, and the output is un-rotated once per (query, head). Obvious on purpose.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/kv_ops.h"
+
+namespace tq::kernels {
+namespace {
+
+// Rotated channels of kv head h at position t (keys if `key`, else values) -> out [dim].
+void LoadRotated(const CompressedKvView& kv, int64_t h, int64_t t, bool key, float* out) {
+  const int64_t d = kv.k_format.dim;
+  for (int i = 0; i < kv.num_spans; ++i) {
+    const KvSpan& s = kv.spans[i];
+    if (t < s.begin || t >= s.end) continue;
+    const int64_t slot = h * s.head_stride + (t - s.begin);
+    if (s.coded) {
+      const KvCodeFormat& f = key ? kv.k_format : kv.v_format;
+      const uint8_t* codes = (key ? s.k_codes : s.v_codes) + slot * f.code_bytes;
+      const uint16_t* scales = (key ? s.k_scales : s.v_scales) + slot * f.groups();
+      DecodeKvVector(f, codes, scales, out);
+    } else {
+      const uint16_t* src = (key ? s.k16 : s.v16) + slot * d;
+      for (int64_t j = 0; j < d; ++j) out[j] = F16ToF32(src[j]);
+    }
+    return;
+  }
+}
+
+}  // namespace
+
+void RefCompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
+                            const AttentionParams& p, float* out) {
+  const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
+  std::vector<double> score(static_cast<size_t>(pos0 + n)), acc(static_cast<size_t>(d));
+  std::vector<float> qr(static_cast<size_t>(d)), x(static_cast<size_t>(d));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t pos = pos0 + i;
+    const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+    for (int64_t h = 0; h < p.num_heads; ++h) {
+      const int64_t kvh = h / group;
+      std::copy_n(q + (i * p.num_heads + h) * d, d, qr.begin());
+      kv.k_rotation->Forward(qr.data());  // q' = R_k q
+      double mx = -INFINITY;
+      for (int64_t t = first; t <= pos; ++t) {
+        LoadRotated(kv, kvh, t, true, x.data());
+        double s = 0;
+        for (int64_t j = 0; j < d; ++j) s += double(qr[size_t(j)]) * x[size_t(j)];
+        score[size_t(t)] = s * p.scale;
+        mx = std::max(mx, score[size_t(t)]);
+      }
+      double sum = 0;
+      for (int64_t t = first; t <= pos; ++t)
+        sum += (score[size_t(t)] = std::exp(score[size_t(t)] - mx));
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t t = first; t <= pos; ++t) {
+        LoadRotated(kv, kvh, t, false, x.data());
+        for (int64_t j = 0; j < d; ++j) acc[size_t(j)] += score[size_t(t)] * x[size_t(j)];
+      }
+      float* oh = out + (i * p.num_heads + h) * d;
+      for (int64_t j = 0; j < d; ++j) oh[j] = float(acc[size_t(j)] / sum);
+      kv.v_rotation->Inverse(oh);  // out = R_vᵀ Σ p_t v'_t
+    }
+  }
+}
+
+}  // namespace tq::kernels

@@ -1,0 +1,164 @@
+#include "kv/turboquant_codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "quant/hadamard.h"
+#include "quant/packing.h"
+
+namespace tq {
+namespace {
+
+// 256 levels (c - 127.5) * step, step minimizing the MSE under `density` (golden section; the
+// MSE is unimodal in the step: granular error grows, overload error shrinks).
+quant::Codebook UniformCodebook(const quant::Density& density) {
+  auto make = [](double step) {
+    std::vector<float> levels(256);
+    for (int c = 0; c < 256; ++c) levels[size_t(c)] = float((c - 127.5) * step);
+    return quant::CodebookFromLevels(std::move(levels));
+  };
+  auto mse = [&](double step) { return quant::CodebookMse(make(step), density); };
+  double a = 0.005, b = 0.1;
+  const double r = (std::sqrt(5.0) - 1) / 2;
+  double x1 = b - r * (b - a), x2 = a + r * (b - a), f1 = mse(x1), f2 = mse(x2);
+  for (int it = 0; it < 40; ++it) {
+    if (f1 < f2) {
+      b = x2, x2 = x1, f2 = f1, x1 = b - r * (b - a), f1 = mse(x1);
+    } else {
+      a = x1, x1 = x2, f1 = f2, x2 = a + r * (b - a), f2 = mse(x2);
+    }
+  }
+  quant::Codebook book = make((a + b) / 2);
+  book.mse = mse((a + b) / 2);
+  return book;
+}
+
+// Codebooks by (kind, group dim, bits), built once per process. The Lloyd-Max ones are the quant
+// layer's cached tables (not owned here).
+std::shared_ptr<const quant::Codebook> KvCodebookFor(KvCodebook kind, int64_t group, int bits) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, int64_t, int>, std::shared_ptr<const quant::Codebook>> cache;
+  const auto key = std::make_tuple(int(kind), kind == KvCodebook::kSphere ? group : 0, bits);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::shared_ptr<const quant::Codebook> book;
+  const bool sphere = kind == KvCodebook::kSphere && group >= 4;
+  if (bits == 8) {
+    book = sphere ? std::make_shared<quant::Codebook>(
+                        UniformCodebook(quant::SphereCoordinateDensity(int(group))))
+                  : std::make_shared<quant::Codebook>(UniformCodebook(quant::GaussianDensity()));
+  } else {
+    const quant::Codebook& q =
+        sphere ? quant::SphereCodebook(int(group), bits) : quant::GaussianCodebook(bits);
+    book = std::shared_ptr<const quant::Codebook>(&q, [](const quant::Codebook*) {});
+  }
+  cache.emplace(key, book);
+  return book;
+}
+
+}  // namespace
+
+bool IsValidKvBits(double bits) {
+  for (double b : {2.0, 2.5, 3.0, 3.5, 4.0, 8.0})
+    if (bits == b) return true;
+  return false;
+}
+
+int64_t KvScaleGroup(int64_t head_dim) {
+  if (head_dim <= 128 && (head_dim & (head_dim - 1)) == 0) return head_dim;
+  return quant::HadamardBlockSize(head_dim, 128);
+}
+
+KvVectorCodec::KvVectorCodec(int64_t dim, double bits, KvScale scale, KvCodebook codebook)
+    : bits_(bits), scale_(scale) {
+  TQ_CHECK(IsValidKvBits(bits), "kv codec", "unsupported bit width {} (2, 2.5, 3, 3.5, 4 or 8)",
+           bits);
+  TQ_CHECK(dim >= 2 && dim <= 1024, "kv codec", "head_dim {} outside [2, 1024]", dim);
+  kernels::KvCodeFormat& f = format_;
+  f.dim = dim;
+  f.group = KvScaleGroup(dim);
+  const int lo_bits = int(std::floor(bits));
+  const bool split = bits != double(lo_bits);
+  // Fractional widths: channels [0, dim/2) at lo_bits + 1, [dim/2, dim) at lo_bits.
+  const int64_t cut = split ? dim / 2 : dim;
+  f.num_segments = split ? 2 : 1;
+  int64_t offset = 0;
+  for (int s = 0; s < f.num_segments; ++s) {
+    kernels::KvCodeSegment& seg = f.segments[s];
+    const int b = split && s == 0 ? lo_bits + 1 : lo_bits;
+    seg.begin = s == 0 ? 0 : cut;
+    seg.end = s == 0 ? cut : dim;
+    seg.format = *quant::FormatForBits(b);
+    segments_[s].book = KvCodebookFor(codebook, f.group, b);
+    seg.levels = segments_[s].book->levels.data();
+    seg.byte_offset = offset;
+    seg.uniform = b == 8;
+    seg.lo = seg.levels[0];
+    seg.step = seg.levels[1] - seg.levels[0];
+    offset += int64_t(quant::PackedBytes(seg.format, seg.end - seg.begin));
+  }
+  f.code_bytes = offset;
+}
+
+double KvVectorCodec::Assign(const float* x, int64_t c0, float s, uint8_t* codes) const {
+  const int64_t g = format_.group;
+  double err = 0;
+  const float inv = s > 0 ? 1.0f / s : 0.0f;
+  for (int64_t i = 0; i < g; ++i) {
+    const quant::Codebook& book = BookOf(c0 + i);
+    codes[i] = book.Encode(x[i] * inv);
+    const double e = double(x[i]) - double(s) * book.levels[codes[i]];
+    err += e * e;
+  }
+  return err;
+}
+
+void KvVectorCodec::Encode(const float* rotated, uint8_t* codes, uint16_t* scales) const {
+  const int64_t d = format_.dim, g = format_.group;
+  uint8_t idx[1024], trial[1024];
+  for (int64_t c0 = 0; c0 < d; c0 += g) {
+    const float* x = rotated + c0;
+    double ss = 0;
+    for (int64_t i = 0; i < g; ++i) ss += double(x[i]) * x[i];
+    // The stored fp16 scale is what decoding sees, so codes are assigned against it.
+    uint16_t best = F32ToF16(float(std::sqrt(ss / double(g))));
+    if (!std::isfinite(F16ToF32(best))) best = F32ToF16(65504.0f);
+    double best_err = Assign(x, c0, F16ToF32(best), idx + c0);
+    if (scale_ == KvScale::kMse) {
+      uint16_t s = best;
+      for (int round = 0; round < 3; ++round) {
+        Assign(x, c0, F16ToF32(s), trial + c0);
+        double xc = 0, cc = 0;
+        for (int64_t i = 0; i < g; ++i) {
+          const double c = BookOf(c0 + i).levels[trial[c0 + i]];
+          xc += double(x[i]) * c;
+          cc += c * c;
+        }
+        if (cc <= 0 || xc <= 0) break;
+        const uint16_t next = F32ToF16(float(xc / cc));
+        if (next == s || !std::isfinite(F16ToF32(next))) break;
+        s = next;
+        const double err = Assign(x, c0, F16ToF32(s), trial + c0);
+        if (err < best_err) {
+          best_err = err;
+          best = s;
+          std::copy_n(trial + c0, g, idx + c0);
+        }
+      }
+    }
+    scales[c0 / g] = best;
+  }
+  for (int s = 0; s < format_.num_segments; ++s) {
+    const kernels::KvCodeSegment& seg = format_.segments[s];
+    quant::PackCodes(seg.format, idx + seg.begin, seg.end - seg.begin, codes + seg.byte_offset);
+  }
+}
+
+}  // namespace tq

@@ -1,0 +1,66 @@
+// The TurboQuant codec of one key or value vector (DESIGN.md §3), applied after the layer's
+// rotation x' = R x: channels are split into scale groups of `group` channels (the whole head for
+// head_dim <= 128, else 128 or the Hadamard block); each group stores one fp16 scale σ and
+// codes of x'_i / σ against a fixed codebook:
+//   - 2, 3, 4 bits: Lloyd-Max for N(0, 1) (plain TurboQuant) or for the exact coordinate
+//     distribution of a rotated unit vector in ℝ^group scaled by √group ("sphere");
+//   - 8 bits: an int8-grade uniform grid (255 equal steps, the step MSE-optimal for the same
+//     density), so kernels decode it with a convert instead of a table lookup;
+//   - 2.5 / 3.5 bits: the paper's fixed channel split, the first half of the rotated channels at
+//     b+1 bits and the second half at b (all rotated channels are alike, so the split is fixed).
+// σ is the group's RMS (= ‖x‖/√D for one group: "norm") or the per-vector MSE-optimal scale
+// ("mse": σ = ⟨x', c⟩/⟨c, c⟩ alternated with re-assignment, never worse than the RMS).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/kv_ops.h"
+#include "kv/kv_cache.h"
+#include "quant/codebook.h"
+
+namespace tq {
+
+// 2, 2.5, 3, 3.5, 4 or 8.
+bool IsValidKvBits(double bits);
+
+// The scale group of head_dim channels: head_dim itself up to 128 when it is a power of two,
+// else the largest power of two <= 128 dividing it.
+int64_t KvScaleGroup(int64_t head_dim);
+
+class KvVectorCodec {
+ public:
+  // Throws tq::Error("[kv codec] ...") for an unsupported bit width or dim.
+  KvVectorCodec(int64_t dim, double bits, KvScale scale, KvCodebook codebook);
+
+  const kernels::KvCodeFormat& format() const { return format_; }
+  int64_t dim() const { return format_.dim; }
+  int64_t code_bytes() const { return format_.code_bytes; }
+  int64_t groups() const { return format_.groups(); }
+  double bits() const { return bits_; }
+
+  // rotated [dim] -> codes [code_bytes], scales [groups] (fp16).
+  void Encode(const float* rotated, uint8_t* codes, uint16_t* scales) const;
+  // The inverse (up to the quantization error): codes, scales -> rotated [dim].
+  void Decode(const uint8_t* codes, const uint16_t* scales, float* rotated) const {
+    kernels::DecodeKvVector(format_, codes, scales, rotated);
+  }
+
+ private:
+  struct Segment {
+    std::shared_ptr<const quant::Codebook> book;
+  };
+  // Codes of x[0..group) (channels c0 ..) at scale s; returns Σ (x - s·c)².
+  double Assign(const float* x, int64_t c0, float s, uint8_t* codes) const;
+  const quant::Codebook& BookOf(int64_t channel) const {
+    return *segments_[channel < format_.segments[0].end ? 0 : 1].book;
+  }
+
+  double bits_;
+  KvScale scale_;
+  kernels::KvCodeFormat format_;
+  Segment segments_[2];
+};
+
+}  // namespace tq

@@ -1,0 +1,336 @@
+#include "kv/turboquant_kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+
+namespace tq {
+namespace {
+
+struct GlobalStats {
+  std::mutex mu;
+  KvRoundtripStats stats;
+  ~GlobalStats() {
+    const char* env = std::getenv("TQ_KV_STATS");
+    if (!env || std::string_view(env) != "1" || stats.k_count + stats.v_count == 0) return;
+    std::fprintf(stderr,
+                 "kv roundtrip cosine: K mean %.6f min %.6f (%lld vectors), V mean %.6f min %.6f "
+                 "(%lld vectors)\n",
+                 stats.k_mean(), stats.k_cos_min, static_cast<long long>(stats.k_count),
+                 stats.v_mean(), stats.v_cos_min, static_cast<long long>(stats.v_count));
+  }
+};
+
+GlobalStats& Global() {
+  static GlobalStats g;
+  return g;
+}
+
+double Cosine(const float* a, const float* b, int64_t d) {
+  double ab = 0, aa = 0, bb = 0;
+  for (int64_t i = 0; i < d; ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+
+void CheckOptions(const KvLayout& layout, const KvCacheOptions& o) {
+  TQ_CHECK(IsValidKvBits(o.k_bits), "kv cache", "k_bits {} (expected 2, 2.5, 3, 3.5, 4 or 8)",
+           o.k_bits);
+  TQ_CHECK(IsValidKvBits(o.v_bits), "kv cache", "v_bits {} (expected 2, 2.5, 3, 3.5, 4 or 8)",
+           o.v_bits);
+  TQ_CHECK(o.sink >= 0, "kv cache", "sink {} is negative", o.sink);
+  TQ_CHECK(o.window >= 0, "kv cache", "window {} is negative", o.window);
+  TQ_CHECK(o.boundary >= 0, "kv cache", "boundary {} is negative", o.boundary);
+  TQ_CHECK(layout.head_dim >= 2 && layout.head_dim <= 1024, "kv cache",
+           "head_dim {} outside [2, 1024]", layout.head_dim);
+}
+
+}  // namespace
+
+void KvRoundtripStats::Add(bool key, double cos) {
+  if (key) {
+    k_cos_sum += cos, ++k_count, k_cos_min = std::min(k_cos_min, cos);
+  } else {
+    v_cos_sum += cos, ++v_count, v_cos_min = std::min(v_cos_min, cos);
+  }
+}
+
+void KvRoundtripStats::Merge(const KvRoundtripStats& o) {
+  k_count += o.k_count;
+  v_count += o.v_count;
+  k_cos_sum += o.k_cos_sum;
+  v_cos_sum += o.v_cos_sum;
+  k_cos_min = std::min(k_cos_min, o.k_cos_min);
+  v_cos_min = std::min(v_cos_min, o.v_cos_min);
+}
+
+KvRoundtripStats GlobalKvRoundtripStats() {
+  std::lock_guard<std::mutex> lock(Global().mu);
+  return Global().stats;
+}
+
+TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts)
+    : KvCache(layout, opts.max_tokens),
+      opts_(opts),
+      kcodec_((CheckOptions(layout, opts), layout.head_dim), opts.k_bits, opts.scale,
+              opts.codebook),
+      vcodec_(layout.head_dim, opts.v_bits, opts.scale, opts.codebook) {
+  const int64_t H = layout_.num_kv_heads, D = layout_.head_dim, L = layout_.num_layers;
+  sink_cap_ = std::min(opts.sink, capacity_);
+  tail_cap_ = opts.window > 0 ? opts.window + kBlock : 0;
+  code_cap_ = capacity_ - sink_cap_;
+  KvLayout dense_layout = layout_;
+  dense_layout.num_layers = 0;
+  dense_layout.window.clear();
+  layers_.resize(size_t(L));
+  for (int64_t l = 0; l < L; ++l) {
+    Layer& y = layers_[size_t(l)];
+    y.dense = layout_.window[size_t(l)] > 0 || l < opts.boundary || l >= L - opts.boundary;
+    if (y.dense) {
+      y.dense_index = dense_layout.num_layers++;
+      dense_layout.window.push_back(layout_.window[size_t(l)]);
+      continue;
+    }
+    // Independent signs for K and V of every layer, from the one stored seed.
+    y.rk = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l), D);
+    y.rv = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l + 1), D);
+    y.sink_k.resize(size_t(H * sink_cap_ * D));
+    y.sink_v.resize(size_t(H * sink_cap_ * D));
+    y.tail_k.resize(size_t(H * tail_cap_ * D));
+    y.tail_v.resize(size_t(H * tail_cap_ * D));
+    y.codes_k.resize(size_t(H * code_cap_ * kcodec_.code_bytes()));
+    y.codes_v.resize(size_t(H * code_cap_ * vcodec_.code_bytes()));
+    y.scales_k.resize(size_t(H * code_cap_ * kcodec_.groups()));
+    y.scales_v.resize(size_t(H * code_cap_ * vcodec_.groups()));
+  }
+  if (dense_layout.num_layers > 0) {
+    KvCacheOptions d;
+    d.max_tokens = capacity_;
+    d.dtype = opts.dtype;
+    dense_ = MakeKvCache(dense_layout, d);
+  }
+}
+
+TurboQuantKvCache::~TurboQuantKvCache() {
+  std::lock_guard<std::mutex> lock(Global().mu);
+  Global().stats.Merge(stats_);
+}
+
+int64_t TurboQuantKvCache::BytesPerToken() const {
+  const int64_t per_head =
+      kcodec_.code_bytes() + 2 * kcodec_.groups() + vcodec_.code_bytes() + 2 * vcodec_.groups();
+  int64_t bytes = dense_ ? dense_->BytesPerToken() : 0;
+  for (const Layer& y : layers_)
+    if (!y.dense) bytes += layout_.num_kv_heads * per_head;
+  return bytes;
+}
+
+void TurboQuantKvCache::RollBack(Layer& y, int64_t n) const {
+  if (y.stored() <= n) return;
+  if (n <= y.sink_len) {
+    y.sink_len = n;
+    y.coded = y.tail_len = 0;
+  } else if (n <= y.sink_len + y.coded) {
+    y.coded = n - y.sink_len;
+    y.tail_len = 0;
+  } else {
+    y.tail_len = n - y.sink_len - y.coded;
+  }
+}
+
+double TurboQuantKvCache::EncodeInto(Layer& y, bool key, int64_t h, int64_t slot,
+                                     const float* rotated) const {
+  const KvVectorCodec& c = key ? kcodec_ : vcodec_;
+  const int64_t at = h * code_cap_ + slot;
+  uint8_t* codes = (key ? y.codes_k : y.codes_v).data() + at * c.code_bytes();
+  uint16_t* scales = (key ? y.scales_k : y.scales_v).data() + at * c.groups();
+  c.Encode(rotated, codes, scales);
+  float back[1024];
+  c.Decode(codes, scales, back);
+  return Cosine(rotated, back, c.dim());
+}
+
+void TurboQuantKvCache::CodeOldestTail(Layer& y, int64_t m) {
+  const int64_t H = layout_.num_kv_heads, D = layout_.head_dim;
+  float x[1024];
+  for (int64_t h = 0; h < H; ++h) {
+    for (int kv = 0; kv < 2; ++kv) {
+      uint16_t* tail = (kv == 0 ? y.tail_k : y.tail_v).data() + h * tail_cap_ * D;
+      for (int64_t j = 0; j < m; ++j) {
+        F16ToF32(tail + j * D, x, size_t(D));
+        const double cos = EncodeInto(y, kv == 0, h, y.coded + j, x);
+        stats_.Add(kv == 0, cos);
+      }
+      std::memmove(tail, tail + m * D, size_t((y.tail_len - m) * D) * sizeof(uint16_t));
+    }
+  }
+  y.coded += m;
+  y.tail_len -= m;
+}
+
+void TurboQuantKvCache::Append(int64_t layer, const float* k, const float* v, int64_t n) {
+  CheckAppend(layer, n);
+  Layer& y = layers_[size_t(layer)];
+  if (y.dense) {
+    dense_->Append(y.dense_index, k, v, n);
+    return;
+  }
+  RollBack(y, size_);  // a re-append replaces uncommitted positions
+  const int64_t H = layout_.num_kv_heads, D = layout_.head_dim, rows = n * H;
+  // Rotated copies: [2, n, H, D] (keys then values).
+  if (scratch_.size() < size_t(2 * rows * D)) scratch_.resize(size_t(2 * rows * D));
+  float* rot = scratch_.data();
+  std::memcpy(rot, k, size_t(rows * D) * sizeof(float));
+  std::memcpy(rot + rows * D, v, size_t(rows * D) * sizeof(float));
+  ThreadPool::Global().ParallelFor(2 * rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) (r < rows ? y.rk : y.rv).Forward(rot + r * D);
+  });
+
+  int64_t i = 0;
+  // Sink positions: fp16.
+  for (; i < n && size_ + i < sink_cap_; ++i) {
+    const int64_t pos = size_ + i;
+    for (int64_t h = 0; h < H; ++h) {
+      F32ToF16(rot + (i * H + h) * D, y.sink_k.data() + (h * sink_cap_ + pos) * D, size_t(D));
+      F32ToF16(rot + (rows + i * H + h) * D, y.sink_v.data() + (h * sink_cap_ + pos) * D,
+               size_t(D));
+    }
+    ++y.sink_len;
+  }
+  if (i == n) return;
+  if (opts_.window == 0) {
+    // Every remaining position is coded now, in parallel over (position, head, K|V).
+    const int64_t m = n - i, tasks = 2 * m * H;
+    if (cos_.size() < size_t(tasks)) cos_.resize(size_t(tasks));
+    ThreadPool::Global().ParallelFor(tasks, 8, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const bool key = t < m * H;
+        const int64_t r = key ? t : t - m * H, j = r / H, h = r % H;
+        const float* x = rot + ((key ? 0 : rows) + (i + j) * H + h) * D;
+        cos_[size_t(t)] = EncodeInto(y, key, h, y.coded + j, x);
+      }
+    });
+    for (int64_t t = 0; t < tasks; ++t) {
+      stats_.Add(t < m * H, cos_[size_t(t)]);
+    }
+    y.coded += m;
+    return;
+  }
+  // Recent window: fp16 tail, coded kBlock positions at a time once it holds window + kBlock.
+  for (; i < n; ++i) {
+    for (int64_t h = 0; h < H; ++h) {
+      F32ToF16(rot + (i * H + h) * D, y.tail_k.data() + (h * tail_cap_ + y.tail_len) * D,
+               size_t(D));
+      F32ToF16(rot + (rows + i * H + h) * D, y.tail_v.data() + (h * tail_cap_ + y.tail_len) * D,
+               size_t(D));
+    }
+    if (++y.tail_len >= opts_.window + kBlock) CodeOldestTail(y, kBlock);
+  }
+}
+
+kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
+  const Layer& y = layers_[size_t(layer)];
+  kernels::CompressedKvView v;
+  v.k_rotation = &y.rk;
+  v.v_rotation = &y.rv;
+  v.k_format = kcodec_.format();
+  v.v_format = vcodec_.format();
+  v.num_spans = 3;
+  kernels::KvSpan& sink = v.spans[0];
+  sink.begin = 0;
+  sink.end = y.sink_len;
+  sink.head_stride = sink_cap_;
+  sink.k16 = y.sink_k.data();
+  sink.v16 = y.sink_v.data();
+  kernels::KvSpan& coded = v.spans[1];
+  coded.begin = sink.end;
+  coded.end = coded.begin + y.coded;
+  coded.head_stride = code_cap_;
+  coded.coded = true;
+  coded.k_codes = y.codes_k.data();
+  coded.v_codes = y.codes_v.data();
+  coded.k_scales = y.scales_k.data();
+  coded.v_scales = y.scales_v.data();
+  kernels::KvSpan& tail = v.spans[2];
+  tail.begin = coded.end;
+  tail.end = tail.begin + y.tail_len;
+  tail.head_stride = tail_cap_;
+  tail.k16 = y.tail_k.data();
+  tail.v16 = y.tail_v.data();
+  return v;
+}
+
+void TurboQuantKvCache::Attend(int64_t layer, const float* q, int64_t n, float* out) const {
+  CheckAppend(layer, n);
+  const Layer& y = layers_[size_t(layer)];
+  if (y.dense) {
+    dense_->Attend(y.dense_index, q, n, out);
+    return;
+  }
+  TQ_CHECK(y.stored() == size_ + n, "kv cache", "layer {} holds {} positions, attention needs {}",
+           layer, y.stored(), size_ + n);
+  kernels::AttentionParams p;
+  p.num_heads = layout_.num_heads;
+  p.num_kv_heads = layout_.num_kv_heads;
+  p.head_dim = layout_.head_dim;
+  p.scale = layout_.scale;
+  p.window = 0;  // sliding-window layers are dense
+  kernels::CompressedAttention(q, n, size_, View(layer), p, out);
+}
+
+void TurboQuantKvCache::Commit(int64_t n) {
+  KvCache::Commit(n);
+  if (dense_) dense_->Commit(n);
+}
+
+void TurboQuantKvCache::Truncate(int64_t n) {
+  KvCache::Truncate(n);
+  if (dense_) dense_->Truncate(n);
+  for (Layer& y : layers_)
+    if (!y.dense) RollBack(y, n);
+}
+
+void TurboQuantKvCache::DecodeLayer(int64_t layer, int64_t count, float* k, float* v) const {
+  TQ_CHECK(layer >= 0 && layer < layout_.num_layers && IsCompressed(layer), "kv cache",
+           "layer {} is not a compressed layer", layer);
+  const Layer& y = layers_[size_t(layer)];
+  TQ_CHECK(count >= 0 && count <= y.stored(), "kv cache", "layer {} holds {} positions, not {}",
+           layer, y.stored(), count);
+  const int64_t H = layout_.num_kv_heads, D = layout_.head_dim;
+  const kernels::CompressedKvView view = View(layer);
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int kv = 0; kv < 2; ++kv) {
+        float* dst = (kv == 0 ? k : v) + (t * H + h) * D;
+        for (const kernels::KvSpan& s : view.spans) {
+          if (t < s.begin || t >= s.end) continue;
+          const int64_t slot = h * s.head_stride + (t - s.begin);
+          if (s.coded) {
+            const KvVectorCodec& c = kv == 0 ? kcodec_ : vcodec_;
+            c.Decode((kv == 0 ? s.k_codes : s.v_codes) + slot * c.code_bytes(),
+                     (kv == 0 ? s.k_scales : s.v_scales) + slot * c.groups(), dst);
+          } else {
+            F16ToF32((kv == 0 ? s.k16 : s.v16) + slot * D, dst, size_t(D));
+          }
+        }
+        (kv == 0 ? y.rk : y.rv).Inverse(dst);
+      }
+    }
+  }
+}
+
+std::unique_ptr<KvCache> MakeTurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts) {
+  return std::make_unique<TurboQuantKvCache>(layout, opts);
+}
+
+}  // namespace tq
