@@ -39,6 +39,7 @@ int Run(int argc, char** argv) {
   return RunApp(app, argc, argv, [&] {
     ApplyThreads(rt);
     o.kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
+    ApplyKvFlags(rt.kv, &o.kv);
     o.fill = fill == "prefill"     ? BenchOptions::Fill::kPrefill
              : fill == "synthetic" ? BenchOptions::Fill::kSynthetic
                                    : BenchOptions::Fill::kAuto;
@@ -46,7 +47,8 @@ int Run(int argc, char** argv) {
     auto model = Model::Load(model_dir);
     const double load_s = load.Seconds();
     const BenchResult r = RunBench(*model, o);
-    const double bytes_per_token = double(r.model_bytes) + double(r.kv_bytes);
+    // Bytes one decode step reads: the weights it uses and the whole KV cache.
+    const double bytes_per_token = double(r.weight_bytes_per_token) + double(r.kv_bytes);
     if (json) {
       nlohmann::json j = {{"prefill_tok_s", r.prefill_tok_s},
                           {"decode_tok_s", r.decode_tok_s},
@@ -58,9 +60,12 @@ int Run(int argc, char** argv) {
                           {"decode_context", r.decode_context},
                           {"context_fill", r.context_fill},
                           {"kv_dtype", rt.kv_dtype},
+                          {"kv_cache", DescribeKvCache(o.kv)},
+                          {"kv_bytes", r.kv_bytes},
                           {"threads", r.threads},
                           {"load_seconds", load_s},
                           {"bytes_read_per_decode_token", bytes_per_token},
+                          {"weight_bytes_per_decode_token", r.weight_bytes_per_token},
                           {"logits_finite", r.logits_finite}};
       std::printf("%s\n", j.dump().c_str());
     } else {
@@ -75,9 +80,11 @@ int Run(int argc, char** argv) {
                   : r.context_fill == "synthetic" ? "synthetic K/V"
                                                   : "the prompt",
                   r.decode_tok_s, r.decode_seconds);
-      std::printf("bytes/token  %.1f MB read per decoded token (weights + KV): %.2f GB/s\n",
+      std::printf("bytes/token  %.1f MB read per decoded token (weights used + KV): %.2f GB/s\n",
                   bytes_per_token / 1e6, bytes_per_token * r.decode_tok_s / 1e9);
-      std::printf("kv cache     %lld bytes/token\n", static_cast<long long>(r.kv_bytes_per_token));
+      std::printf("kv cache     %s: %lld bytes/token, %lld bytes at the end\n",
+                  DescribeKvCache(o.kv).c_str(), static_cast<long long>(r.kv_bytes_per_token),
+                  static_cast<long long>(r.kv_bytes));
       std::printf("peak rss     %.1f MB\n", double(r.peak_rss_bytes) / 1e6);
       if (!r.logits_finite) std::printf("WARNING      non-finite logits\n");
     }

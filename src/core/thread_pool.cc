@@ -57,11 +57,14 @@ void ThreadPool::WorkerLoop(int thread) {
       wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
+      // The caller already finished this job without us (we woke late): skip it.
+      if (closed_) continue;
+      joined_.fetch_add(1, std::memory_order_relaxed);
     }
     DoTasks(thread);
-    if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      done_cv_.notify_all();
+      if (joined_.fetch_sub(1, std::memory_order_acq_rel) == 1 && closed_) done_cv_.notify_all();
     }
   }
 }
@@ -78,22 +81,28 @@ void ThreadPool::Run(int64_t num_tasks, const std::function<void(int64_t, int)>&
     fn_ = &fn;
     num_tasks_ = num_tasks;
     next_.store(0, std::memory_order_relaxed);
-    active_.store(int(workers_.size()), std::memory_order_relaxed);
     error_ = nullptr;
+    closed_ = false;
     ++generation_;
     gen_seen_.store(generation_, std::memory_order_release);
   }
   wake_.notify_all();
   DoTasks(0);
-  // Wait for every worker to finish this generation (they may still be running a task).
-  for (int i = 0; i < kSpinIterations && active_.load(std::memory_order_acquire) != 0; ++i) {
+  // Every task is claimed. Close the job so that workers which have not woken up yet skip it
+  // (on a busy machine a descheduled worker must not hold up the caller), then wait only for
+  // the workers that joined and may still be running a task.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+  }
+  for (int i = 0; i < kSpinIterations && joined_.load(std::memory_order_acquire) != 0; ++i) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
   }
-  if (active_.load(std::memory_order_acquire) != 0) {
+  if (joined_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] { return active_.load(std::memory_order_acquire) == 0; });
+    done_cv_.wait(lock, [&] { return joined_.load(std::memory_order_acquire) == 0; });
   }
   fn_ = nullptr;
   if (error_) std::rethrow_exception(error_);

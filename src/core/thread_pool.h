@@ -52,7 +52,8 @@ class ThreadPool {
   const std::function<void(int64_t, int)>* fn_ = nullptr;
   int64_t num_tasks_ = 0;
   std::atomic<int64_t> next_{0};
-  std::atomic<int> active_{0};
+  bool closed_ = true;          // the current job takes no more workers; guarded by mu_
+  std::atomic<int> joined_{0};  // workers inside the current job (changed under mu_)
   std::exception_ptr error_;
   std::mutex error_mu_;
 };

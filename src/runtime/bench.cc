@@ -23,6 +23,28 @@ bool AllFinite(const std::vector<float>& v) {
 
 }  // namespace
 
+int64_t DecodeWeightBytesPerToken(const ModelConfig& c, int64_t weight_bytes) {
+  const double h = double(c.hidden_size), v = double(c.vocab_size);
+  const double q = double(c.num_heads * c.head_dim), kv = double(c.num_kv_heads * c.head_dim);
+  double total = v * h * (c.tie_word_embeddings ? 1 : 2);  // parameters stored
+  double skipped = c.tie_word_embeddings ? 0 : v * h;      // not read per token
+  const double expert_ffn =
+      double(c.model_type == "mixtral" ? c.intermediate_size : c.moe_intermediate_size);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    total += 2 * h * q + 2 * h * kv;
+    if (c.is_moe() && c.LayerIsMoe(l)) {
+      const double experts = 3 * h * expert_ffn * double(c.num_experts);
+      total +=
+          experts + h * double(c.num_experts) + 3 * h * double(c.shared_expert_intermediate_size);
+      skipped += experts * (1.0 - double(c.num_experts_per_tok) / double(c.num_experts));
+    } else {
+      total += 3 * h * double(c.intermediate_size);
+    }
+  }
+  if (total <= 0) return weight_bytes;
+  return int64_t(double(weight_bytes) * (total - skipped) / total);
+}
+
 BenchResult RunBench(Model& model, const BenchOptions& opts) {
   TQ_CHECK(opts.prompt_tokens >= 1, "bench", "--prompt-tokens must be >= 1 (got {})",
            opts.prompt_tokens);
@@ -45,6 +67,7 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
   r.gen_tokens = opts.gen_tokens;
   r.threads = ThreadPool::Global().size();
   r.model_bytes = model.WeightBytes();
+  r.weight_bytes_per_token = DecodeWeightBytesPerToken(model.config(), r.model_bytes);
   r.kv_bytes_per_token = cache->BytesPerToken();
 
   // Prefill: the prompt as one batch from an empty cache.

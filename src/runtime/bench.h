@@ -34,10 +34,17 @@ struct BenchResult {
   int64_t model_bytes = 0;
   int64_t kv_bytes_per_token = 0;
   int64_t kv_bytes = 0;  // cache bytes at the end of the decode
+  // Weight bytes one decode step reads (estimate from the config: all weights but the input
+  // embedding table, of which one row is read; of MoE experts only the routed share).
+  int64_t weight_bytes_per_token = 0;
   int threads = 0;
   bool logits_finite = true;  // every logit of every step was finite
 };
 
 BenchResult RunBench(Model& model, const BenchOptions& opts);
+
+struct ModelConfig;
+// See BenchResult::weight_bytes_per_token; `weight_bytes` is Model::WeightBytes().
+int64_t DecodeWeightBytesPerToken(const ModelConfig& config, int64_t weight_bytes);
 
 }  // namespace tq

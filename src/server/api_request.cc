@@ -257,7 +257,7 @@ json ParseJsonBody(const std::string& body) {
     try {
       json again = json::parse(body);
       (void)again;
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {
       why = e.what();
     }
     throw ApiError(400, "invalid_request_error", "Request body is not valid JSON: " + why, "",

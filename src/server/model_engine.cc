@@ -50,6 +50,17 @@ std::unique_ptr<ModelTextModel> ModelTextModel::Load(const std::string& dir,
   };
   for (int64_t id : config.eos_token_ids) add_eos(id);
   for (int64_t id : gen.eos_token_ids) add_eos(id);
+  t->tok_config_ = LoadTokenizerConfig(dir);
+  if (t->tok_config_.eos_token) {
+    if (auto id = t->tokenizer_->TokenToId(*t->tok_config_.eos_token)) add_eos(*id);
+  }
+  // Parse every template now: a broken one fails at startup, not on the first request.
+  if (!t->tok_config_.chat_template.empty()) {
+    t->templates_.emplace("", ChatTemplate::Parse(t->tok_config_.chat_template, "chat_template"));
+  }
+  for (const auto& [name, source] : t->tok_config_.named_templates) {
+    t->templates_.emplace(name, ChatTemplate::Parse(source, "chat_template " + name));
+  }
   return t;
 }
 
@@ -61,9 +72,32 @@ std::string ModelTextModel::Decode(std::span<const int32_t> ids, bool skip_speci
   return tokenizer_->Decode(ids, skip_special);
 }
 
-std::string ModelTextModel::RenderChat(const nlohmann::json&, const nlohmann::json&, bool,
-                                       const nlohmann::json&) const {
-  Fail("chat template", "chat templates are not available in this build yet");
+std::string ModelTextModel::RenderChat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                       bool add_generation_prompt,
+                                       const nlohmann::json& template_kwargs) const {
+  const bool has_tools = tools.is_array() && !tools.empty();
+  const ChatTemplate* tmpl = nullptr;
+  if (has_tools && templates_.count("tool_use")) {
+    tmpl = &templates_.at("tool_use");
+  } else if (templates_.count("")) {
+    tmpl = &templates_.at("");
+  } else if (templates_.count("default")) {
+    tmpl = &templates_.at("default");
+  }
+  if (!tmpl) {
+    Fail("chat template",
+         "this model has no chat template (tokenizer_config.json); use /v1/completions");
+  }
+  nlohmann::json extra = nlohmann::json::object();
+  if (tok_config_.bos_token) extra["bos_token"] = *tok_config_.bos_token;
+  if (tok_config_.eos_token) extra["eos_token"] = *tok_config_.eos_token;
+  if (tok_config_.unk_token) extra["unk_token"] = *tok_config_.unk_token;
+  if (tok_config_.pad_token) extra["pad_token"] = *tok_config_.pad_token;
+  if (template_kwargs.is_object()) {
+    for (const auto& [k, v] : template_kwargs.items()) extra[k] = v;
+  }
+  return tmpl->Render(messages, has_tools ? tools : nlohmann::json(nullptr), add_generation_prompt,
+                      extra);
 }
 
 }  // namespace tq::server

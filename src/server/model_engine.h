@@ -2,6 +2,7 @@
 // tokenizer, chat template and generation defaults.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,7 +12,9 @@
 #include "model/model.h"
 #include "server/engine.h"
 #include "server/text_model.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace tq::server {
 
@@ -55,6 +58,9 @@ class ModelTextModel : public TextModel {
 
  private:
   std::unique_ptr<Tokenizer> tokenizer_;
+  TokenizerConfig tok_config_;
+  // Parsed templates by name ("" = the default; "tool_use" etc. when the model has them).
+  std::map<std::string, ChatTemplate> templates_;
   int64_t vocab_ = 0;
   std::vector<int32_t> eos_;
   SamplingParams defaults_;

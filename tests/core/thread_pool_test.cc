@@ -70,5 +70,16 @@ TEST(ThreadPool, ConcurrentCallersTakeTurns) {
   EXPECT_EQ(n.load(), 4 * 20 * 8);
 }
 
+TEST(ThreadPool, ManyTinyJobsWithMoreThreadsThanCores) {
+  // Workers often wake after the caller has finished a job (oversubscribed machine): they must
+  // skip it, never run a task twice or touch a finished job.
+  ThreadPool pool(8);
+  for (int rep = 0; rep < 3000; ++rep) {
+    std::vector<std::atomic<int>> hits(3);
+    pool.Run(3, [&](int64_t t, int) { hits[size_t(t)]++; });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "rep " << rep;
+  }
+}
+
 }  // namespace
 }  // namespace tq

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/model_config.h"
+#include "runtime/bench.h"
 #include "runtime/synth_tokenizer.h"
 
 namespace tq {
@@ -126,6 +127,27 @@ TEST(SynthTokenizer, VocabularyHasTheModelSizeAndSpecialIds) {
   EXPECT_EQ(m.tokenizer["model"]["vocab"]["</s>"], 2);
   EXPECT_EQ(m.tokenizer["model"]["vocab"].size(), 32000u);
   EXPECT_THROW(MakeSynthTokenizer(SynthTokenizerStyle::kQwen, 300), Error);
+}
+
+}  // namespace
+}  // namespace tq
+
+namespace tq {
+namespace {
+
+TEST(BenchEstimate, DecodeWeightBytesPerToken) {
+  auto config = [](const char* name) {
+    return ParseModelConfig(SynthConfigJson(FindSynthShape(name), 0).dump(), name);
+  };
+  const int64_t gb = int64_t(1) << 30;
+  // Tied embeddings: the table is read whole as the LM head.
+  EXPECT_EQ(DecodeWeightBytesPerToken(config("llama-3.2-1b"), gb), gb);
+  // Untied: the input table (0.5 GB of 16 GB) is not read.
+  const double l8 = double(DecodeWeightBytesPerToken(config("llama-3.1-8b"), gb)) / double(gb);
+  EXPECT_NEAR(l8, 1.0 - 128256.0 * 4096 / 8030261248.0, 1e-3);
+  // Qwen3-30B-A3B reads about 3B of its 30.5B parameters per token.
+  const double moe = double(DecodeWeightBytesPerToken(config("qwen3-30b-a3b"), gb)) / double(gb);
+  EXPECT_NEAR(moe, 3.04e9 / 30.53e9, 0.005);
 }
 
 }  // namespace
