@@ -25,7 +25,7 @@ class HttpServerTest : public ::testing::Test {
     o.model_id = "fake-model";
     o.context = 64;
     o.api_key = std::move(api_key);
-    o.max_body_bytes = 4096;
+    o.max_body_bytes = 16384;
     server_ = std::make_unique<HttpServer>(text_, *scheduler_, o);
     port_ = server_->Bind();
     thread_ = std::thread([this] { server_->Serve(); });
@@ -211,8 +211,21 @@ TEST_F(HttpServerTest, BadRequestsName) {
   ExpectError(r, 400, "prompt");
   EXPECT_NE(Body(r)["error"]["message"].get<std::string>().find("64"), std::string::npos);
   EXPECT_EQ(Body(r)["error"]["code"], "context_length_exceeded");
-  // Over the body limit (4096 bytes).
-  ExpectError(Post("/v1/completions", json{{"prompt", std::string(10000, 'a')}}.dump()), 413);
+  // Over the body limit (16 KiB), sent at once or streamed in pieces.
+  ExpectError(Post("/v1/completions", json{{"prompt", std::string(20000, 'a')}}.dump()), 413);
+  const std::string big = json{{"prompt", std::string(20000, 'a')}}.dump();
+  ExpectError(client_->Post(
+                  "/v1/completions", big.size(),
+                  [&](size_t off, size_t len, httplib::DataSink& sink) {
+                    return sink.write(big.data() + off, std::min<size_t>(len, 1000));
+                  },
+                  "application/json"),
+              413);
+  // A body under the limit is read whatever its Content-Type (curl -d sends form-encoded):
+  // here it gets as far as the context check.
+  auto form = client_->Post("/v1/completions", json{{"prompt", std::string(10000, 'a')}}.dump(),
+                            "application/x-www-form-urlencoded");
+  ExpectError(form, 400, "prompt");
   // The server still answers.
   EXPECT_EQ(Post("/v1/completions", R"({"prompt":"a","max_tokens":1})")->status, 200);
 }
