@@ -151,9 +151,11 @@ void Scheduler::Step() {
     }
   }
   for (auto& p : dropped) {
+    {
+      std::lock_guard lk(mu_);
+      ++stats_.finished_cancelled;
+    }
     p.req.sink->OnFinish(FinishReason::kCancelled, SequenceStats{}, "");
-    std::lock_guard lk(mu_);
-    ++stats_.finished_cancelled;
   }
 
   // 2. Admit queued sequences into free slots.
@@ -281,9 +283,11 @@ void Scheduler::Admit(Pending p) {
   }
   if (bad.empty() && !seq->req.sampler) bad = "no sampler";
   if (!bad.empty()) {
+    {
+      std::lock_guard lk(mu_);
+      ++stats_.finished_error;
+    }
     seq->req.sink->OnFinish(FinishReason::kError, seq->stats, bad);
-    std::lock_guard lk(mu_);
-    ++stats_.finished_error;
     return;
   }
   const int64_t room = context_ - prompt_len;
@@ -389,24 +393,28 @@ void Scheduler::Finish(size_t index, FinishReason reason, const std::string& err
   seq->stats.total_seconds = SecondsBetween(seq->submitted, Clock::now());
   std::string why = error;
   if (reason == FinishReason::kError && why.empty()) why = "generation failed";
+  {
+    // Counted before the sink hears of it: whoever sees the response sees it in the stats.
+    std::lock_guard lk(mu_);
+    switch (reason) {
+      case FinishReason::kStop:
+        ++stats_.finished_stop;
+        break;
+      case FinishReason::kLength:
+        ++stats_.finished_length;
+        break;
+      case FinishReason::kCancelled:
+        ++stats_.finished_cancelled;
+        break;
+      case FinishReason::kError:
+        ++stats_.finished_error;
+        break;
+    }
+    stats_.active = int(active_.size());
+  }
   try {
     seq->req.sink->OnFinish(reason, seq->stats, why);
   } catch (...) {
-  }
-  std::lock_guard lk(mu_);
-  switch (reason) {
-    case FinishReason::kStop:
-      ++stats_.finished_stop;
-      break;
-    case FinishReason::kLength:
-      ++stats_.finished_length;
-      break;
-    case FinishReason::kCancelled:
-      ++stats_.finished_cancelled;
-      break;
-    case FinishReason::kError:
-      ++stats_.finished_error;
-      break;
   }
 }
 
