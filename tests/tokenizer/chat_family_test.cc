@@ -56,6 +56,8 @@ TEST(ChatFamily, Mistral) { CheckFamily("mistral", 7); }
 TEST(ChatFamily, Gemma) { CheckFamily("gemma", 4); }
 TEST(ChatFamily, Phi3) { CheckFamily("phi3", 3); }
 TEST(ChatFamily, DeepSeek) { CheckFamily("deepseek", 3); }
+TEST(ChatFamily, Hermes) { CheckFamily("hermes", 3); }
+TEST(ChatFamily, Harmony) { CheckFamily("harmony", 3); }
 
 // One parsed template rendered from several threads at once gives every thread the same text.
 TEST(ChatFamily, ConcurrentRenders) {
