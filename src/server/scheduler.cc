@@ -346,7 +346,13 @@ bool Scheduler::SampleAndEmit(Sequence& seq, float* logits) {
     return done(FinishReason::kError,
                 fmt::format("sampled token {} is outside the vocabulary", tok));
   }
-  if (seq.generated == 0) seq.stats.ttft_seconds = SecondsBetween(seq.submitted, Clock::now());
+  if (seq.generated == 0) {
+    seq.stats.ttft_seconds = SecondsBetween(seq.submitted, Clock::now());
+    std::lock_guard lk(mu_);
+    stats_.ttft_seconds_sum += seq.stats.ttft_seconds;
+    stats_.queue_seconds_sum += seq.stats.queue_seconds;
+    ++stats_.ttft_count;
+  }
   if (std::find(seq.req.eos_tokens.begin(), seq.req.eos_tokens.end(), tok) !=
       seq.req.eos_tokens.end()) {
     return done(FinishReason::kStop);

@@ -248,6 +248,7 @@ TEST_F(HttpServerTest, MetricsExposition) {
   EXPECT_NE(m->body.find("turboquant_requests_queued 0"), std::string::npos);
   EXPECT_NE(m->body.find("turboquant_kv_cache_usage_ratio"), std::string::npos);
   EXPECT_NE(m->body.find("turboquant_tokens_per_second"), std::string::npos);
+  EXPECT_NE(m->body.find("turboquant_time_to_first_token_seconds_count 1"), std::string::npos);
   EXPECT_NE(
       m->body.find(R"(turboquant_http_requests_total{endpoint="/v1/completions",status="200"} 1)"),
       std::string::npos)

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "fake_engine.h"
 
@@ -159,6 +160,26 @@ TEST(Scheduler, BatchesConcurrentSequences) {
   const SchedulerStats st = sched.Stats();
   EXPECT_EQ(st.generated_tokens_total, 120);
   EXPECT_EQ(st.finished_length, 4);
+}
+
+TEST(Scheduler, LongPrefillIsChunkedBetweenDecodeSteps) {
+  FakeEngine engine(1000, 1024, 2);
+  engine.decode_delay_us = 1000;
+  Scheduler sched(engine, {.parallel = 2, .max_queue = 4, .prefill_chunk = 8});
+  auto running = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1}, 200, running))));
+  while (sched.Stats().generated_tokens_total < 3) std::this_thread::yield();
+  auto late = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req(std::vector<int32_t>(80, 7), 2, late))));
+  late->Wait();
+  running->Wait();
+  // The 80-token prompt went in 10 chunks, each followed by a decode step of the other.
+  const std::string log = engine.Log();
+  const size_t first = log.find('P', 1);  // skip the first sequence's own prefill
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_NE(log.find("PDPDPDPDPDPDPDPDPDPD", first), std::string::npos) << log;
+  EXPECT_EQ(late->stats.prompt_tokens, 80);
+  EXPECT_EQ(running->tokens.size(), 200u);
 }
 
 TEST(Scheduler, QueueBoundAndLateJoiners) {

@@ -78,7 +78,7 @@ Value Batch(Evaluator&, const Value& v, CallArgs& a) {
       while (static_cast<int64_t>(cur.size()) < n) cur.push_back(p[1]);
     out.push_back(Value::MakeList(std::move(cur)));
   }
-  return Value::MakeList(std::move(out));
+  return Value::MakeGenerator(std::move(out));
 }
 
 Value Capitalize(Evaluator&, const Value& v, CallArgs& a) {
@@ -155,6 +155,7 @@ Value First(Evaluator&, const Value& v, CallArgs& a) {
 
 Value Last(Evaluator&, const Value& v, CallArgs& a) {
   BindArgs(a, {}, "last");
+  if (v.kind() == Kind::kGenerator) ThrowRender("'generator' object is not reversible");
   List items = Iterate(v);
   if (items.empty()) return Value::Undefined("No last item, sequence was empty.");
   return items.back();
@@ -172,6 +173,7 @@ bool ParseFloatStr(const std::string& raw, double* out) {
 Value Float(Evaluator&, const Value& v, CallArgs& a) {
   auto p = BindArgs(a, {"default"}, "float");
   const Value dflt = Given(p[0]) ? p[0] : Value(0.0);
+  if (v.is_undefined()) FailUndefined(v);  // float(Undefined) raises
   if (v.is_number()) return Value(v.float_value());
   double d;
   if (v.is_string() && ParseFloatStr(v.str(), &d)) return Value(d);
@@ -182,6 +184,7 @@ Value Int(Evaluator&, const Value& v, CallArgs& a) {
   auto p = BindArgs(a, {"default", "base"}, "int");
   const Value dflt = Given(p[0]) ? p[0] : Value(0);
   const int base = static_cast<int>(IntArg(p[1], 10, "int"));
+  if (v.is_undefined()) FailUndefined(v);  // int(Undefined) raises
   if (v.kind() == Kind::kInt || v.kind() == Kind::kBool) return Value(v.int_value());
   if (v.kind() == Kind::kFloat) {
     const double d = v.float_value();
@@ -227,7 +230,10 @@ Value Indent(Evaluator&, const Value& v, CallArgs& a) {
         static_cast<size_t>(std::clamp<int64_t>(IntArg(p[0], 4, "indent"), 0, 1 << 16)), ' ');
   }
   const bool first = BoolArg(p[1], false), blank = BoolArg(p[2], false);
-  const std::string s = ToStr(v) + "\n";  // Jinja's quirk so that splitlines() keeps a last line
+  if (v.is_undefined()) FailUndefined(v);
+  if (!v.is_string())  // Jinja does `s += "\n"` on the value itself
+    ThrowRender(fmt::format("unsupported operand type(s) for +=: '{}' and 'str'", TypeName(v)));
+  const std::string s = v.str() + "\n";  // Jinja's quirk so that splitlines() keeps a last line
   std::vector<std::string> lines = PySplitLines(s);
   std::string rv;
   if (blank) {
@@ -249,11 +255,11 @@ Value Indent(Evaluator&, const Value& v, CallArgs& a) {
 
 Value Items(Evaluator&, const Value& v, CallArgs& a) {
   BindArgs(a, {}, "items");
-  if (v.is_undefined()) return Value::MakeList();
+  if (v.is_undefined()) return Value::MakeGenerator({});
   if (!v.is_mapping()) ThrowRender("Can only get item pairs from a mapping.");
   List out;
   for (auto& [k, x] : v.dict().items) out.push_back(Value::MakeTuple({k, x}));
-  return Value::MakeList(std::move(out));
+  return Value::MakeGenerator(std::move(out));
 }
 
 Value Join(Evaluator& ev, const Value& v, CallArgs& a) {
@@ -291,7 +297,7 @@ Value Upper(Evaluator&, const Value& v, CallArgs& a) {
 }
 
 Value Map(Evaluator& ev, const Value& v, CallArgs& a) {
-  if (!Truthy(v)) return Value::MakeList();
+  if (!Truthy(v)) return Value::MakeGenerator({});
   List items = Iterate(v);
   List out;
   out.reserve(items.size());
@@ -312,7 +318,7 @@ Value Map(Evaluator& ev, const Value& v, CallArgs& a) {
       if (r.is_undefined() && Given(dflt) && !dflt.is_none()) r = dflt;
       out.push_back(std::move(r));
     }
-    return Value::MakeList(std::move(out));
+    return Value::MakeGenerator(std::move(out));
   }
   const std::string name = ToStr(a.pos[0]);
   if (!FindFilter(name)) ThrowRender(fmt::format("No filter named '{}'.", name));
@@ -322,12 +328,12 @@ Value Map(Evaluator& ev, const Value& v, CallArgs& a) {
     rest.kw = a.kw;
     out.push_back(ev.ApplyFilter(name, item, rest));
   }
-  return Value::MakeList(std::move(out));
+  return Value::MakeGenerator(std::move(out));
 }
 
 // select / reject / selectattr / rejectattr.
 Value SelectImpl(Evaluator& ev, const Value& v, CallArgs& a, bool want, bool lookup_attr) {
-  if (!Truthy(v)) return Value::MakeList();
+  if (!Truthy(v)) return Value::MakeGenerator({});
   size_t off = 0;
   Value attribute;
   if (lookup_attr) {
@@ -354,7 +360,7 @@ Value SelectImpl(Evaluator& ev, const Value& v, CallArgs& a, bool want, bool loo
     }
     if (r == want) out.push_back(item);
   }
-  return Value::MakeList(std::move(out));
+  return Value::MakeGenerator(std::move(out));
 }
 Value Select(Evaluator& ev, const Value& v, CallArgs& a) {
   return SelectImpl(ev, v, a, true, false);
@@ -460,7 +466,7 @@ Value Slice(Evaluator&, const Value& v, CallArgs& a) {
     if (Given(p[1]) && !p[1].is_none() && i >= with_extra) tmp.push_back(p[1]);
     out.push_back(Value::MakeList(std::move(tmp)));
   }
-  return Value::MakeList(std::move(out));
+  return Value::MakeGenerator(std::move(out));
 }
 
 Value Sort(Evaluator& ev, const Value& v, CallArgs& a) {
@@ -573,6 +579,10 @@ Value Truncate(Evaluator&, const Value& v, CallArgs& a) {
   const bool killwords = BoolArg(p[1], false);
   const std::string end = Given(p[2]) ? ToStr(p[2]) : "...";
   const int64_t leeway = IntArg(p[3], 5, "truncate");
+  if (!v.is_string()) {  // Jinja measures len() of the value itself
+    if (static_cast<int64_t>(jinja::Length(v)) <= length + leeway) return v;
+    ThrowRender(fmt::format("can only truncate strings, not {}", TypeName(v)));
+  }
   const std::u32string s = DecodeUtf8(ToStr(v));
   const int64_t end_len = static_cast<int64_t>(CodePointCount(end));
   if (length < end_len) ThrowRender(fmt::format("expected length >= {}, got {}", end_len, length));
@@ -597,7 +607,7 @@ Value Unique(Evaluator& ev, const Value& v, CallArgs& a) {
     seen.push_back(std::move(key));
     out.push_back(item);
   }
-  return Value::MakeList(std::move(out));
+  return Value::MakeGenerator(std::move(out));
 }
 
 Value WordCount(Evaluator&, const Value& v, CallArgs& a) {

@@ -69,7 +69,8 @@ bool Sequence(Evaluator&, const Value& v, CallArgs&) {
   return v.is_string() || v.is_sequence() || v.is_mapping() || v.is_undefined();
 }
 bool Iterable(Evaluator&, const Value& v, CallArgs&) {
-  return v.is_string() || v.is_sequence() || v.is_mapping() || v.is_undefined();
+  return v.is_string() || v.is_sequence() || v.is_mapping() || v.is_undefined() ||
+         v.kind() == Kind::kGenerator;
 }
 bool CallableTest(Evaluator&, const Value& v, CallArgs&) { return v.kind() == Kind::kCallable; }
 bool SameAs(Evaluator&, const Value& v, CallArgs& a) {

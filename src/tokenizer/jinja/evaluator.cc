@@ -20,6 +20,11 @@ struct Evaluator::MacroState : public Callable {
 Evaluator::Evaluator(std::shared_ptr<Dict> globals, const RenderLimits& limits)
     : globals_(std::move(globals)), limits_(limits), frame_(std::make_shared<Frame>()) {}
 
+Evaluator::~Evaluator() {
+  for (auto& f : closure_frames_) f->vars.clear();
+  for (auto& ns : namespaces_) ns.dict().items.clear();
+}
+
 std::string Evaluator::Render(const Body& body) { return Capture(body); }
 
 void Evaluator::Tick() {
@@ -145,8 +150,13 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s) {
 }
 
 void Evaluator::ExecFor(const Stmt& s, bool* broke) {
-  const Value iterable = Eval(*s.expr);
-  List items = Iterate(iterable);
+  List items;
+  try {
+    items = Iterate(Eval(*s.expr));
+  } catch (RenderError& e) {
+    if (e.line == 0) e.line = s.expr->pos.line, e.col = s.expr->pos.col;
+    throw;
+  }
   if (s.filter) {
     List kept;
     for (Value& item : items) {
@@ -270,9 +280,11 @@ Value Evaluator::EvalInner(const Expr& e) {
         Value start = sl.a ? Eval(*sl.a) : Value::None();
         Value stop = sl.b ? Eval(*sl.b) : Value::None();
         Value step = sl.c ? Eval(*sl.c) : Value::None();
+        // As in Jinja, slicing is plain Python subscription (no undefined fallback).
         if (obj.is_undefined()) FailUndefined(obj);
+        if (obj.is_mapping()) ThrowRender("unhashable type: 'slice'");
         if (!obj.is_string() && !obj.is_sequence())
-          return Value::Undefined(fmt::format("{} has no element slice", ObjectTypeRepr(obj)));
+          ThrowRender(fmt::format("'{}' object is not subscriptable", TypeName(obj)));
         return SliceValue(obj, start, stop, step);
       }
       return GetItem(obj, Eval(*e.b));
@@ -447,6 +459,8 @@ Value Evaluator::MakeMacro(const std::shared_ptr<MacroDef>& def, Value caller) {
   auto m = std::make_shared<MacroState>();
   m->def = def;
   m->closure = frame_;
+  if (closure_frames_.empty() || closure_frames_.back() != frame_)
+    closure_frames_.push_back(frame_);
   m->caller = std::move(caller);
   return Value::MakeCallable(m);
 }

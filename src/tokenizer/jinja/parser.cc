@@ -45,6 +45,7 @@ class Parser {
   Body ParseTemplate() {
     Body body = Subparse({});
     if (cur().type != Tok::kEof) Fail(cur(), fmt::format("unexpected '{}'", Describe(cur())));
+    CheckBody(body, false);
     return body;
   }
 
@@ -327,6 +328,69 @@ class Parser {
       if (s->macro) {  // nested macros and call blocks see the outer ones' names too
         for (auto& d : s->macro->defaults) ScanExpr(d.get(), m);
         ScanSpecialNames(s->macro->body, m);
+      }
+    }
+  }
+
+  // --- compile-time checks ------------------------------------------------------------------
+  // Unknown filters and tests fail at compile time, as in Jinja, except inside `if` statements
+  // and inline-if expressions ("soft" frames): there they fail only when evaluated.
+  // Bodies of loops, macros, call/filter/set blocks are new frames, never soft.
+  void CheckExpr(const Expr* e, bool soft) {
+    if (!e) return;
+    if (e->kind == ExprKind::kCondExpr) soft = true;
+    if (!soft && e->kind == ExprKind::kFilter && !FindFilter(e->name))
+      throw RenderError{fmt::format("No filter named '{}'.", e->name), e->pos.line, e->pos.col};
+    if (!soft && e->kind == ExprKind::kTest && !FindTest(e->name))
+      throw RenderError{fmt::format("No test named '{}'.", e->name), e->pos.line, e->pos.col};
+    for (auto& x : e->items) CheckExpr(x.get(), soft);
+    CheckExpr(e->a.get(), soft);
+    CheckExpr(e->b.get(), soft);
+    CheckExpr(e->c.get(), soft);
+    for (auto& x : e->args.pos) CheckExpr(x.get(), soft);
+    for (auto& x : e->args.kw) CheckExpr(x.second.get(), soft);
+    CheckExpr(e->args.star.get(), soft);
+    CheckExpr(e->args.star_star.get(), soft);
+    for (auto& x : e->cmp) CheckExpr(x.second.get(), soft);
+  }
+
+  void CheckBody(const Body& body, bool soft) {
+    for (const auto& s : body) {
+      switch (s->kind) {
+        case StmtKind::kIf:
+          for (auto& t : s->tests) CheckExpr(t.get(), true);
+          for (auto& b : s->bodies) CheckBody(b, true);
+          break;
+        case StmtKind::kFor:
+          CheckExpr(s->expr.get(), soft);
+          CheckExpr(s->filter.get(), false);
+          CheckBody(s->body, false);
+          CheckBody(s->else_body, false);
+          break;
+        case StmtKind::kMacro:
+        case StmtKind::kCallBlock:
+          CheckExpr(s->expr.get(), soft);
+          for (auto& d : s->macro->defaults) CheckExpr(d.get(), false);
+          CheckBody(s->macro->body, false);
+          break;
+        case StmtKind::kFilterBlock:
+          CheckExpr(s->expr.get(), false);
+          CheckBody(s->body, false);
+          break;
+        case StmtKind::kSetBlock:
+          CheckExpr(s->filter.get(), soft);
+          CheckBody(s->body, false);
+          break;
+        case StmtKind::kWith:
+          for (auto& a : s->assigns) CheckExpr(a.second.get(), soft);
+          CheckBody(s->body, false);
+          break;
+        case StmtKind::kScope:
+          CheckBody(s->body, false);
+          break;
+        default:
+          CheckExpr(s->expr.get(), soft);
+          break;
       }
     }
   }
@@ -738,7 +802,7 @@ class Parser {
   }
 
   ExprPtr ParseCall(ExprPtr node) {
-    auto e = Make(ExprKind::kCall, cur());
+    auto e = std::make_unique<Expr>(ExprKind::kCall, node->pos);  // errors point at the callee
     e->args = ParseCallArgs();
     e->a = std::move(node);
     return e;
@@ -761,7 +825,6 @@ class Parser {
       const Token& t = cur();
       auto e = Make(ExprKind::kFilter, t);
       e->name = DottedName();
-      if (!FindFilter(e->name)) Fail(t, fmt::format("No filter named '{}'.", e->name));
       if (IsOp("(")) e->args = ParseCallArgs();
       e->a = std::move(node);
       node = std::move(e);
@@ -775,7 +838,6 @@ class Parser {
     const Token& t = cur();
     auto e = Make(ExprKind::kTest, is);
     e->name = DottedName();
-    if (!FindTest(e->name)) Fail(t, fmt::format("No test named '{}'.", e->name));
     if (IsOp("(")) {
       e->args = ParseCallArgs();
     } else if ((cur().type == Tok::kName || cur().type == Tok::kString || cur().type == Tok::kInt ||

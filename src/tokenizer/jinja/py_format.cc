@@ -356,6 +356,8 @@ std::string PyPercentFormat(const std::string& f, const Value& args) {
       v = items[next++];
     }
     if (sp.align == '<') sp.zero = false;
+    if (!sp.align && !sp.zero) sp.align = '>';  // printf pads on the left unless '-'
+
     switch (type) {
       case 's':
         sp.type = 0;

@@ -36,6 +36,12 @@ Value Value::MakeTuple(List items) {
   return v;
 }
 
+Value Value::MakeGenerator(List items) {
+  Value v = MakeList(std::move(items));
+  v.kind_ = Kind::kGenerator;
+  return v;
+}
+
 Value Value::MakeDict() {
   Value v;
   v.kind_ = Kind::kDict;
@@ -169,6 +175,8 @@ std::string TypeName(const Value& v) {
       return "Namespace";
     case Kind::kCallable:
       return "function";
+    case Kind::kGenerator:
+      return "generator";
   }
   return "object";
 }
@@ -201,6 +209,7 @@ bool Truthy(const Value& v) {
       return !v.dict().items.empty();
     case Kind::kNamespace:
     case Kind::kCallable:
+    case Kind::kGenerator:
       return true;
   }
   return false;
@@ -336,6 +345,8 @@ std::string ReprAt(const Value& v, int depth) {
     }
     case Kind::kCallable:
       return "<function " + v.callable().Name() + ">";
+    case Kind::kGenerator:
+      return "<generator object>";
   }
   return "";
 }
@@ -373,6 +384,7 @@ List Iterate(const Value& v) {
     }
     case Kind::kList:
     case Kind::kTuple:
+    case Kind::kGenerator:
       return v.list();
     case Kind::kDict: {
       List out;
@@ -396,6 +408,7 @@ bool Contains(const Value& container, const Value& item) {
       return container.str().find(item.str()) != std::string::npos;
     case Kind::kList:
     case Kind::kTuple:
+    case Kind::kGenerator:
       for (const Value& e : container.list())
         if (Equals(e, item)) return true;
       return false;

@@ -30,6 +30,7 @@ enum class Kind : uint8_t {
   kDict,
   kNamespace,  // namespace(), also the `loop` object: attribute get/set, not a mapping
   kCallable,
+  kGenerator,  // what map/select/... return in Jinja: iterable once, always true, no len()
 };
 
 // Arguments of a call: positional, then keyword in the order written.
@@ -67,6 +68,7 @@ class Value {
   static Value None();
   static Value MakeList(List items = {});
   static Value MakeTuple(List items);
+  static Value MakeGenerator(List items);
   static Value MakeDict();
   static Value MakeNamespace();
   static Value MakeCallable(std::shared_ptr<Callable> fn);
