@@ -163,6 +163,43 @@ TEST(PlanVerdict, TurboQuantCheckpointAndErrors) {
   EXPECT_THROW(MakeMemoryPlan(o), Error);
 }
 
+TEST(PlanVerdict, SlidingWindowLayers) {
+  test::TempDir tmp;
+  const std::string src = test::ModelDir("tq-llama-21m");
+  const std::string dir = tmp.file("mistral");
+  fs::create_directory(dir);
+  auto cfg = nlohmann::json::parse(ReadFileToString(src + "/config.json"));
+  cfg["model_type"] = "mistral";
+  cfg["architectures"] = {"MistralForCausalLM"};
+  cfg["sliding_window"] = 256;
+  test::WriteFile(dir + "/config.json", cfg.dump());
+  fs::create_symlink(src + "/model.safetensors", dir + "/model.safetensors");
+  PlanOptions o = Opts("tq-llama-21m", 4096, 64);
+  o.model_dir = dir;
+  const MemoryPlan p = MakeMemoryPlan(o);
+  EXPECT_EQ(p.kv_sliding_layers, 6);
+  EXPECT_EQ(p.sliding_window, 256);
+  // The KV size is what the cache stores (KvCacheBytes on the same layout), and the plan says
+  // whether sliding layers keep more than their window.
+  EXPECT_EQ(p.memory.kv, KvCacheBytes(KvLayoutForConfig(p.config), o.kv, 4096));
+  bool noted = false;
+  for (const auto& n : p.notes) noted = noted || n.find("sliding-window") != std::string::npos;
+  // Every layer slides here: a cache that kept only the window would hold 256 positions.
+  const int64_t window_only = KvCacheBytes(KvLayoutForConfig(p.config), o.kv, 256);
+  EXPECT_EQ(noted, p.memory.kv > window_only);
+  EXPECT_NE(PlanToText(p).find("6 sliding, window 256"), std::string::npos);
+}
+
+TEST(PlanVerdict, CudaCountsDeviceMemoryOnly) {
+  PlanOptions o = Opts("tq-llama-21m", 1024, 80);
+  o.device = PlanDevice::kCuda;  // with --ram-gb: no device query
+  const MemoryPlan p = MakeMemoryPlan(o);
+  EXPECT_EQ(p.device, "cuda");
+  EXPECT_EQ(p.reserve_tokenizer, 0);
+  EXPECT_EQ(p.reserve_device, 512 * kMiB);
+  EXPECT_EQ(p.memory.reserve, 512 * kMiB);
+}
+
 TEST(PlanVerdict, CudaWithoutCudaBuild) {
   PlanOptions o = Opts("tq-llama-21m", 64, 64);
   o.ram_gb.reset();

@@ -413,6 +413,9 @@ bool Contains(const Value& container, const Value& item) {
         if (Equals(e, item)) return true;
       return false;
     case Kind::kDict:
+      if (item.kind() == Kind::kList || item.kind() == Kind::kDict ||
+          item.kind() == Kind::kNamespace)
+        ThrowRender(fmt::format("unhashable type: '{}'", TypeName(item)));
       return container.dict().Find(item) != nullptr;
     default:
       ThrowRender(fmt::format("argument of type '{}' is not iterable", TypeName(container)));
