@@ -120,7 +120,21 @@ void Scheduler::Loop() {
       wake_.wait(lk, [&] { return stop_ || !queue_.empty() || !active_.empty(); });
       if (stop_) break;
     }
-    Step();
+    try {
+      Step();
+    } catch (const std::exception& e) {
+      // Nothing a request does may take the server down: whatever escaped (an engine call
+      // outside the guarded ones, say) fails the running sequences and empties their caches.
+      for (size_t i = active_.size(); i-- > 0;) {
+        const int c = active_[i]->cache;
+        caches_[size_t(c)].tokens.clear();
+        try {
+          engine_.Truncate(c, 0);
+        } catch (...) {
+        }
+        Finish(i, FinishReason::kError, std::string("scheduler: ") + e.what());
+      }
+    }
   }
   // Shutting down: nobody will run what is left.
   for (size_t i = active_.size(); i-- > 0;) Finish(i, FinishReason::kCancelled);
@@ -313,8 +327,22 @@ void Scheduler::Admit(Pending p) {
   TQ_CHECK(best >= 0, "scheduler", "no free KV cache (parallel exceeds the caches)");
   CacheSlot& slot = caches_[size_t(best)];
   if (int64_t(slot.tokens.size()) > best_common) {
-    engine_.Truncate(best, best_common);
     slot.tokens.resize(size_t(best_common));
+    try {
+      engine_.Truncate(best, best_common);
+    } catch (const std::exception& e) {
+      slot.tokens.clear();
+      try {
+        engine_.Truncate(best, 0);
+      } catch (...) {
+      }
+      {
+        std::lock_guard lk(mu_);
+        ++stats_.finished_error;
+      }
+      seq->req.sink->OnFinish(FinishReason::kError, seq->stats, e.what());
+      return;
+    }
   }
   slot.busy = true;
   slot.last_used = ++use_clock_;

@@ -311,6 +311,27 @@ TEST(Scheduler, EngineFailureFinishesWithErrorAndRecovers) {
   EXPECT_EQ(b->tokens, (std::vector<int32_t>{2, 3, 4}));
 }
 
+TEST(Scheduler, TruncateFailureFailsOnlyThatRequest) {
+  FakeEngine engine(100, 64, 1);
+  Scheduler sched(engine, {.parallel = 1, .max_queue = 4});
+  auto a = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1, 2, 3, 4}, 2, a))));
+  a->Wait();
+  engine.fail_truncate = true;
+  auto b = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1, 2, 9}, 2, b))));  // shares 2 tokens: truncates
+  b->Wait();
+  EXPECT_EQ(b->reason, FinishReason::kError);
+  engine.fail_truncate = false;
+  auto c = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1, 2, 9}, 2, c))));
+  c->Wait();
+  EXPECT_EQ(c->reason, FinishReason::kLength);
+  EXPECT_EQ(c->stats.cached_tokens, 0);  // the failed cache was emptied
+  EXPECT_EQ(c->tokens, (std::vector<int32_t>{10, 11}));
+  EXPECT_EQ(engine.CacheTokens(0), (std::vector<int32_t>{1, 2, 9, 10}));
+}
+
 TEST(Scheduler, StopCancelsEverything) {
   FakeEngine engine(1000, 100000, 1);
   engine.decode_delay_us = 1000;
