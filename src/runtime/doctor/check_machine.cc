@@ -44,7 +44,9 @@ void CheckMachine(DoctorState& st) {
                          d.runtime_version / 1000, d.runtime_version % 1000 / 10,
                          HumanBytes(d.free_bytes), HumanBytes(d.total_bytes)));
     } catch (const Error& e) {
-      st.Add(CheckStatus::kFail, "cuda", e.what());
+      // The CPU path still works: a warning, not a failure.
+      st.Add(CheckStatus::kWarn, "cuda",
+             fmt::format("built with CUDA but no usable device: {}", e.what()));
     }
   } else {
     st.Add(CheckStatus::kOk, "cuda", "not in this build (CPU only; -DTQ_CUDA=ON adds it)");
