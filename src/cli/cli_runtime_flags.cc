@@ -11,6 +11,7 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
   app.add_option("--kv-dtype", flags->kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
+  AddKvFlags(app, &flags->kv);
 }
 
 void ApplyThreads(const RuntimeFlags& flags) {

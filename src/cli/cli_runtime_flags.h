@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cli/cli_kv_flags.h"
 #include "kv/kv_cache.h"
 
 namespace tq::cli {
@@ -12,6 +13,7 @@ namespace tq::cli {
 struct RuntimeFlags {
   int threads = 0;  // 0 = all hardware threads
   std::string kv_dtype = "f16";
+  KvFlags kv;  // --kv-bits ... (cli_kv_flags.h); verbs call ApplyKvFlags(rt.kv, &options)
 };
 
 void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags);

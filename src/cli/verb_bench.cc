@@ -39,6 +39,7 @@ int Run(int argc, char** argv) {
   return RunApp(app, argc, argv, [&] {
     ApplyThreads(rt);
     o.kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
+    ApplyKvFlags(rt.kv, &o.kv);
     o.fill = fill == "prefill"     ? BenchOptions::Fill::kPrefill
              : fill == "synthetic" ? BenchOptions::Fill::kSynthetic
                                    : BenchOptions::Fill::kAuto;
@@ -59,6 +60,8 @@ int Run(int argc, char** argv) {
                           {"decode_context", r.decode_context},
                           {"context_fill", r.context_fill},
                           {"kv_dtype", rt.kv_dtype},
+                          {"kv_cache", DescribeKvCache(o.kv)},
+                          {"kv_bytes", r.kv_bytes},
                           {"threads", r.threads},
                           {"load_seconds", load_s},
                           {"bytes_read_per_decode_token", bytes_per_token},
@@ -79,7 +82,9 @@ int Run(int argc, char** argv) {
                   r.decode_tok_s, r.decode_seconds);
       std::printf("bytes/token  %.1f MB read per decoded token (weights used + KV): %.2f GB/s\n",
                   bytes_per_token / 1e6, bytes_per_token * r.decode_tok_s / 1e9);
-      std::printf("kv cache     %lld bytes/token\n", static_cast<long long>(r.kv_bytes_per_token));
+      std::printf("kv cache     %s: %lld bytes/token, %lld bytes at the end\n",
+                  DescribeKvCache(o.kv).c_str(), static_cast<long long>(r.kv_bytes_per_token),
+                  static_cast<long long>(r.kv_bytes));
       std::printf("peak rss     %.1f MB\n", double(r.peak_rss_bytes) / 1e6);
       if (!r.logits_finite) std::printf("WARNING      non-finite logits\n");
     }

@@ -104,6 +104,7 @@ int Run(int argc, char** argv) {
     }
     KvCacheOptions kv;
     kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
+    ApplyKvFlags(rt.kv, &kv);
     kv.max_tokens = int64_t(ids.size()) + opts.max_tokens;
     auto cache = model->NewCache(kv);
 
@@ -123,6 +124,10 @@ int Run(int argc, char** argv) {
                  load_s, static_cast<long long>(st.prompt_tokens), st.prefill_tok_s(),
                  static_cast<long long>(st.generated_tokens), st.decode_tok_s(),
                  FinishReasonName(st.finish), static_cast<unsigned long long>(opts.sampling.seed));
+    std::fprintf(stderr, "[kv cache %s] %lld bytes/token, %lld bytes for %lld tokens\n",
+                 DescribeKvCache(kv).c_str(), static_cast<long long>(cache->BytesPerToken()),
+                 static_cast<long long>(cache->BytesPerToken() * cache->size()),
+                 static_cast<long long>(cache->size()));
     return kExitOk;
   });
 }

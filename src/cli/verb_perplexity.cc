@@ -35,6 +35,7 @@ int Run(int argc, char** argv) {
   return RunApp(app, argc, argv, [&] {
     ApplyThreads(rt);
     o.kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
+    ApplyKvFlags(rt.kv, &o.kv);
     const std::string text = ReadFileToString(file);
     Timer load;
     auto tokenizer = Tokenizer::Load(model_dir);

@@ -103,10 +103,20 @@ int Run(int argc, char** argv) {
     tq::server::HttpServer server(*text, scheduler, so);
     const int bound = server.Bind();
     std::thread http([&] { server.Serve(); });
+    // Every cache may fill to the context: the most KV memory this server can take.
+    const double kv_gib = double(engine.kv_bytes_per_token()) * double(ctx) *
+                          double(parallel + keep) / double(1 << 30);
+    if (host != "127.0.0.1" && host != "localhost" && host != "::1" && api_key.empty()) {
+      std::fprintf(stderr,
+                   "turboquant serve: warning: listening on %s without --api-key: anyone who "
+                   "can reach this address can use the model\n",
+                   host.c_str());
+    }
     std::printf(
-        "turboquant serve: model '%s' (ctx %lld, parallel %d, kv %s) listening on "
-        "http://%s:%d\n",
-        so.model_id.c_str(), (long long)ctx, parallel, kv_dtype.c_str(), host.c_str(), bound);
+        "turboquant serve: model '%s' (ctx %lld, parallel %d, kv %s up to %.2f GiB) "
+        "listening on http://%s:%d\n",
+        so.model_id.c_str(), (long long)ctx, parallel, kv_dtype.c_str(), kv_gib, host.c_str(),
+        bound);
     std::fflush(stdout);
 
     int sig = 0;

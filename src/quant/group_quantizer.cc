@@ -63,6 +63,7 @@ void CheckSpec(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec
                so.search_hi >= so.search_lo && so.search_hi <= 100,
            where, "scale search: {} steps over [{}, {}]", so.search_steps, so.search_lo,
            so.search_hi);
+  TQ_CHECK(so.search_prune >= 1.0f, where, "scale search prune factor {} < 1", so.search_prune);
   if (spec.method == QuantMethod::kAffine) {
     TQ_CHECK(spec.format != CodeFormat::kTernary, where,
              "affine quantization needs a binary format, not ternary");
@@ -135,8 +136,9 @@ uint16_t FitScale(const float* w, int64_t n, const ScaleOptions& opt, uint8_t* c
                                                                    (opt.search_steps - 1);
       const uint16_t s = ScaleToF16(rms * f, "quantize group");
       if (s == F32ToF16(float(rms))) continue;  // the RMS run is done
-      consider(s, assign(F16ToF32(s), trial));
-      refine(s);
+      const double e = assign(F16ToF32(s), trial);
+      consider(s, e);
+      if (e <= double(opt.search_prune) * best_err) refine(s);
     }
   }
   if (sq_error) *sq_error = best_err;

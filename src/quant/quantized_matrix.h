@@ -41,6 +41,9 @@ struct ScaleOptions {
   int search_steps = 9;
   float search_lo = 0.7f;
   float search_hi = 1.3f;
+  // A start is refined only if its first error is within this factor of the best so far (1.15
+  // loses < 0.2% of the search's gain on Gaussian data and runs 1.75x faster than no pruning).
+  float search_prune = 1.15f;
 };
 
 // What to quantize to. The affine method uses binary formats only and ignores scale/codebook.

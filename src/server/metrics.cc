@@ -83,6 +83,12 @@ std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
   w.One("decode_steps_total", "counter", "Batched decode steps.", double(s.decode_steps_total));
   w.One("decode_seconds_total", "counter", "Time spent in batched decode.", s.decode_seconds_total);
   w.One("prefill_seconds_total", "counter", "Time spent in prefill.", s.prefill_seconds_total);
+  w.Family("time_to_first_token_seconds", "summary", "Submit to first token, per sequence.");
+  w.Sample("time_to_first_token_seconds_sum", s.ttft_seconds_sum);
+  w.Sample("time_to_first_token_seconds_count", double(s.ttft_count));
+  w.Family("queue_wait_seconds", "summary", "Submit to decode slot, per sequence.");
+  w.Sample("queue_wait_seconds_sum", s.queue_seconds_sum);
+  w.Sample("queue_wait_seconds_count", double(s.ttft_count));
   w.One("tokens_per_second", "gauge", "Generated tokens per second over the last 5 s.",
         s.tokens_per_second);
   w.One("requests_queued", "gauge", "Sequences waiting for a slot.", double(s.queued));

@@ -47,6 +47,10 @@ struct SchedulerStats {
   int64_t generated_tokens_total = 0;
   int64_t decode_steps_total = 0;
   double decode_seconds_total = 0, prefill_seconds_total = 0;
+  // Time to first token (submit -> first token) and queue wait (submit -> slot), summed over
+  // the sequences that got that far: mean = sum / count.
+  double ttft_seconds_sum = 0, queue_seconds_sum = 0;
+  int64_t ttft_count = 0;
   double tokens_per_second = 0;  // generated tokens/s over the last few seconds
   int queued = 0, active = 0;
   int64_t kv_tokens_active = 0;  // tokens in the caches of running sequences

@@ -223,6 +223,48 @@ void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>& out) const
   for (const Symbol& s : sym) {
     if (s.live) out.push_back(s.id);
   }
+  // Do not keep a huge word's scratch alive in every thread that once saw one.
+  if (sym.capacity() > (size_t{1} << 20)) {
+    std::vector<Symbol>().swap(sym);
+    std::vector<QueuedMerge>().swap(heap);
+  }
+}
+
+void BpeModel::MergeCached(std::string_view word, std::vector<int32_t>& out) const {
+  const bool cacheable = word.size() < kMaxCachedWord;
+  if (cacheable && cache_->Get(word, out)) return;
+  const size_t start = out.size();
+  MergeWord(word, out);
+  if (cacheable) cache_->Put(word, out.data() + start, out.size() - start);
+}
+
+bool BpeModel::IsSingleToken(char32_t c, std::string_view bytes) const {
+  if (c < 0x80) return ascii_ids_[c] >= 0;
+  return vocab_.find(bytes) != vocab_.end();
+}
+
+bool BpeModel::Crossable(char32_t a, char32_t b) const {
+  if (a < 0x80 && b < 0x80) return crossable_ascii_[a * 128 + b];
+  return crossable_.count((uint64_t(a) << 32) | b) != 0;
+}
+
+void BpeModel::TokenizeLong(std::string_view word, std::vector<int32_t>& out) const {
+  size_t chunk = 0, i = 0;
+  char32_t prev = 0;
+  bool prev_single = false;
+  while (i < word.size()) {
+    const size_t b = i;
+    const char32_t c = NextChar(word, i);
+    const bool single = IsSingleToken(c, word.substr(b, i - b));
+    // Both sides plain one-character tokens that no merged token ever joins: cut here.
+    if (b > chunk && prev_single && single && !Crossable(prev, c)) {
+      MergeCached(word.substr(chunk, b - chunk), out);
+      chunk = b;
+    }
+    prev = c;
+    prev_single = single;
+  }
+  MergeCached(word.substr(chunk), out);
 }
 
 void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>& out) const {
@@ -234,11 +276,13 @@ void BpeModel::Tokenize(std::string_view word, std::vector<int32_t>& out) const 
       return;
     }
   }
-  const bool cacheable = word.size() < kMaxCachedWord;
-  if (cacheable && cache_->Get(word, out)) return;
-  const size_t start = out.size();
-  MergeWord(word, out);
-  if (cacheable) cache_->Put(word, out.data() + start, out.size() - start);
+  // Chunking relies on a merged token being the plain concatenation of its parts and on no
+  // character's token depending on its place in the word: no prefix/suffix.
+  if (word.size() >= kMaxCachedWord && prefix_.empty() && suffix_.empty()) {
+    TokenizeLong(word, out);
+    return;
+  }
+  MergeCached(word, out);
 }
 
 std::unique_ptr<BpeModel> BpeModel::FromJson(const Json& j, const std::string& where) {
@@ -288,6 +332,7 @@ std::unique_ptr<BpeModel> BpeModel::FromJson(const Json& j, const std::string& w
 
   const Json& merges = j.contains("merges") ? GetArray(j, "merges", w) : Json::array();
   m->merges_.Reserve(merges.size());
+  m->crossable_ascii_.assign(128 * 128, false);
   auto id_of = [&](const std::string& tok, size_t rank) {
     auto it = m->vocab_.find(tok);
     TQ_CHECK(it != m->vocab_.end(), w, "merge {} references '{}', which is not in the vocab", rank,
@@ -312,8 +357,20 @@ std::unique_ptr<BpeModel> BpeModel::FromJson(const Json& j, const std::string& w
     }
     TQ_CHECK(b.size() >= m->prefix_.size(), w, "merge {}: '{}' is shorter than the prefix", r, b);
     const int32_t ia = id_of(a, r), ib = id_of(b, r);
-    const int32_t merged = id_of(a + b.substr(m->prefix_.size()), r);
-    m->merges_.Insert(ia, ib, int32_t(r), merged);
+    const std::string s = a + b.substr(m->prefix_.size());
+    m->merges_.Insert(ia, ib, int32_t(r), id_of(s, r));
+    if (s.empty()) continue;
+    size_t i = 0;
+    char32_t prev = NextChar(s, i);
+    while (i < s.size()) {
+      const char32_t c = NextChar(s, i);
+      if (prev < 0x80 && c < 0x80) {
+        m->crossable_ascii_[prev * 128 + c] = true;
+      } else {
+        m->crossable_.insert((uint64_t(prev) << 32) | c);
+      }
+      prev = c;
+    }
   }
   return m;
 }

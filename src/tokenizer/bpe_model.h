@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tokenizer/json_util.h"
@@ -64,13 +65,24 @@ class BpeModel {
   // Appends the ids of one pre-tokenized word.
   void Tokenize(std::string_view word, std::vector<int32_t>& out) const;
 
+  // The plain merge loop on the whole word: no chunking, no cache, no ignore_merges shortcut.
+  // Tokenize() must agree with it on every word (tests compare the two).
+  void TokenizeUnchunked(std::string_view word, std::vector<int32_t>& out) const {
+    MergeWord(word, out);
+  }
+
   std::optional<int32_t> TokenToId(std::string_view token) const;
   const std::string* IdToToken(int32_t id) const;  // nullptr if unknown
   int64_t max_id() const { return max_id_; }       // -1 for an empty vocab
+  int64_t vocab_count() const { return int64_t(vocab_.size()); }
 
  private:
   BpeModel() = default;
   void MergeWord(std::string_view word, std::vector<int32_t>& out) const;
+  void MergeCached(std::string_view word, std::vector<int32_t>& out) const;
+  void TokenizeLong(std::string_view word, std::vector<int32_t>& out) const;
+  bool IsSingleToken(char32_t c, std::string_view bytes) const;
+  bool Crossable(char32_t a, char32_t b) const;
   void AddChar(std::string_view piece, size_t byte_len, struct WordState& w) const;
   class Cache;
 
@@ -88,6 +100,11 @@ class BpeModel {
   int32_t ascii_ids_[128];    // id of each 1-byte token, -1 if none
   int32_t byte_tokens_[256];  // id of "<0xNN>", -1 if none
   std::unique_ptr<Cache> cache_;
+  // Adjacent character pairs found inside some merged token: a merge can only ever join two
+  // symbols across a boundary whose two characters form such a pair, so a long word splits into
+  // independent chunks at every other boundary (same result, and the chunks hit the cache).
+  std::vector<bool> crossable_ascii_;  // [128 * 128]
+  std::unordered_set<uint64_t> crossable_;
 };
 
 }  // namespace tq::tok

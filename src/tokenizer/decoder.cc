@@ -200,6 +200,7 @@ size_t GetCount(const Json& j, const char* key, const std::string& w) {
 }  // namespace
 
 std::unique_ptr<Decoder> MakeDecoder(const Json& j, const std::string& where) {
+  NestingGuard guard(where);
   const std::string type = TypeOf(j, where);
   const std::string w = where + ": decoder " + type;
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();

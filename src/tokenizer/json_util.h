@@ -60,6 +60,24 @@ inline std::string TypeOf(const Json& j, const std::string& where) {
   return GetString(j, "type", where);
 }
 
+// Bounds the nesting of Sequence components (a hostile file must not exhaust the stack).
+class NestingGuard {
+ public:
+  explicit NestingGuard(const std::string& where) {
+    TQ_CHECK(++depth() <= kMaxDepth, where, "components nested deeper than {}", kMaxDepth);
+  }
+  ~NestingGuard() { --depth(); }
+  NestingGuard(const NestingGuard&) = delete;
+  NestingGuard& operator=(const NestingGuard&) = delete;
+
+ private:
+  static constexpr int kMaxDepth = 64;
+  static int& depth() {
+    thread_local int d = 0;
+    return d;
+  }
+};
+
 // A single Unicode character given as a JSON string (Metaspace replacement, Strip content).
 char32_t GetChar(const Json& j, const char* key, const std::string& where);
 

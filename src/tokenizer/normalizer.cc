@@ -187,6 +187,7 @@ class SequenceNormalizer final : public Normalizer {
 }  // namespace
 
 std::unique_ptr<Normalizer> MakeNormalizer(const Json& j, const std::string& where) {
+  NestingGuard guard(where);
   const std::string type = TypeOf(j, where);
   const std::string w = where + ": normalizer " + type;
   if (type == "NFC") return std::make_unique<UnicodeNormalizer>(UnicodeNormalizer::kNFC, w);

@@ -18,10 +18,15 @@ namespace tq::tok {
 
 struct Pipeline {
   std::string where;
-  std::vector<AddedToken> added;        // as listed, ids resolved
-  StringMap<int32_t> added_by_content;  // content -> id
-  std::unordered_map<int32_t, std::string> added_by_id;
-  std::unordered_map<int32_t, bool> special_ids;    // id -> special
+  // Added tokens as `tokenizers` registers them: one by one, each taking the id of its content if
+  // known (added before, or in the model vocab), else the next free id past the model vocab. The
+  // ids written in the file are not used (the library only warns when they differ).
+  StringMap<int32_t> added_by_content;                  // content -> id
+  std::unordered_map<int32_t, AddedToken> added_by_id;  // id -> the token (last registration)
+  StringMap<bool> special_contents;                     // contents of special added tokens
+  // What Decode/IdToToken show for an added token: its content, or for a normalized=true token
+  // the normalizer's output when that differs (`tokenizers` >= 0.23 decodes those this way).
+  std::unordered_map<int32_t, std::string> added_text;
   std::unique_ptr<AddedTokenMatcher> raw_matcher;   // normalized=false tokens
   std::unique_ptr<AddedTokenMatcher> norm_matcher;  // normalized=true tokens (normalized form)
   std::unique_ptr<Normalizer> normalizer;           // may be null

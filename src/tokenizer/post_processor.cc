@@ -78,6 +78,7 @@ int32_t PairId(const Json& j, const char* key, const std::string& w) {
 }  // namespace
 
 std::unique_ptr<PostProcessor> MakePostProcessor(const Json& j, const std::string& where) {
+  NestingGuard guard(where);
   const std::string type = TypeOf(j, where);
   const std::string w = where + ": post_processor " + type;
   if (type == "TemplateProcessing") return MakeTemplate(j, w);

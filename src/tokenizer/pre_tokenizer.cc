@@ -270,6 +270,7 @@ class SequencePreTokenizer final : public PreTokenizer {
 }  // namespace
 
 std::unique_ptr<PreTokenizer> MakePreTokenizer(const Json& j, const std::string& where) {
+  NestingGuard guard(where);
   const std::string type = TypeOf(j, where);
   const std::string w = where + ": pre_tokenizer " + type;
   if (type == "Split") {

@@ -34,6 +34,72 @@ ThreadMatchState& MatchState() {
   return state;
 }
 
+// `tokenizers` compiles its regexes with Oniguruma, whose Unicode \s is the White_Space property
+// (PCRE2's also takes U+180E), whose \w is Alphabetic+M+Nd+Pc+Join_Control (PCRE2's is L+N+_),
+// and whose \h is a hex digit (PCRE2: horizontal space). Rewrites those escapes so PCRE2 agrees.
+std::string OnigToPcre(const std::string& re) {
+  static const char kWord[] = R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control})";
+  std::string out;
+  out.reserve(re.size() + 16);
+  bool in_class = false;
+  size_t class_start = 0;  // index in `re` just after "[" or "[^"
+  for (size_t i = 0; i < re.size(); ++i) {
+    const char c = re[i];
+    if (c == '\\' && i + 1 < re.size()) {
+      const char e = re[++i];
+      if (e == 'Q') {  // \Q...\E: literal text, copied as is
+        const size_t end = re.find("\\E", i + 1);
+        const size_t stop = end == std::string::npos ? re.size() : end + 2;
+        out.append(re, i - 1, stop - (i - 1));
+        i = stop - 1;
+        continue;
+      }
+      switch (e) {
+        case 's':
+          out += R"(\p{White_Space})";
+          break;
+        case 'S':
+          out += R"(\P{White_Space})";
+          break;
+        case 'h':
+          out += in_class ? "0-9a-fA-F" : "[0-9a-fA-F]";
+          break;
+        case 'H':
+          out += in_class ? "\\H" : "[^0-9a-fA-F]";
+          break;
+        case 'w':
+          out += in_class ? std::string(kWord) : "[" + std::string(kWord) + "]";
+          break;
+        case 'W':
+          out += in_class ? std::string("\\W") : "[^" + std::string(kWord) + "]";
+          break;
+        default:
+          out.push_back('\\');
+          out.push_back(e);
+      }
+      continue;
+    }
+    if (!in_class && c == '[') {
+      in_class = true;
+      out.push_back(c);
+      if (i + 1 < re.size() && re[i + 1] == '^') out.push_back(re[++i]);
+      class_start = i + 1;
+      continue;
+    }
+    if (in_class && c == '[' && i + 1 < re.size() && re[i + 1] == ':') {  // [:alpha:]
+      const size_t end = re.find(":]", i + 2);
+      if (end != std::string::npos) {
+        out.append(re, i, end + 2 - i);
+        i = end + 1;
+        continue;
+      }
+    }
+    if (in_class && c == ']' && i != class_start) in_class = false;
+    out.push_back(c);
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Regex::Impl {
@@ -46,7 +112,8 @@ Regex::Regex(const std::string& pattern, const std::string& where) : impl_(new I
   impl_->where = where;
   int err = 0;
   PCRE2_SIZE err_off = 0;
-  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+  const std::string pcre = OnigToPcre(pattern);
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pcre.data()), pcre.size(),
                               PCRE2_UTF | PCRE2_UCP, &err, &err_off, nullptr);
   if (!impl_->code) {
     PCRE2_UCHAR msg[256];

@@ -81,14 +81,11 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_to
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
-    auto added = p.added_by_id.find(id);
-    const std::string* tok = added != p.added_by_id.end() ? &added->second : p.model->IdToToken(id);
+    auto added = p.added_text.find(id);
+    const std::string* tok = added != p.added_text.end() ? &added->second : p.model->IdToToken(id);
     if (!tok) continue;
-    if (skip_special_tokens) {
-      // `tokenizers` asks whether the token's content is a special added token.
-      auto a = p.added_by_content.find(*tok);
-      if (a != p.added_by_content.end() && IsSpecial(a->second)) continue;
-    }
+    // `tokenizers` asks whether the token's content is that of a special added token.
+    if (skip_special_tokens && p.special_contents.count(*tok)) continue;
     tokens.push_back(*tok);
   }
   if (!p.decoder) {
@@ -114,15 +111,15 @@ std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
 }
 
 std::string Tokenizer::IdToToken(int32_t id) const {
-  auto it = p_->added_by_id.find(id);
-  if (it != p_->added_by_id.end()) return it->second;
+  auto it = p_->added_text.find(id);
+  if (it != p_->added_text.end()) return it->second;
   const std::string* t = p_->model->IdToToken(id);
   return t ? *t : std::string();
 }
 
 bool Tokenizer::IsSpecial(int32_t id) const {
-  auto it = p_->special_ids.find(id);
-  return it != p_->special_ids.end() && it->second;
+  auto it = p_->added_by_id.find(id);
+  return it != p_->added_by_id.end() && p_->special_contents.count(it->second.content) > 0;
 }
 
 }  // namespace tq

@@ -41,8 +41,10 @@ class Tokenizer {
 
   int64_t vocab_size() const;  // max id + 1 over the model vocab and the added tokens
   std::optional<int32_t> TokenToId(std::string_view token) const;
-  std::string IdToToken(int32_t id) const;  // "" if unknown
-  bool IsSpecial(int32_t id) const;         // an added token with special=true
+  // The token string Decode works from ("" if unknown): the vocab entry, or an added token's
+  // content (its normalized form for a normalized=true added token, as `tokenizers` does).
+  std::string IdToToken(int32_t id) const;
+  bool IsSpecial(int32_t id) const;  // an added token with special=true
 
  private:
   explicit Tokenizer(std::unique_ptr<tok::Pipeline> p);

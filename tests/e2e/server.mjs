@@ -32,8 +32,8 @@ export function rssBytes(pid) {
 }
 
 // Returns { url, baseURL, proc, stop() } once the server prints its URL.
-export async function startServer(extraArgs = []) {
-  const args = ['serve', '--model', modelDir(), '--host', '127.0.0.1', '--port', '0', ...extraArgs];
+export async function startServer(extraArgs = [], model = modelDir()) {
+  const args = ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0', ...extraArgs];
   const proc = spawn(binaryPath(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d) => { stderr += d; });

@@ -127,6 +127,25 @@ TEST(PackingTest, TernaryByteExhaustive) {
   }
 }
 
+// Any bytes (a hostile file) unpack to in-range codes, so codebook lookups stay in bounds.
+TEST(PackingTest, ArbitraryBytesGiveValidCodes) {
+  SplitMix64 rng(9);
+  for (CodeFormat f : kAllFormats) {
+    const int64_t n = 1000;
+    std::vector<uint8_t> packed(PackedBytes(f, n)), codes(static_cast<size_t>(n));
+    for (int rep = 0; rep < 20; ++rep) {
+      for (auto& b : packed) b = uint8_t(rep == 0 ? 0xff : rng.Next());
+      UnpackCodes(f, packed.data(), n, codes.data());
+      for (uint8_t c : codes) ASSERT_LT(int(c), Traits(f).levels) << Traits(f).name;
+    }
+  }
+  for (int q = 0; q < 256; ++q) {
+    uint8_t t[5];
+    UnpackTrits5(uint8_t(q), t);
+    for (uint8_t v : t) ASSERT_LE(v, 2) << q;
+  }
+}
+
 TEST(PackingTest, TernaryShortChunkUsesCeilBytes) {
   // 7 trits: B = 2 bytes; byte 0 holds t0, t2, t4, t6; byte 1 holds t1, t3, t5.
   const uint8_t trits[7] = {1, 2, 0, 1, 2, 0, 1};

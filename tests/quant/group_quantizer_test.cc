@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/thread_pool.h"
 #include "quant/packing.h"
 #include "quant/rng.h"
 
@@ -222,6 +223,22 @@ TEST(GroupQuantizerTest, RejectsBadInput) {
   w[100] = 1e6f;  // scale overflows fp16
   EXPECT_THROW(Quantize(w.data(), 2, 96, Spec(QuantMethod::kCodebook, CodeFormat::kQ4, 32)), Error);
   EXPECT_THROW(Quantize(w.data(), 2, 96, Spec(QuantMethod::kAffine, CodeFormat::kQ4, 32)), Error);
+}
+
+// The converter's output must not depend on the machine's thread count.
+TEST(GroupQuantizerTest, ResultIndependentOfThreadCount) {
+  const std::vector<float> w = Gaussian(37 * 256, 12, 0.03);
+  const QuantSpec spec = Spec(QuantMethod::kCodebook, CodeFormat::kQ3, 64);
+  ThreadPool::SetGlobalThreads(1);
+  const QuantizedMatrix one = Quantize(w.data(), 37, 256, spec);
+  const QuantError e1 = QuantizationError(w.data(), 37, 256, spec);
+  ThreadPool::SetGlobalThreads(3);
+  const QuantizedMatrix three = Quantize(w.data(), 37, 256, spec);
+  const QuantError e3 = QuantizationError(w.data(), 37, 256, spec);
+  ThreadPool::SetGlobalThreads(0);
+  EXPECT_EQ(one.codes, three.codes);
+  EXPECT_EQ(one.scales, three.scales);
+  EXPECT_EQ(e1.sq_error, e3.sq_error);
 }
 
 TEST(GroupQuantizerTest, ValidateCatchesInconsistentMatrices) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,6 +26,7 @@ class FakeEngine : public Engine {
   int num_caches() const override { return int(caches_.size()); }
   int64_t kv_bytes_per_token() const override { return 16; }
   void Truncate(int cache, int64_t n) override {
+    if (fail_truncate && n > 0) throw std::runtime_error("fake: truncate failed");
     std::lock_guard lk(mu_);
     auto& c = caches_.at(size_t(cache));
     if (n < int64_t(c.size())) c.resize(size_t(n));
@@ -35,6 +37,7 @@ class FakeEngine : public Engine {
     c.insert(c.end(), tokens.begin(), tokens.end());
     if (int64_t(c.size()) > context_) throw std::runtime_error("fake: cache overflow");
     prefilled_tokens += int64_t(tokens.size());
+    log += 'P';
     ++prefill_calls;
     OneHot(c.back(), logits);
   }
@@ -46,6 +49,7 @@ class FakeEngine : public Engine {
     if (fail_decode) throw std::runtime_error("fake: decode failed");
     max_batch = std::max<int64_t>(max_batch, int64_t(tokens.size()));
     ++decode_calls;
+    log += 'D';
     for (size_t b = 0; b < tokens.size(); ++b) {
       auto& c = caches_.at(size_t(caches[b]));
       c.push_back(tokens[b]);
@@ -59,8 +63,13 @@ class FakeEngine : public Engine {
   }
 
   std::atomic<int64_t> prefilled_tokens{0}, prefill_calls{0}, decode_calls{0}, max_batch{0};
-  std::atomic<bool> fail_decode{false};
+  std::atomic<bool> fail_decode{false}, fail_truncate{false};
   std::atomic<int> decode_delay_us{0};
+  std::string log;  // 'P' per Prefill, 'D' per Decode, in order (guarded by mu_)
+  std::string Log() {
+    std::lock_guard lk(mu_);
+    return log;
+  }
 
  private:
   void OneHot(int32_t last, float* logits) const {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "fake_engine.h"
 
@@ -153,12 +154,32 @@ TEST(Scheduler, BatchesConcurrentSequences) {
     EXPECT_EQ(sinks[i]->tokens[0], 100 * i + 2);
     EXPECT_EQ(sinks[i]->tokens[29], 100 * i + 31);
   }
-  EXPECT_EQ(engine.max_batch, 4);
+  EXPECT_EQ(engine.max_batch, 4) << engine.Log();
   // 4 x 29 decoded tokens in about 29 steps, not 116.
   EXPECT_LE(engine.decode_calls, 29 + 4);
   const SchedulerStats st = sched.Stats();
   EXPECT_EQ(st.generated_tokens_total, 120);
   EXPECT_EQ(st.finished_length, 4);
+}
+
+TEST(Scheduler, LongPrefillIsChunkedBetweenDecodeSteps) {
+  FakeEngine engine(1000, 1024, 2);
+  engine.decode_delay_us = 1000;
+  Scheduler sched(engine, {.parallel = 2, .max_queue = 4, .prefill_chunk = 8});
+  auto running = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1}, 200, running))));
+  while (sched.Stats().generated_tokens_total < 3) std::this_thread::yield();
+  auto late = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req(std::vector<int32_t>(80, 7), 2, late))));
+  late->Wait();
+  running->Wait();
+  // The 80-token prompt went in 10 chunks, each followed by a decode step of the other.
+  const std::string log = engine.Log();
+  const size_t first = log.find('P', 1);  // skip the first sequence's own prefill
+  ASSERT_NE(first, std::string::npos);
+  EXPECT_NE(log.find("PDPDPDPDPDPDPDPDPDPD", first), std::string::npos) << log;
+  EXPECT_EQ(late->stats.prompt_tokens, 80);
+  EXPECT_EQ(running->tokens.size(), 200u);
 }
 
 TEST(Scheduler, QueueBoundAndLateJoiners) {
@@ -288,6 +309,27 @@ TEST(Scheduler, EngineFailureFinishesWithErrorAndRecovers) {
   b->Wait();
   EXPECT_EQ(b->reason, FinishReason::kLength);
   EXPECT_EQ(b->tokens, (std::vector<int32_t>{2, 3, 4}));
+}
+
+TEST(Scheduler, TruncateFailureFailsOnlyThatRequest) {
+  FakeEngine engine(100, 64, 1);
+  Scheduler sched(engine, {.parallel = 1, .max_queue = 4});
+  auto a = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1, 2, 3, 4}, 2, a))));
+  a->Wait();
+  engine.fail_truncate = true;
+  auto b = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1, 2, 9}, 2, b))));  // shares 2 tokens: truncates
+  b->Wait();
+  EXPECT_EQ(b->reason, FinishReason::kError);
+  engine.fail_truncate = false;
+  auto c = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1, 2, 9}, 2, c))));
+  c->Wait();
+  EXPECT_EQ(c->reason, FinishReason::kLength);
+  EXPECT_EQ(c->stats.cached_tokens, 0);  // the failed cache was emptied
+  EXPECT_EQ(c->tokens, (std::vector<int32_t>{10, 11}));
+  EXPECT_EQ(engine.CacheTokens(0), (std::vector<int32_t>{1, 2, 9, 10}));
 }
 
 TEST(Scheduler, StopCancelsEverything) {

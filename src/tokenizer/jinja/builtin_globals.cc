@@ -100,8 +100,9 @@ Value MakeDictFn(Evaluator&, CallArgs& a) {
   return d;
 }
 
-Value MakeNamespaceFn(Evaluator&, CallArgs& a) {
+Value MakeNamespaceFn(Evaluator& ev, CallArgs& a) {
   Value d = Value::MakeNamespace();
+  ev.TrackNamespace(d);
   FillDict(d.dict(), a, "namespace");
   return d;
 }

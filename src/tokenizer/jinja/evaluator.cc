@@ -20,6 +20,11 @@ struct Evaluator::MacroState : public Callable {
 Evaluator::Evaluator(std::shared_ptr<Dict> globals, const RenderLimits& limits)
     : globals_(std::move(globals)), limits_(limits), frame_(std::make_shared<Frame>()) {}
 
+Evaluator::~Evaluator() {
+  for (auto& f : closure_frames_) f->vars.clear();
+  for (auto& ns : namespaces_) ns.dict().items.clear();
+}
+
 std::string Evaluator::Render(const Body& body) { return Capture(body); }
 
 void Evaluator::Tick() {
@@ -145,8 +150,13 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s) {
 }
 
 void Evaluator::ExecFor(const Stmt& s, bool* broke) {
-  const Value iterable = Eval(*s.expr);
-  List items = Iterate(iterable);
+  List items;
+  try {
+    items = Iterate(Eval(*s.expr));
+  } catch (RenderError& e) {
+    if (e.line == 0) e.line = s.expr->pos.line, e.col = s.expr->pos.col;
+    throw;
+  }
   if (s.filter) {
     List kept;
     for (Value& item : items) {
@@ -170,23 +180,21 @@ void Evaluator::ExecFor(const Stmt& s, bool* broke) {
     Value loop = Value::MakeNamespace();
     Dict& d = loop.dict();
     d.items.reserve(12);
-    d.items.emplace_back("index", Value(i + 1));
-    d.items.emplace_back("index0", Value(i));
-    d.items.emplace_back("revindex", Value(n - i));
-    d.items.emplace_back("revindex0", Value(n - i - 1));
-    d.items.emplace_back("first", Value(i == 0));
-    d.items.emplace_back("last", Value(i == n - 1));
-    d.items.emplace_back("length", Value(n));
-    d.items.emplace_back("depth", Value(1));
-    d.items.emplace_back("depth0", Value(0));
-    d.items.emplace_back("previtem",
-                         i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
-    d.items.emplace_back("nextitem",
-                         i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
-    d.items.emplace_back("cycle", MakeFunction("loop.cycle", [i](Evaluator&, CallArgs& a) {
-                           if (a.pos.empty()) ThrowRender("no items for cycling given");
-                           return a.pos[i % static_cast<int64_t>(a.pos.size())];
-                         }));
+    d.Add("index", Value(i + 1));
+    d.Add("index0", Value(i));
+    d.Add("revindex", Value(n - i));
+    d.Add("revindex0", Value(n - i - 1));
+    d.Add("first", Value(i == 0));
+    d.Add("last", Value(i == n - 1));
+    d.Add("length", Value(n));
+    d.Add("depth", Value(1));
+    d.Add("depth0", Value(0));
+    d.Add("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
+    d.Add("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
+    d.Add("cycle", MakeFunction("loop.cycle", [i](Evaluator&, CallArgs& a) {
+            if (a.pos.empty()) ThrowRender("no items for cycling given");
+            return a.pos[i % static_cast<int64_t>(a.pos.size())];
+          }));
     frame_->vars["loop"] = loop;
     Assign(s.target, items[i], s.pos);
     if (ExecBody(s.body) == Flow::kBreak) {
@@ -270,9 +278,11 @@ Value Evaluator::EvalInner(const Expr& e) {
         Value start = sl.a ? Eval(*sl.a) : Value::None();
         Value stop = sl.b ? Eval(*sl.b) : Value::None();
         Value step = sl.c ? Eval(*sl.c) : Value::None();
+        // As in Jinja, slicing is plain Python subscription (no undefined fallback).
         if (obj.is_undefined()) FailUndefined(obj);
+        if (obj.is_mapping()) ThrowRender("unhashable type: 'slice'");
         if (!obj.is_string() && !obj.is_sequence())
-          return Value::Undefined(fmt::format("{} has no element slice", ObjectTypeRepr(obj)));
+          ThrowRender(fmt::format("'{}' object is not subscriptable", TypeName(obj)));
         return SliceValue(obj, start, stop, step);
       }
       return GetItem(obj, Eval(*e.b));
@@ -447,6 +457,8 @@ Value Evaluator::MakeMacro(const std::shared_ptr<MacroDef>& def, Value caller) {
   auto m = std::make_shared<MacroState>();
   m->def = def;
   m->closure = frame_;
+  if (closure_frames_.empty() || closure_frames_.back() != frame_)
+    closure_frames_.push_back(frame_);
   m->caller = std::move(caller);
   return Value::MakeCallable(m);
 }

@@ -23,6 +23,11 @@ struct RenderLimits {
 class Evaluator {
  public:
   Evaluator(std::shared_ptr<Dict> globals, const RenderLimits& limits);
+  // Breaks the reference cycles a render can build (a macro stored in the frame it closes over,
+  // a namespace holding itself) so that nothing leaks.
+  ~Evaluator();
+  Evaluator(const Evaluator&) = delete;
+  Evaluator& operator=(const Evaluator&) = delete;
 
   // Renders the body; RenderError carries the failing node's position.
   std::string Render(const Body& body);
@@ -34,6 +39,8 @@ class Evaluator {
   Value GetAttr(const Value& obj, const std::string& name);  // obj.name
   Value GetItem(const Value& obj, const Value& key);         // obj[key]
   void Tick();
+  // Namespaces can be made to contain themselves; they are emptied when the render ends.
+  void TrackNamespace(const Value& ns) { namespaces_.push_back(ns); }
   size_t max_size() const { return limits_.max_output_bytes; }
 
   struct Frame {
@@ -67,6 +74,8 @@ class Evaluator {
   std::string* out_ = nullptr;
   uint64_t steps_ = 0;
   int call_depth_ = 0;
+  std::vector<Value> namespaces_;
+  std::vector<std::shared_ptr<Frame>> closure_frames_;  // frames that macros close over
 };
 
 }  // namespace tq::jinja

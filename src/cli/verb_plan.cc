@@ -1,0 +1,103 @@
+// turboquant plan --model DIR [--context 16384] [--bits B] [--group-size G]
+//   [--kv-bits B | --kv-k-bits B --kv-v-bits B] [--prefill-step N] [--ram-gb X]
+//   [--device cpu|cuda] [--json]
+// Will it fit? Reads config.json and the safetensors headers only. Exit 0 fits, 1 does not fit
+// (or only with a smaller context / prefill step) or files missing, 2 usage error.
+#include <cstdio>
+
+#include "cli/cli_kv_flags.h"
+#include "cli/verb.h"
+#include "core/error.h"
+#include "model/quant_recipe.h"
+#include "runtime/plan/memory_plan.h"
+#include "runtime/plan/plan_report.h"
+
+namespace tq::cli {
+namespace {
+
+int Run(int argc, char** argv) {
+  CLI::App app{
+      "Will a model fit? Projects weights, KV cache, prefill workspace and runtime reserve at a "
+      "context against this machine's memory (reads config.json and safetensors headers only)",
+      argv[0]};
+  PlanOptions o;
+  QuantRecipeOptions r;
+  std::string method = "turboquant", rotation = "hadamard", device = "cpu", kv_dtype = "f16";
+  std::optional<int> bits;
+  std::optional<double> ram_gb;
+  bool json = false;
+  app.add_option("--model", o.model_dir, "model directory (config.json + safetensors)")->required();
+  app.add_option("--context", o.context, "tokens in the KV cache")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  auto* o_bits = app.add_option("--bits", bits,
+                                "project a TurboQuant conversion at B bits (2, 3, 4, 8); "
+                                "default: the weights as stored");
+  std::vector<CLI::Option*> recipe_flags = {
+      app.add_option("--group-size", r.group_size, "with --bits: group size (32, 64, 128)"),
+      app.add_option("--method", method, "with --bits: turboquant or affine")
+          ->check(CLI::IsMember({"turboquant", "affine"})),
+      app.add_option("--attn-bits", r.attn_bits, "with --bits: attention linears' bits"),
+      app.add_option("--mlp-bits", r.mlp_bits, "with --bits: MLP and expert linears' bits"),
+      app.add_option("--mlp-group-size", r.mlp_group_size, "with --bits: MLP/expert group size"),
+      app.add_flag("--ternary-experts", r.ternary_experts, "with --bits: experts at 1.6 bits"),
+      app.add_option("--expert-down-bits", r.expert_down_bits,
+                     "with --bits: expert down projections' bits"),
+      app.add_option("--protect-layers", r.protect_layers,
+                     "with --bits: layers kept at --protect-bits, e.g. 0-1,22-23"),
+      app.add_option("--protect-bits", r.protect_bits,
+                     "with --bits: bits of protected layers (16 = as stored)"),
+      app.add_option("--embed-bits", r.embed_bits,
+                     "with --bits: embedding / LM head bits (4, 8, 16 = as stored)"),
+      app.add_option("--rotation", rotation, "with --bits: hadamard or none")
+          ->check(CLI::IsMember({"hadamard", "none"})),
+  };
+  app.add_option("--kv-dtype", kv_dtype, "KV cache element type")
+      ->check(CLI::IsMember({"f16", "bf16", "f32"}))
+      ->capture_default_str();
+  KvFlags kv_flags;
+  AddKvFlags(app, &kv_flags);
+  app.add_option("--prefill-step", o.prefill_step, "prompt tokens per forward pass")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ram-gb", ram_gb, "usable memory in GiB (default: this machine's)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--device", device, "cpu (RAM) or cuda (GPU memory)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--threads", o.threads, "worker threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--json", json, "print one JSON object");
+  return RunApp(app, argc, argv, [&] {
+    if (bits) {
+      r.bits = *bits;
+      r.method = method == "affine" ? quant::QuantMethod::kAffine : quant::QuantMethod::kCodebook;
+      r.rotation = *ParseRotationKind(rotation);
+      ValidateQuantRecipeOptions(r);
+      o.recipe = r;
+    } else {
+      for (const CLI::Option* f : recipe_flags)
+        if (f->count() > 0)
+          throw UsageError(f->get_name(), "only applies to a projected conversion (add --bits)");
+    }
+    (void)o_bits;
+    o.kv.dtype = *ParseKvDType(kv_dtype);
+    ApplyKvFlags(kv_flags, &o.kv);
+    o.ram_gb = ram_gb;
+    o.device = device == "cuda" ? PlanDevice::kCuda : PlanDevice::kCpu;
+    const MemoryPlan plan = MakeMemoryPlan(o);
+    if (json) {
+      std::printf("%s\n", PlanToJson(plan).dump(2).c_str());
+    } else {
+      std::printf("%s", PlanToText(plan).c_str());
+    }
+    return plan.verdict == PlanVerdict::kFits ? kExitOk : kExitFailure;
+  });
+}
+
+VerbRegistrar reg("plan",
+                  "will it fit? weights, KV cache, workspace and reserve vs this machine's memory",
+                  &Run);
+
+}  // namespace
+}  // namespace tq::cli

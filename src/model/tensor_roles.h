@@ -1,0 +1,82 @@
+// What each tensor of a checkpoint is for, from config.json and the architecture's tensor names
+// (architecture.h): the tensors the loader (weights.cc) expects with their shapes, and the role
+// of any tensor name. Used by the quantization recipe (quant_recipe.h), `plan` and `doctor`, so
+// they all agree with what Model::Load reads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tq {
+
+struct Architecture;
+struct ModelConfig;
+
+enum class TensorRole : uint8_t {
+  kAttnQ,
+  kAttnK,
+  kAttnV,
+  kAttnO,
+  kMlpGate,
+  kMlpUp,
+  kMlpDown,
+  kExpertGate,
+  kExpertUp,
+  kExpertDown,
+  kRouter,
+  kEmbed,
+  kLmHead,
+  kNorm,
+  kOther,
+};
+
+// "attn_q", "attn_k", ..., "expert_down", "router", "embed", "lm_head", "norm", "other".
+std::string_view TensorRoleName(TensorRole role);
+// Linears of a decoder layer that TurboQuant quantizes (attention, MLP, experts; not the router).
+bool IsDecoderLinear(TensorRole role);
+bool IsExpert(TensorRole role);
+
+// One tensor the loader reads.
+struct ExpectedTensor {
+  std::string name;  // full tensor name, e.g. "model.layers.3.self_attn.q_proj.weight"
+  TensorRole role = TensorRole::kOther;
+  int64_t layer = -1;   // -1: not in a decoder layer
+  int64_t expert = -1;  // -1: not an expert
+  bool is_bias = false;
+  Shape shape;
+  // False for tensors the loader can do without (lm_head.weight: falls back to the embedding).
+  bool required = true;
+};
+
+// Every tensor Model::Load reads for this config, in load order. Throws tq::Error for an
+// unsupported model_type (listing the supported ones).
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config);
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config, const Architecture& arch);
+
+// Classifies tensor names of a checkpoint, original or converted: an exact expected name, or a
+// name under an expected linear's module prefix ("<prefix>.weight", "<prefix>.bias",
+// "<prefix>.codes", "<prefix>.scales", ... — what a converted checkpoint stores per linear).
+class TensorRoleMap {
+ public:
+  explicit TensorRoleMap(const ModelConfig& config);
+  TensorRoleMap(const ModelConfig& config, const Architecture& arch);
+
+  const std::vector<ExpectedTensor>& expected() const { return expected_; }
+  // The expected tensor `name` is, or lives under (by module prefix); nullopt when unknown.
+  std::optional<ExpectedTensor> Classify(std::string_view name) const;
+  // The expected tensor with exactly this name, or nullptr.
+  const ExpectedTensor* Find(std::string_view name) const;
+
+ private:
+  std::vector<ExpectedTensor> expected_;
+  std::unordered_map<std::string, size_t> by_name_;    // exact tensor names
+  std::unordered_map<std::string, size_t> by_prefix_;  // linear module prefixes -> the .weight
+};
+
+}  // namespace tq

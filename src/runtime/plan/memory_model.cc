@@ -1,0 +1,314 @@
+// The model of memory behind `plan` (memory_plan.h): weights, KV, workspace, reserve, verdict.
+//
+// Calibration (Release build, x86-64, glibc; peak RSS of `generate` / `bench` against the parts,
+// tests/runtime/plan_accuracy_test.cc): the binary and its libraries leave ~10 MiB resident; a
+// tokenizer.json BPE tokenizer keeps ~150 bytes per vocabulary entry live and, while loading,
+// takes ~530 more that it frees (the parsed JSON); that freed heap stays in the allocator's arena
+// and the forward pass's buffers reuse it (peak = max(workspace, that transient));
+// each worker thread ~128 KiB (stack, thread-local kernel scratch, malloc arena).
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "core/error.h"
+#include "core/sysinfo.h"
+#include "io/checkpoint.h"
+#include "kv/kv_cache_bytes.h"
+#include "model/architecture.h"
+#include "model/tensor_roles.h"
+#include "runtime/plan/device_memory.h"
+#include "runtime/plan/memory_plan.h"
+#include "runtime/plan/plan_report.h"
+
+namespace tq {
+namespace {
+
+constexpr int64_t kMiB = int64_t(1) << 20;
+constexpr int64_t kReserveBase = 10 * kMiB;
+constexpr int64_t kTokenizerLiveBytesPerEntry = 150;
+constexpr int64_t kTokenizerTransientBytesPerEntry = 530;
+constexpr int64_t kThreadBytes = 128 * 1024;
+// A CUDA context (driver, cuBLAS handles, kernels) on the device: an estimate, not measured.
+constexpr int64_t kCudaContextBytes = 512 * kMiB;
+// Model::Forward runs prompts in chunks of at most this many rows (model.cc kMaxChunk).
+constexpr int64_t kModelMaxChunk = 512;
+// The CPU GEMM packs its input transposed in blocks of up to 64 rows (kernels/cpu/matmul.cc),
+// above kDotMaxRows = 15 rows.
+constexpr int64_t kGemmRowBlock = 64;
+constexpr int64_t kGemmMinRows = 16;
+
+int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Bytes of the forward pass's buffers for a chunk of n rows (workspace.h, forward.cc): fp32
+// x, h, y [n, hidden]; q [n, heads*hd]; attn [n, max(heads*hd, hidden)] (MoE reuses it for the
+// gathered expert inputs); k, v [n, kv_heads*hd]; gate, up [n, ffn] (MoE: rows routed to one
+// expert, at most n); router probabilities [n, experts]; the GEMM's packed input
+// [round_up(n, 64), max in]; the logits row [vocab] the caller keeps.
+int64_t WorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
+  const Architecture& arch = FindArchitecture(c.model_type);
+  const int64_t qdim = c.num_heads * c.head_dim, kvdim = c.num_kv_heads * c.head_dim;
+  int64_t ffn = 0;
+  bool any_moe = false;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    if (arch.moe && c.LayerIsMoe(l)) {
+      any_moe = true;
+      ffn = std::max(ffn,
+                     c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size);
+    } else {
+      ffn = std::max(ffn, c.intermediate_size);
+    }
+  }
+  int64_t floats_per_row = 3 * c.hidden_size + qdim + std::max(qdim, c.hidden_size) + 2 * kvdim +
+                           2 * ffn + (any_moe ? c.num_experts : 0);
+  int64_t floats = n * floats_per_row + c.vocab_size;
+  if (n >= kGemmMinRows) floats += RoundUp(n, kGemmRowBlock) * std::max({c.hidden_size, qdim, ffn});
+  // Attention scratch per thread: two key/value blocks of 64 positions + 16 query rows.
+  const int64_t group = c.num_heads / std::max<int64_t>(1, c.num_kv_heads);
+  floats += int64_t(threads) * (2 * 64 * c.head_dim + 16 * group * (c.head_dim + 2) + 64);
+  // MoE routing vectors: chosen ids/weights, slots [n * top_k].
+  const int64_t routing = any_moe ? n * c.num_experts_per_tok * 24 : 0;
+  return floats * 4 + routing;
+}
+
+bool IsTurboQuantCheckpoint(const ModelConfig& c) {
+  return c.raw_json.find("\"quantization\"") != std::string::npos;
+}
+
+std::string RecipeSummary(const QuantRecipeOptions& o) {
+  std::string s = fmt::format("projected: {} {}-bit g{}",
+                              o.method == quant::QuantMethod::kAffine ? "affine" : "turboquant",
+                              o.bits, o.group_size);
+  if (o.rotation == RotationKind::kNone) s += ", no rotation";
+  if (o.embed_bits < 16) s += fmt::format(", embeddings {}-bit", o.embed_bits);
+  return s;
+}
+
+}  // namespace
+
+const char* PlanVerdictName(PlanVerdict v) {
+  switch (v) {
+    case PlanVerdict::kFits:
+      return "fits";
+    case PlanVerdict::kFitsSmaller:
+      return "fits_smaller";
+    case PlanVerdict::kDoesNotFit:
+      return "does_not_fit";
+  }
+  return "?";
+}
+
+KvLayout KvLayoutForConfig(const ModelConfig& c) {
+  const Architecture& arch = FindArchitecture(c.model_type);
+  KvLayout l;
+  l.num_layers = c.num_layers;
+  l.num_heads = c.num_heads;
+  l.num_kv_heads = c.num_kv_heads;
+  l.head_dim = c.head_dim;
+  l.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    l.window.push_back(arch.sliding_window && c.LayerIsSliding(i) ? c.sliding_window : 0);
+  return l;
+}
+
+MemoryBreakdown PlanMemoryAt(const MemoryPlan& p, const PlanOptions& opts, int64_t context,
+                             int64_t prefill_step) {
+  MemoryBreakdown m;
+  m.weights = p.weights_bytes;
+  if (p.lookup_table_bytes > 0) {
+    // An untied embedding is read by row: at most one row per distinct token of the context.
+    const int64_t rows = std::min(p.config.vocab_size, context);
+    m.weights += -p.lookup_table_bytes + p.lookup_table_bytes / p.config.vocab_size * rows;
+  }
+  m.kv = KvCacheBytes(KvLayoutForConfig(p.config), opts.kv, context);
+  const int64_t n = std::clamp<int64_t>(prefill_step, 1, kModelMaxChunk);
+  m.workspace = WorkspaceBytes(p.config, n, p.threads);
+  m.reserve = p.reserve_base + p.reserve_tokenizer + p.reserve_threads + p.reserve_device;
+  m.load_transient = p.tokenizer_load_transient;
+  return m;
+}
+
+namespace {
+
+// Sets file/weights/unused/lookup/expert bytes of `p` from the headers (and the recipe).
+void PlanWeights(const PlanOptions& opts, const std::vector<TensorInfo>& tensors, MemoryPlan& p) {
+  const TensorRoleMap roles(p.config);
+  const bool converted = p.checkpoint_kind == "turboquant";
+  std::optional<QuantRecipe> recipe;
+  if (opts.recipe) {
+    recipe = PlanQuantization(p.config, tensors, *opts.recipe);
+    p.recipe_notes = recipe->notes;
+    p.weights_source = RecipeSummary(*opts.recipe);
+  } else {
+    p.weights_source = converted ? "stored (TurboQuant checkpoint)" : "stored";
+  }
+  bool has_lm_head = false;
+  for (const TensorInfo& t : tensors) {
+    const auto e = roles.Classify(t.name);
+    has_lm_head = has_lm_head || (e && e->role == TensorRole::kLmHead);
+  }
+  // The loader ties the head to the embedding when the config says so or there is no head.
+  const bool tied = p.config.tie_word_embeddings || !has_lm_head;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorInfo& t = tensors[i];
+    p.file_bytes += int64_t(t.nbytes);
+    const int64_t bytes = recipe ? recipe->tensors[i].projected_bytes : int64_t(t.nbytes);
+    const auto e = roles.Classify(t.name);
+    const bool used = e ? !(e->role == TensorRole::kLmHead && tied) : converted;
+    if (!used) {
+      p.unused_bytes += bytes;
+      continue;
+    }
+    p.weights_bytes += bytes;
+    if (e && e->role == TensorRole::kEmbed && !tied) p.lookup_table_bytes += bytes;
+    if (e && IsExpert(e->role)) p.expert_bytes += bytes;
+  }
+}
+
+bool HasQuantizationBlock(const ModelConfig& c) {
+  try {
+    const auto j = nlohmann::json::parse(c.raw_json);
+    return j.is_object() && j.contains("quantization");
+  } catch (const nlohmann::json::exception&) {
+    return false;  // LoadModelConfig parsed it already; not reached
+  }
+}
+
+// The largest x in [lo, hi] with fits(x) (fits monotone decreasing); 0 if none.
+template <typename Fits>
+int64_t LargestFitting(int64_t lo, int64_t hi, Fits fits) {
+  if (hi < lo || !fits(lo)) return 0;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+}  // namespace
+
+MemoryPlan MakeMemoryPlan(const PlanOptions& opts) {
+  if (opts.context < 1)
+    throw UsageError("--context", fmt::format("must be >= 1, got {}", opts.context));
+  if (opts.prefill_step < 1)
+    throw UsageError("--prefill-step", fmt::format("must be >= 1, got {}", opts.prefill_step));
+  if (opts.ram_gb && !(*opts.ram_gb > 0))
+    throw UsageError("--ram-gb", fmt::format("must be > 0, got {}", *opts.ram_gb));
+  MemoryPlan p;
+  p.model_dir = opts.model_dir;
+  p.config = LoadModelConfig(opts.model_dir);
+  FindArchitecture(p.config.model_type);  // throws listing the supported ones
+  const std::vector<TensorInfo> tensors = Checkpoint::ReadHeaders(opts.model_dir);
+  p.checkpoint_kind = HasQuantizationBlock(p.config) ? "turboquant" : "hf";
+  if (opts.recipe && p.checkpoint_kind == "turboquant")
+    throw UsageError("--bits",
+                     "this is a TurboQuant checkpoint already: plan it as stored "
+                     "(without --bits)");
+  p.context = opts.context;
+  p.prefill_step = opts.prefill_step;
+  p.effective_step = std::min(opts.prefill_step, kModelMaxChunk);
+  p.device = opts.device == PlanDevice::kCuda ? "cuda" : "cpu";
+  PlanWeights(opts, tensors, p);
+
+  const KvLayout layout = KvLayoutForConfig(p.config);
+  p.kv_layers = layout.num_layers;
+  for (int64_t w : layout.window) p.kv_sliding_layers += w > 0;
+  p.sliding_window = p.kv_sliding_layers > 0 ? p.config.sliding_window : 0;
+  p.kv_bytes_per_token = KvCacheBytes(layout, opts.kv, opts.context) / opts.context;
+  if (p.kv_sliding_layers > 0 && opts.context > p.sliding_window) {
+    // What the cache stores for sliding-window layers comes from the cache (KvCacheBytes); say
+    // when it keeps positions the window no longer reads.
+    KvLayout sliding_only = layout;
+    sliding_only.num_layers = p.kv_sliding_layers;
+    sliding_only.window.assign(size_t(p.kv_sliding_layers), p.sliding_window);
+    const int64_t stored = KvCacheBytes(sliding_only, opts.kv, opts.context);
+    const int64_t window_only = KvCacheBytes(sliding_only, opts.kv, p.sliding_window);
+    if (stored > window_only)
+      p.notes.push_back(fmt::format(
+          "this build's KV cache keeps every position of its {} sliding-window layers ({} at "
+          "this context; {} if they kept only their {}-token window)",
+          p.kv_sliding_layers, HumanBytes(stored), HumanBytes(window_only), p.sliding_window));
+  }
+
+  p.threads =
+      opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  if (opts.device == PlanDevice::kCuda) {
+    // On the GPU: weights, cache, activations and the CUDA context. The runtime, tokenizer and
+    // threads live in host memory.
+    p.reserve_device = kCudaContextBytes;
+    p.notes.push_back("--device cuda: host memory (runtime, tokenizer) is not counted");
+  } else {
+    p.reserve_base = kReserveBase;
+    if (opts.with_tokenizer) {
+      p.reserve_tokenizer = kTokenizerLiveBytesPerEntry * p.config.vocab_size;
+      p.tokenizer_load_transient = kTokenizerTransientBytesPerEntry * p.config.vocab_size;
+    }
+    p.reserve_threads = kThreadBytes * p.threads;
+  }
+
+  if (opts.ram_gb) {
+    p.usable_bytes = int64_t(*opts.ram_gb * double(int64_t(1) << 30));
+    p.usable_source = "--ram-gb";
+  } else if (opts.device == PlanDevice::kCuda) {
+    const CudaDeviceInfo dev = QueryCudaDevice();
+    p.usable_bytes = dev.free_bytes;
+    p.usable_source = fmt::format("free memory of CUDA device {} ({})", dev.device, dev.name);
+  } else {
+    p.usable_bytes = AvailableRamBytes();
+    p.usable_source = "MemAvailable";
+    TQ_CHECK(p.usable_bytes > 0, "plan",
+             "cannot read MemAvailable from /proc/meminfo; pass --ram-gb");
+  }
+
+  p.memory = PlanMemoryAt(p, opts, opts.context, opts.prefill_step);
+  p.headroom_bytes = p.usable_bytes - p.memory.peak();
+  auto fits = [&](int64_t ctx, int64_t step) {
+    return PlanMemoryAt(p, opts, ctx, step).peak() <= p.usable_bytes;
+  };
+  if (p.headroom_bytes >= 0) {
+    p.verdict = PlanVerdict::kFits;
+  } else {
+    // Contexts below 256 tokens are not worth offering.
+    p.max_context = LargestFitting(std::min<int64_t>(256, opts.context), opts.context - 1,
+                                   [&](int64_t c) { return fits(c, opts.prefill_step); });
+    p.max_prefill_step = LargestFitting(1, std::min(opts.prefill_step, kModelMaxChunk) - 1,
+                                        [&](int64_t s) { return fits(opts.context, s); });
+    p.verdict = p.max_context > 0 || p.max_prefill_step > 0 ? PlanVerdict::kFitsSmaller
+                                                            : PlanVerdict::kDoesNotFit;
+  }
+
+  p.moe = p.config.is_moe() && p.expert_bytes > 0;
+  if (p.moe) {
+    // Streaming keeps an LRU cache of experts: at least the routed experts of one token in every
+    // MoE layer (twice, so consecutive tokens reuse), or 10% of all experts.
+    int64_t moe_layers = 0;
+    for (int64_t l = 0; l < p.config.num_layers; ++l) moe_layers += p.config.LayerIsMoe(l);
+    const int64_t per_expert =
+        p.expert_bytes / std::max<int64_t>(1, moe_layers * p.config.num_experts);
+    p.streaming_cache_bytes = std::min(
+        p.expert_bytes,
+        std::max(2 * p.config.num_experts_per_tok * moe_layers * per_expert, p.expert_bytes / 10));
+    p.streaming_peak_bytes = p.memory.peak() - p.expert_bytes + p.streaming_cache_bytes;
+    p.streaming_fits = p.streaming_peak_bytes <= p.usable_bytes;
+  }
+  if (p.config.max_position_embeddings > 0 && opts.context > p.config.max_position_embeddings)
+    p.notes.push_back(fmt::format("--context {} is beyond the model's max_position_embeddings {}",
+                                  opts.context, p.config.max_position_embeddings));
+  if (opts.prefill_step > kModelMaxChunk)
+    p.notes.push_back(
+        fmt::format("prompts run in chunks of at most {} tokens: the workspace of "
+                    "--prefill-step {} is that of {}",
+                    kModelMaxChunk, opts.prefill_step, kModelMaxChunk));
+  if (p.unused_bytes > 0)
+    p.notes.push_back(
+        fmt::format("{} bytes of tensors are stored but not read (tied lm_head or "
+                    "unknown names)",
+                    p.unused_bytes));
+  return p;
+}
+
+}  // namespace tq
