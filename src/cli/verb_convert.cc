@@ -28,7 +28,8 @@ int Run(int argc, char** argv) {
   app.add_option("--mlp-group-size", r.mlp_group_size, "group size of MLP/expert linears");
   app.add_flag("--ternary-experts", r.ternary_experts, "expert linears at 1.6 bits (ternary)");
   app.add_option("--expert-down-bits", r.expert_down_bits, "bits of expert down projections");
-  app.add_option("--protect-layers", r.protect_layers, "layers kept at --protect-bits, e.g. 0-1,22-23");
+  app.add_option("--protect-layers", r.protect_layers,
+                 "layers kept at --protect-bits, e.g. 0-1,22-23");
   app.add_option("--protect-bits", r.protect_bits, "bits of protected layers (16 = keep)")
       ->capture_default_str();
   app.add_option("--embed-bits", r.embed_bits, "embedding / LM head: 4, 8 or 16 (= keep)")

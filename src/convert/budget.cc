@@ -53,13 +53,15 @@ std::vector<BudgetChoice> AllocateBitBudget(
     const double n = double(NumElements(d.shape));
     total_weights += n;
     if (std::find(idx.begin(), idx.end(), i) != idx.end()) continue;
-    fixed_bits += d.quantize ? n * (8.0 * double(quant::PackedBytes(*d.format, d.shape[1])) /
-                                        double(d.shape[1]) + 16.0 / d.group_size)
-                             : 8.0 * double(d.source_bytes);
+    fixed_bits +=
+        d.quantize
+            ? n * (8.0 * double(quant::PackedBytes(*d.format, d.shape[1])) / double(d.shape[1]) +
+                   16.0 / d.group_size)
+            : 8.0 * double(d.source_bytes);
   }
 
   std::vector<std::vector<Candidate>> cands(idx.size());
-  ProgressBar bar("budget: measuring errors", int64_t(idx.size()));
+  ProgressBar bar("budget: measuring errors", int64_t(idx.size()), opts.progress);
   for (size_t k = 0; k < idx.size(); ++k) {
     const TensorDecision& d = recipe.tensors[idx[k]];
     const int64_t rows = d.shape[0], cols = d.shape[1];

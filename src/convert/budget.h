@@ -24,10 +24,11 @@ struct BudgetOptions {
   double target_bits = 4.25;  // per linear weight: codes + scales
   quant::ScaleMode scale = quant::ScaleMode::kMseSearch;
   uint64_t seed = 0;
-  double sensitive_weight = 2.0;  // importance of v_proj / down_proj
+  double sensitive_weight = 2.0;   // importance of v_proj / down_proj
   double edge_layer_weight = 2.0;  // importance multiplier of the first and last layer
   std::vector<int> bits = {2, 3, 4, 8};
   std::vector<int> groups = {32, 64, 128};
+  bool progress = true;
 };
 
 struct BudgetChoice {

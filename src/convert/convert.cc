@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
-#include <nlohmann/json.hpp>
 
 #include "convert/budget.h"
 #include "core/error.h"
@@ -78,8 +78,8 @@ class SourceReader {
     std::vector<uint8_t> buf(t.nbytes);
     size_t done = 0;
     while (done < buf.size()) {
-      const ssize_t r = ::pread(fds_.at(t.shard), buf.data() + done, buf.size() - done,
-                                off_t(t.offset + done));
+      const ssize_t r =
+          ::pread(fds_.at(t.shard), buf.data() + done, buf.size() - done, off_t(t.offset + done));
       TQ_CHECK(r > 0, "convert", "reading tensor '{}' from {}: {}", t.name, files_.at(t.shard),
                r == 0 ? "unexpected end of file" : std::strerror(errno));
       done += size_t(r);
@@ -124,9 +124,8 @@ class Rotations {
 };
 
 // The output tensors of one source tensor (layout only when `data` is null).
-std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& o,
-                                 bool signs_first, const uint8_t* data,
-                                 const quant::HadamardRotation* rot) {
+std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& o, bool signs_first,
+                                 const uint8_t* data, const quant::HadamardRotation* rot) {
   std::vector<OutTensor> outs;
   if (!d.quantize) {
     OutTensor t{d.name, d.dtype, d.shape, {}};
@@ -145,19 +144,22 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
     if (rot) rot->ForwardRows(w.data(), rows);  // W' = W Rᵀ
     q = quant::Quantize(w.data(), rows, cols, SpecFor(d, o), d.name);
   }
-  outs.push_back({p + ".codes", DType::U8,
+  outs.push_back({p + ".codes",
+                  DType::U8,
                   {rows, int64_t(quant::PackedBytes(*d.format, cols))},
                   std::move(q.codes)});
   outs.push_back({p + ".scales", DType::F16, {rows, groups}, AsBytes(q.scales)});
   if (affine) {
     outs.push_back({p + ".mins", DType::F16, {rows, groups}, AsBytes(q.mins)});
   } else {
-    outs.push_back({p + ".codebook", DType::F32, {quant::Traits(*d.format).levels},
-                    AsBytes(q.codebook)});
+    outs.push_back(
+        {p + ".codebook", DType::F32, {quant::Traits(*d.format).levels}, AsBytes(q.codebook)});
   }
   if (d.rotation_block > 0 && signs_first) {
-    OutTensor s{RotationGroupName(d.rotation_group) + ".signs", DType::U8,
-                {cols / d.rotation_block, d.rotation_block / 8}, {}};
+    OutTensor s{RotationGroupName(d.rotation_group) + ".signs",
+                DType::U8,
+                {cols / d.rotation_block, d.rotation_block / 8},
+                {}};
     if (rot) s.bytes = rot->signs().ToBits();
     outs.push_back(std::move(s));
   }
@@ -224,9 +226,11 @@ double LinearBitsPerWeight(const QuantRecipe& r) {
     weights += n;
     if (d.quantize) {
       // Codes + scales (+ minimums); the per-tensor codebook and shared signs are not per weight.
-      const int64_t cb = method == quant::QuantMethod::kAffine ? 0 : quant::Traits(*d.format).levels * 4;
-      bits += 8.0 * double(QuantizedTensorBytes(d.shape[0], d.shape[1], *d.format, d.group_size,
-                                                method) - cb);
+      const int64_t cb =
+          method == quant::QuantMethod::kAffine ? 0 : quant::Traits(*d.format).levels * 4;
+      bits += 8.0 *
+              double(QuantizedTensorBytes(d.shape[0], d.shape[1], *d.format, d.group_size, method) -
+                     cb);
     } else {
       bits += 8.0 * double(d.source_bytes);
     }
@@ -276,6 +280,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
     bo.target_bits = o.budget_bpw;
     bo.scale = o.scale;
     bo.seed = o.seed;
+    bo.progress = o.progress;
     AllocateBitBudget(recipe, bo, [&](const TensorDecision& d) {
       return reader.Read(infos[size_t(&d - recipe.tensors.data())]);
     });
@@ -310,13 +315,13 @@ ConvertSummary Convert(const ConvertOptions& o) {
     sum.num_shards = shard + 1;
   }
   auto shard_name = [&](int s) {
-    return sum.num_shards == 1 ? std::string("model.safetensors")
-                               : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1,
-                                             sum.num_shards);
+    return sum.num_shards == 1
+               ? std::string("model.safetensors")
+               : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, sum.num_shards);
   };
 
-  const fs::path tmp = out.parent_path() / fmt::format(".{}.tmp-convert-{}", out.filename().string(),
-                                                       ::getpid());
+  const fs::path tmp =
+      out.parent_path() / fmt::format(".{}.tmp-convert-{}", out.filename().string(), ::getpid());
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   TempDirGuard guard(tmp);
@@ -335,8 +340,8 @@ ConvertSummary Convert(const ConvertOptions& o) {
   std::vector<std::vector<OutTensor>> pending;  // in-memory mode: all outputs, then written
   auto open_writer = [&](int s) {
     if (writer) writer->Finish();
-    writer = std::make_unique<SafetensorsWriter>((tmp / shard_name(s)).string(),
-                                                 std::map<std::string, std::string>{{"format", "pt"}});
+    writer = std::make_unique<SafetensorsWriter>(
+        (tmp / shard_name(s)).string(), std::map<std::string, std::string>{{"format", "pt"}});
     for (size_t i = 0; i < layout.size(); ++i) {
       if (shard_of[i] != s) continue;
       for (const OutTensor& t : layout[i]) {

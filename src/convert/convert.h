@@ -21,8 +21,8 @@ struct ConvertOptions {
   std::string out_dir;
   QuantRecipeOptions recipe;
   quant::ScaleMode scale = quant::ScaleMode::kMseSearch;  // --scale rms | mse
-  double budget_bpw = 0;  // > 0: choose bits and group per linear (budget.h)
-  uint64_t seed = 0;      // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
+  double budget_bpw = 0;   // > 0: choose bits and group per linear (budget.h)
+  uint64_t seed = 0;       // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
   bool streaming = false;  // one source tensor in memory at a time (else the whole model)
   bool force = false;      // replace an existing out_dir
   bool progress = true;

@@ -19,12 +19,12 @@ struct PackedMatrix {
   quant::CodeFormat format = quant::CodeFormat::kQ4;
   int64_t rows = 0;
   int64_t cols = 0;
-  int64_t group_size = 0;              // divides cols
-  const uint8_t* codes = nullptr;      // [rows, row_bytes]: each row packed on its own
-  int64_t row_bytes = 0;               // quant::PackedBytes(format, cols)
-  const uint16_t* scales = nullptr;    // fp16 [rows, cols / group_size]
-  const uint16_t* mins = nullptr;      // fp16 [rows, cols / group_size], affine only
-  const float* codebook = nullptr;     // [levels], codebook method only
+  int64_t group_size = 0;            // divides cols
+  const uint8_t* codes = nullptr;    // [rows, row_bytes]: each row packed on its own
+  int64_t row_bytes = 0;             // quant::PackedBytes(format, cols)
+  const uint16_t* scales = nullptr;  // fp16 [rows, cols / group_size]
+  const uint16_t* mins = nullptr;    // fp16 [rows, cols / group_size], affine only
+  const float* codebook = nullptr;   // [levels], codebook method only
 };
 
 // Throws tq::Error naming `where` when the view is inconsistent (null pointers, sizes).

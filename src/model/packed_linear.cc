@@ -32,15 +32,16 @@ std::shared_ptr<const quant::HadamardRotation> LoadRotation(const Checkpoint& ck
   auto it = info.rotations.find(group);
   if (it == info.rotations.end()) {
     const std::string name = group + ".signs";
-    TQ_CHECK(ckpt.Has(name), where, "missing tensor '{}' (the signs of rotation group '{}' of '{}')",
-             name, group, user);
+    TQ_CHECK(ckpt.Has(name), where,
+             "missing tensor '{}' (the signs of rotation group '{}' of '{}')", name, group, user);
     const TensorView s = ckpt.View(name);
     TQ_CHECK(s.dtype == DType::U8 && s.rank() == 2 && s.dim(0) > 0 && s.dim(1) > 0, where,
              "tensor '{}' is {} {}, expected U8 [in / block, block / 8]", name, DTypeName(s.dtype),
              ShapeToString(s.shape));
     const int64_t block = s.dim(1) * 8, dim = s.dim(0) * block;
     TQ_CHECK((block & (block - 1)) == 0, where,
-             "tensor '{}': Hadamard block {} (8 x {}) is not a power of two", name, block, s.dim(1));
+             "tensor '{}': Hadamard block {} (8 x {}) is not a power of two", name, block,
+             s.dim(1));
     quant::HadamardSigns signs;
     try {
       signs = quant::HadamardSigns::FromBits({s.bytes(), s.nbytes()}, dim);
@@ -98,7 +99,10 @@ std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& co
 PackedLinear::PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
                            std::shared_ptr<const quant::HadamardRotation> rotation,
                            std::vector<float> bias)
-    : w_(w), codebook_(std::move(codebook)), rotation_(std::move(rotation)), bias_(std::move(bias)) {
+    : w_(w),
+      codebook_(std::move(codebook)),
+      rotation_(std::move(rotation)),
+      bias_(std::move(bias)) {
   if (w_.method == quant::QuantMethod::kCodebook) w_.codebook = codebook_.data();
   kernels::CheckPackedMatrix(w_, "packed linear");
   TQ_CHECK(bias_.empty() || int64_t(bias_.size()) == w_.rows, "packed linear",
@@ -116,8 +120,8 @@ void PackedLinear::MatMulRotated(const float* xr, int64_t n, float* y) const {
 }
 
 void PackedLinear::DequantizeRows(int64_t r0, int64_t count, float* out) const {
-  TQ_CHECK(r0 >= 0 && count >= 0 && r0 + count <= w_.rows, "packed linear",
-           "rows {}..{} of {}", r0, r0 + count, w_.rows);
+  TQ_CHECK(r0 >= 0 && count >= 0 && r0 + count <= w_.rows, "packed linear", "rows {}..{} of {}", r0,
+           r0 + count, w_.rows);
   kernels::PackedDequantizeRows(w_, r0, count, out);
 }
 
@@ -143,8 +147,8 @@ bool PackedMatMulShared(std::span<const Linear* const> group, const float* x, in
 }
 
 std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedCheckpointInfo& info,
-                                               const std::string& prefix, int64_t out,
-                                               int64_t in, bool bias) {
+                                               const std::string& prefix, int64_t out, int64_t in,
+                                               bool bias) {
   const std::string where = "checkpoint " + ckpt.dir();
   const std::string codes_name = prefix + ".codes", scales_name = prefix + ".scales";
   const std::string mins_name = prefix + ".mins", cb_name = prefix + ".codebook";
@@ -174,8 +178,9 @@ std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedChe
            cb_name, mins_name);
   if (has_cb) {
     const TensorView cb = ckpt.View(cb_name);
-    TQ_CHECK(cb.dtype == DType::F32 && cb.rank() == 1, where, "tensor '{}' is {} {}, expected F32 [levels]",
-             cb_name, DTypeName(cb.dtype), ShapeToString(cb.shape));
+    TQ_CHECK(cb.dtype == DType::F32 && cb.rank() == 1, where,
+             "tensor '{}' is {} {}, expected F32 [levels]", cb_name, DTypeName(cb.dtype),
+             ShapeToString(cb.shape));
     const auto f = quant::FormatForLevels(int(cb.dim(0)));
     TQ_CHECK(f.has_value(), where,
              "tensor '{}' has {} levels: no code format has that many (2, 3, 4, 8, 16, 256)",

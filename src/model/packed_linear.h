@@ -69,8 +69,8 @@ class PackedLinear final : public Linear {
 // Loads the packed linear with module prefix `prefix` of shape [out, in]; every tensor's dtype
 // and shape is checked and errors name the tensor. `bias`: "<prefix>.bias" is read too.
 std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedCheckpointInfo& info,
-                                               const std::string& prefix, int64_t out,
-                                               int64_t in, bool bias);
+                                               const std::string& prefix, int64_t out, int64_t in,
+                                               bool bias);
 
 // MatMulShared for a group of PackedLinears with one rotation: rotates x once. Returns false
 // (doing nothing) when the group is not such a group.

@@ -50,7 +50,10 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
   // Tied when the config says so or when there is no separate head (Hugging Face does the same).
   w->lm_head_tied = c.tie_word_embeddings ||
                     (!ckpt.Has(nm.lm_head + ".weight") && !ckpt.Has(nm.lm_head + ".codes"));
-  if (packed && !ckpt.Has(nm.embed) && ckpt.Has(embed_prefix + ".codes")) {
+  if (!ckpt.Has(nm.embed) && ckpt.Has(embed_prefix + ".codes")) {
+    TQ_CHECK(packed != nullptr, where,
+             "'{}.codes' is a TurboQuant packed tensor but config.json has no quantization block",
+             embed_prefix);
     // Quantized lookup table: rows are dequantized per token; never rotated.
     w->embed_packed = LoadPackedLinear(ckpt, *packed, embed_prefix, c.vocab_size, hidden, false);
     TQ_CHECK(w->embed_packed->rotation() == nullptr, where,
@@ -60,9 +63,8 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
                      : linear(nm.lm_head, c.vocab_size, hidden, false);
   } else {
     w->embed = ckpt.View(nm.embed);
-    TQ_CHECK(w->embed.rank() == 2 && w->embed.dim(0) == c.vocab_size &&
-                 w->embed.dim(1) == hidden && IsFloat(w->embed.dtype) &&
-                 w->embed.dtype != DType::F64,
+    TQ_CHECK(w->embed.rank() == 2 && w->embed.dim(0) == c.vocab_size && w->embed.dim(1) == hidden &&
+                 IsFloat(w->embed.dtype) && w->embed.dtype != DType::F64,
              where, "tensor '{}' is {} {}, expected F32/F16/BF16 [{}, {}]", nm.embed,
              DTypeName(w->embed.dtype), ShapeToString(w->embed.shape), c.vocab_size, hidden);
     w->lm_head = w->lm_head_tied ? std::make_unique<DenseLinear>(w->embed)
@@ -98,9 +100,9 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       L.moe->top_k = c.num_experts_per_tok;
       L.moe->renormalize = arch.moe_always_renormalize || c.norm_topk_prob;
       for (int64_t e = 0; e < c.num_experts; ++e) {
-        L.moe->experts.push_back(LoadMlp(ckpt, TensorName(nm.expert_gate, l, e),
-                                         TensorName(nm.expert_up, l, e),
-                                         TensorName(nm.expert_down, l, e), hidden, ffn, false, packed));
+        L.moe->experts.push_back(
+            LoadMlp(ckpt, TensorName(nm.expert_gate, l, e), TensorName(nm.expert_up, l, e),
+                    TensorName(nm.expert_down, l, e), hidden, ffn, false, packed));
       }
     } else {
       L.mlp = std::make_unique<GatedMlp>(LoadMlp(ckpt, name(nm.gate), name(nm.up), name(nm.down),

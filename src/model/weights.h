@@ -42,7 +42,7 @@ struct ModelWeights {
   ~ModelWeights();
   TensorView embed;                            // [vocab, hidden] (unset when packed)
   std::unique_ptr<PackedLinear> embed_packed;  // TurboQuant checkpoints with --embed-bits < 16
-  std::unique_ptr<Linear> lm_head;  // [vocab, hidden] (the embedding when tied)
+  std::unique_ptr<Linear> lm_head;             // [vocab, hidden] (the embedding when tied)
   bool lm_head_tied = false;
   std::vector<float> final_norm;  // [hidden]
   std::vector<LayerWeights> layers;

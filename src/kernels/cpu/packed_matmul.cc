@@ -20,7 +20,7 @@ namespace {
 
 using quant::CodeFormat;
 
-constexpr int64_t kFewTokens = 8;            // below this, the row-at-a-time dot path
+constexpr int64_t kFewTokens = 8;                  // below this, the row-at-a-time dot path
 constexpr int64_t kTileFloats = int64_t(1) << 20;  // dequantized tile: 4 MB of fp32
 
 // codes[0 .. 31] of one 32-code unit of a binary format (docs/FORMAT.md "Packing").
@@ -160,7 +160,8 @@ void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float*
       for (int64_t r = b; r < e; ++r) {
         DequantRow(w, r, s.codes.data(), s.row.data());
         const float bb = bias ? bias[r] : 0.0f;
-        for (int64_t t = 0; t < n; ++t) y[t * rows + r] = Dot(x + t * cols, s.row.data(), cols) + bb;
+        for (int64_t t = 0; t < n; ++t)
+          y[t * rows + r] = Dot(x + t * cols, s.row.data(), cols) + bb;
       }
     };
     if (rows * cols < 65536) {
