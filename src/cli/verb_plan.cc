@@ -5,6 +5,7 @@
 // (or only with a smaller context / prefill step) or files missing, 2 usage error.
 #include <cstdio>
 
+#include "cli/cli_kv_flags.h"
 #include "cli/verb.h"
 #include "core/error.h"
 #include "model/quant_recipe.h"
@@ -13,20 +14,6 @@
 
 namespace tq::cli {
 namespace {
-
-// The compressed KV cache's bit widths, where this build's KvCacheOptions has them.
-template <typename Opts>
-void SetKvBits(Opts& o, double k_bits, double v_bits) {
-  if constexpr (requires {
-                  o.k_bits = k_bits;
-                  o.v_bits = v_bits;
-                }) {
-    o.k_bits = k_bits;
-    o.v_bits = v_bits;
-  } else {
-    throw UsageError("--kv-bits", "this build's KV cache has no compressed mode");
-  }
-}
 
 int Run(int argc, char** argv) {
   CLI::App app{
@@ -37,7 +24,7 @@ int Run(int argc, char** argv) {
   QuantRecipeOptions r;
   std::string method = "turboquant", rotation = "hadamard", device = "cpu", kv_dtype = "f16";
   std::optional<int> bits;
-  std::optional<double> kv_bits, kv_k_bits, kv_v_bits, ram_gb;
+  std::optional<double> ram_gb;
   bool json = false;
   app.add_option("--model", o.model_dir, "model directory (config.json + safetensors)")->required();
   app.add_option("--context", o.context, "tokens in the KV cache")
@@ -68,12 +55,8 @@ int Run(int argc, char** argv) {
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
-  auto* o_kv = app.add_option("--kv-bits", kv_bits, "compressed KV cache: key and value bits");
-  auto* o_kk = app.add_option("--kv-k-bits", kv_k_bits, "compressed KV cache: key bits");
-  auto* o_kvv = app.add_option("--kv-v-bits", kv_v_bits, "compressed KV cache: value bits");
-  o_kv->excludes(o_kk)->excludes(o_kvv);
-  o_kk->needs(o_kvv);
-  o_kvv->needs(o_kk);
+  KvFlags kv_flags;
+  AddKvFlags(app, &kv_flags);
   app.add_option("--prefill-step", o.prefill_step, "prompt tokens per forward pass")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -99,8 +82,7 @@ int Run(int argc, char** argv) {
     }
     (void)o_bits;
     o.kv.dtype = *ParseKvDType(kv_dtype);
-    if (kv_bits) SetKvBits(o.kv, *kv_bits, *kv_bits);
-    if (kv_k_bits) SetKvBits(o.kv, *kv_k_bits, *kv_v_bits);
+    ApplyKvFlags(kv_flags, &o.kv);
     o.ram_gb = ram_gb;
     o.device = device == "cuda" ? PlanDevice::kCuda : PlanDevice::kCpu;
     const MemoryPlan plan = MakeMemoryPlan(o);

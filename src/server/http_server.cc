@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <random>
 
 #include "core/error.h"
@@ -259,14 +260,39 @@ void HttpServer::Route() {
   http_->Get("/v1/models", [this](R req, W res) { HandleModels(req, res); });
   http_->Get(R"(/v1/models/(.+))", [this](R req, W res) { HandleModels(req, res); });
   http_->Get("/metrics", [this](R req, W res) { HandleMetrics(req, res); });
+  // POST routes read the body themselves (see http_server.h).
+  auto post = [this](const char* path, std::function<void(const std::string&, W)> fn) {
+    http_->Post(path, [this, fn](R, W res, const httplib::ContentReader& reader) {
+      std::string body;
+      bool too_large = false;
+      const bool ok = reader([&](const char* data, size_t n) {
+        if (body.size() + n > opts_.max_body_bytes) {
+          too_large = true;
+          return false;
+        }
+        body.append(data, n);
+        return true;
+      });
+      if (too_large || res.status == 413) {
+        SendJson(res, 413,
+                 ErrorJson(fmt::format("Request body is larger than the limit of {} bytes",
+                                       opts_.max_body_bytes),
+                           "invalid_request_error", "", "request_too_large"));
+      } else if (!ok) {
+        SendJson(res, 400, ErrorJson("Could not read the request body", "invalid_request_error"));
+      } else {
+        fn(body, res);
+      }
+    });
+  };
   for (const char* p : {"/v1/chat/completions", "/chat/completions"}) {
-    http_->Post(p, [this](R req, W res) { HandleGeneration(req, res, true); });
+    post(p, [this](const std::string& body, W res) { HandleGeneration(body, res, true); });
   }
   for (const char* p : {"/v1/completions", "/completions"}) {
-    http_->Post(p, [this](R req, W res) { HandleGeneration(req, res, false); });
+    post(p, [this](const std::string& body, W res) { HandleGeneration(body, res, false); });
   }
-  http_->Post("/tokenize", [this](R req, W res) { HandleTokenize(req, res); });
-  http_->Post("/detokenize", [this](R req, W res) { HandleDetokenize(req, res); });
+  post("/tokenize", [this](const std::string& body, W res) { HandleTokenize(body, res); });
+  post("/detokenize", [this](const std::string& body, W res) { HandleDetokenize(body, res); });
 }
 
 void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& res) {
@@ -292,9 +318,9 @@ void HttpServer::HandleMetrics(const httplib::Request&, httplib::Response& res) 
       "text/plain; version=0.0.4");
 }
 
-void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::HandleTokenize(const std::string& body, httplib::Response& res) {
   Guard(res, [&] {
-    const TokenizeRequest r = ParseTokenizeRequest(ParseJsonBody(req.body));
+    const TokenizeRequest r = ParseTokenizeRequest(ParseJsonBody(body));
     const std::string text =
         r.has_messages ? text_.RenderChat(r.messages, nullptr, true, nullptr) : r.text;
     const std::vector<int32_t> ids = text_.Encode(text, r.add_special);
@@ -312,9 +338,9 @@ void HttpServer::HandleTokenize(const httplib::Request& req, httplib::Response& 
   });
 }
 
-void HttpServer::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
+void HttpServer::HandleDetokenize(const std::string& body, httplib::Response& res) {
   Guard(res, [&] {
-    const std::vector<int32_t> ids = ParseDetokenizeRequest(ParseJsonBody(req.body));
+    const std::vector<int32_t> ids = ParseDetokenizeRequest(ParseJsonBody(body));
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] >= text_.vocab_size()) {
         throw BadRequest(fmt::format("tokens[{}]", i),
@@ -327,9 +353,9 @@ void HttpServer::HandleDetokenize(const httplib::Request& req, httplib::Response
   });
 }
 
-void HttpServer::HandleGeneration(const httplib::Request& req, httplib::Response& res, bool chat) {
+void HttpServer::HandleGeneration(const std::string& raw, httplib::Response& res, bool chat) {
   Guard(res, [&] {
-    const json body = ParseJsonBody(req.body);
+    const json body = ParseJsonBody(raw);
     const GenerationRequest r = chat ? ParseChatRequest(body) : ParseCompletionRequest(body);
     CheckModel(r.model);
 

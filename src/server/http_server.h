@@ -44,11 +44,11 @@ class HttpServer {
 
  private:
   void Route();
-  void HandleChat(const httplib::Request& req, httplib::Response& res);
-  void HandleCompletion(const httplib::Request& req, httplib::Response& res);
-  void HandleGeneration(const httplib::Request& req, httplib::Response& res, bool chat);
-  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
-  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
+  // POST handlers get the body read by Route (within max_body_bytes, whatever the
+  // Content-Type: httplib would otherwise cap form-encoded bodies at 8 KiB).
+  void HandleGeneration(const std::string& body, httplib::Response& res, bool chat);
+  void HandleTokenize(const std::string& body, httplib::Response& res);
+  void HandleDetokenize(const std::string& body, httplib::Response& res);
   void HandleModels(const httplib::Request& req, httplib::Response& res);
   void HandleMetrics(const httplib::Request& req, httplib::Response& res);
   bool Authorized(const httplib::Request& req) const;

@@ -120,7 +120,21 @@ void Scheduler::Loop() {
       wake_.wait(lk, [&] { return stop_ || !queue_.empty() || !active_.empty(); });
       if (stop_) break;
     }
-    Step();
+    try {
+      Step();
+    } catch (const std::exception& e) {
+      // Nothing a request does may take the server down: whatever escaped (an engine call
+      // outside the guarded ones, say) fails the running sequences and empties their caches.
+      for (size_t i = active_.size(); i-- > 0;) {
+        const int c = active_[i]->cache;
+        caches_[size_t(c)].tokens.clear();
+        try {
+          engine_.Truncate(c, 0);
+        } catch (...) {
+        }
+        Finish(i, FinishReason::kError, std::string("scheduler: ") + e.what());
+      }
+    }
   }
   // Shutting down: nobody will run what is left.
   for (size_t i = active_.size(); i-- > 0;) Finish(i, FinishReason::kCancelled);
@@ -151,9 +165,11 @@ void Scheduler::Step() {
     }
   }
   for (auto& p : dropped) {
+    {
+      std::lock_guard lk(mu_);
+      ++stats_.finished_cancelled;
+    }
     p.req.sink->OnFinish(FinishReason::kCancelled, SequenceStats{}, "");
-    std::lock_guard lk(mu_);
-    ++stats_.finished_cancelled;
   }
 
   // 2. Admit queued sequences into free slots.
@@ -281,9 +297,11 @@ void Scheduler::Admit(Pending p) {
   }
   if (bad.empty() && !seq->req.sampler) bad = "no sampler";
   if (!bad.empty()) {
+    {
+      std::lock_guard lk(mu_);
+      ++stats_.finished_error;
+    }
     seq->req.sink->OnFinish(FinishReason::kError, seq->stats, bad);
-    std::lock_guard lk(mu_);
-    ++stats_.finished_error;
     return;
   }
   const int64_t room = context_ - prompt_len;
@@ -309,8 +327,22 @@ void Scheduler::Admit(Pending p) {
   TQ_CHECK(best >= 0, "scheduler", "no free KV cache (parallel exceeds the caches)");
   CacheSlot& slot = caches_[size_t(best)];
   if (int64_t(slot.tokens.size()) > best_common) {
-    engine_.Truncate(best, best_common);
     slot.tokens.resize(size_t(best_common));
+    try {
+      engine_.Truncate(best, best_common);
+    } catch (const std::exception& e) {
+      slot.tokens.clear();
+      try {
+        engine_.Truncate(best, 0);
+      } catch (...) {
+      }
+      {
+        std::lock_guard lk(mu_);
+        ++stats_.finished_error;
+      }
+      seq->req.sink->OnFinish(FinishReason::kError, seq->stats, e.what());
+      return;
+    }
   }
   slot.busy = true;
   slot.last_used = ++use_clock_;
@@ -389,24 +421,28 @@ void Scheduler::Finish(size_t index, FinishReason reason, const std::string& err
   seq->stats.total_seconds = SecondsBetween(seq->submitted, Clock::now());
   std::string why = error;
   if (reason == FinishReason::kError && why.empty()) why = "generation failed";
+  {
+    // Counted before the sink hears of it: whoever sees the response sees it in the stats.
+    std::lock_guard lk(mu_);
+    switch (reason) {
+      case FinishReason::kStop:
+        ++stats_.finished_stop;
+        break;
+      case FinishReason::kLength:
+        ++stats_.finished_length;
+        break;
+      case FinishReason::kCancelled:
+        ++stats_.finished_cancelled;
+        break;
+      case FinishReason::kError:
+        ++stats_.finished_error;
+        break;
+    }
+    stats_.active = int(active_.size());
+  }
   try {
     seq->req.sink->OnFinish(reason, seq->stats, why);
   } catch (...) {
-  }
-  std::lock_guard lk(mu_);
-  switch (reason) {
-    case FinishReason::kStop:
-      ++stats_.finished_stop;
-      break;
-    case FinishReason::kLength:
-      ++stats_.finished_length;
-      break;
-    case FinishReason::kCancelled:
-      ++stats_.finished_cancelled;
-      break;
-    case FinishReason::kError:
-      ++stats_.finished_error;
-      break;
   }
 }
 

@@ -223,6 +223,11 @@ void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>& out) const
   for (const Symbol& s : sym) {
     if (s.live) out.push_back(s.id);
   }
+  // Do not keep a huge word's scratch alive in every thread that once saw one.
+  if (sym.capacity() > (size_t{1} << 20)) {
+    std::vector<Symbol>().swap(sym);
+    std::vector<QueuedMerge>().swap(heap);
+  }
 }
 
 void BpeModel::MergeCached(std::string_view word, std::vector<int32_t>& out) const {

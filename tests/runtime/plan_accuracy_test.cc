@@ -4,6 +4,7 @@
 // stays small), at two contexts each.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "core/mapped_file.h"
+#include "io/model_config.h"
+#include "kv/kv_cache_bytes.h"
 #include "runtime/plan/memory_plan.h"
 #include "runtime/synth.h"
 #include "testutil/testutil.h"
@@ -62,8 +65,10 @@ ChildRun RunChild(const std::vector<std::string>& args) {
   return r;
 }
 
-int64_t Planned(const std::string& dir, int64_t context, int64_t step, bool tokenizer) {
+int64_t Planned(const std::string& dir, int64_t context, int64_t step, bool tokenizer,
+                const KvCacheOptions& kv = {}) {
   PlanOptions o;
+  o.kv = kv;
   o.model_dir = dir;
   o.context = context;
   o.prefill_step = step;
@@ -84,21 +89,32 @@ void Compare(const std::string& what, int64_t planned, int64_t measured) {
 // counts every expert, as a long prompt touches them all.
 
 // bench: prefill `prompt` tokens, then a synthetic context of `context` tokens, decode 2.
-void CheckBench(const std::string& dir, int64_t prompt, int64_t context) {
+// `kv_args` / `kv`: the same compressed-cache settings as flags and as options. Returns
+// measured - planned.
+int64_t CheckBench(const std::string& dir, int64_t prompt, int64_t context,
+                   const std::vector<std::string>& kv_args = {}, const KvCacheOptions& kv = {}) {
   const int64_t gen = 2;
-  const ChildRun r =
-      RunChild({Binary(), "bench", "--model", dir, "--prompt-tokens", std::to_string(prompt),
-                "--gen-tokens", std::to_string(gen), "--context", std::to_string(context),
-                "--context-fill", "synthetic", "--threads", "2", "--json"});
-  ASSERT_EQ(r.status, 0) << r.out;
+  std::vector<std::string> args = {Binary(),          "bench",
+                                   "--model",         dir,
+                                   "--prompt-tokens", std::to_string(prompt),
+                                   "--gen-tokens",    std::to_string(gen),
+                                   "--context",       std::to_string(context),
+                                   "--context-fill",  "synthetic",
+                                   "--threads",       "2",
+                                   "--json"};
+  args.insert(args.end(), kv_args.begin(), kv_args.end());
+  const ChildRun r = RunChild(args);
+  EXPECT_EQ(r.status, 0) << r.out;
+  if (r.status != 0) return 0;
   const auto j = nlohmann::json::parse(r.out);
+  const int64_t measured = j["peak_rss_bytes"].get<int64_t>();
   // bench loads no tokenizer: plan without one.
-  const int64_t planned = Planned(dir, context + gen, prompt, /*tokenizer=*/false);
-  Compare(fmt::format("bench {} ctx {} step {}", std::filesystem::path(dir).filename().string(),
-                      context, prompt),
-          planned, j["peak_rss_bytes"].get<int64_t>());
-  EXPECT_NEAR(double(r.max_rss_bytes), double(j["peak_rss_bytes"].get<int64_t>()),
-              0.02 * double(r.max_rss_bytes));
+  const int64_t planned = Planned(dir, context + gen, prompt, /*tokenizer=*/false, kv);
+  Compare(fmt::format("bench {} ctx {} step {} {}", std::filesystem::path(dir).filename().string(),
+                      context, prompt, fmt::join(kv_args, " ")),
+          planned, measured);
+  EXPECT_NEAR(double(r.max_rss_bytes), double(measured), 0.02 * double(r.max_rss_bytes));
+  return measured - planned;
 }
 
 // generate: a real prompt (the first `bytes` of an eval text), greedy, 4 tokens.
@@ -124,6 +140,26 @@ TEST(PlanAccuracy, SharedModelsBench) {
     CheckBench(test::ModelDir(m), 512, 1024);
     CheckBench(test::ModelDir(m), 64, 4096);
   }
+}
+
+// The compressed cache's projection: the change of the peak against the fp16 cache (KV is a small
+// part of these models' peak, so compare what the compression saves, within 5%).
+TEST(PlanAccuracy, CompressedKvCache) {
+  const std::string m = test::ModelDir("tq-llama-21m");
+  const int64_t context = 8190;
+  const int64_t base_error = CheckBench(m, 64, context);
+  KvCacheOptions kv;
+  kv.k_bits = kv.v_bits = 3;
+  kv.sink = 64;
+  kv.window = 256;
+  const int64_t error =
+      CheckBench(m, 64, context, {"--kv-bits", "3", "--kv-sink", "64", "--kv-window", "256"}, kv);
+  const KvLayout layout = KvLayoutForConfig(LoadModelConfig(m));
+  const int64_t saved =
+      KvCacheBytes(layout, {}, context + 2) - KvCacheBytes(layout, kv, context + 2);
+  EXPECT_GT(saved, 0);
+  // measured - planned is the same with either cache, up to 5% of what compression saves.
+  EXPECT_NEAR(double(error), double(base_error), 0.05 * double(saved));
 }
 
 TEST(PlanAccuracy, SharedModelsGenerate) {

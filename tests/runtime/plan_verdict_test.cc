@@ -11,6 +11,7 @@
 #include "core/mapped_file.h"
 #include "io/checkpoint.h"
 #include "kv/kv_cache_bytes.h"
+#include "model/tensor_roles.h"
 #include "runtime/plan/device_memory.h"
 #include "runtime/plan/memory_plan.h"
 #include "runtime/plan/plan_report.h"
@@ -161,6 +162,129 @@ TEST(PlanVerdict, TurboQuantCheckpointAndErrors) {
   fs::remove(dir + "/model.safetensors");
   o.model_dir = dir;
   EXPECT_THROW(MakeMemoryPlan(o), Error);
+}
+
+TEST(PlanVerdict, SlidingWindowLayers) {
+  test::TempDir tmp;
+  const std::string src = test::ModelDir("tq-llama-21m");
+  const std::string dir = tmp.file("mistral");
+  fs::create_directory(dir);
+  auto cfg = nlohmann::json::parse(ReadFileToString(src + "/config.json"));
+  cfg["model_type"] = "mistral";
+  cfg["architectures"] = {"MistralForCausalLM"};
+  cfg["sliding_window"] = 256;
+  test::WriteFile(dir + "/config.json", cfg.dump());
+  fs::create_symlink(src + "/model.safetensors", dir + "/model.safetensors");
+  PlanOptions o = Opts("tq-llama-21m", 4096, 64);
+  o.model_dir = dir;
+  const MemoryPlan p = MakeMemoryPlan(o);
+  EXPECT_EQ(p.kv_sliding_layers, 6);
+  EXPECT_EQ(p.sliding_window, 256);
+  // The KV size is what the cache stores (KvCacheBytes on the same layout), and the plan says
+  // whether sliding layers keep more than their window.
+  EXPECT_EQ(p.memory.kv, KvCacheBytes(KvLayoutForConfig(p.config), o.kv, 4096));
+  bool noted = false;
+  for (const auto& n : p.notes) noted = noted || n.find("sliding-window") != std::string::npos;
+  // Every layer slides here: a cache that kept only the window would hold 256 positions.
+  const int64_t window_only = KvCacheBytes(KvLayoutForConfig(p.config), o.kv, 256);
+  EXPECT_EQ(noted, p.memory.kv > window_only);
+  EXPECT_NE(PlanToText(p).find("6 sliding, window 256"), std::string::npos);
+}
+
+// A checkpoint of a real model's shapes whose data section is a hole in a sparse file: plan reads
+// headers only, so it plans a 16 GB model in milliseconds with no disk used.
+std::string SparseCheckpoint(const test::TempDir& tmp, const std::string& name,
+                             const nlohmann::json& cfg) {
+  const std::string dir = tmp.file(name);
+  fs::create_directory(dir);
+  test::WriteFile(dir + "/config.json", cfg.dump());
+  const ModelConfig c = ParseModelConfig(cfg.dump(), name);
+  nlohmann::json header;  // (ordered_json inserts in linear time: slow for 18k tensors)
+  uint64_t offset = 0;
+  for (const ExpectedTensor& e : ExpectedTensors(c)) {
+    if (e.role == TensorRole::kLmHead && c.tie_word_embeddings) continue;
+    const uint64_t bytes = uint64_t(NumElements(e.shape)) * 2;
+    header[e.name] = {
+        {"dtype", "BF16"}, {"shape", e.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  const uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((n >> (8 * i)) & 0xff);
+  test::WriteFile(dir + "/model.safetensors", file + h);
+  fs::resize_file(dir + "/model.safetensors", 8 + n + offset);
+  return dir;
+}
+
+TEST(PlanVerdict, RealScaleFromHeadersOnly) {
+  test::TempDir tmp;
+  const nlohmann::json llama8b = {{"architectures", {"LlamaForCausalLM"}},
+                                  {"model_type", "llama"},
+                                  {"vocab_size", 128256},
+                                  {"hidden_size", 4096},
+                                  {"intermediate_size", 14336},
+                                  {"num_hidden_layers", 32},
+                                  {"num_attention_heads", 32},
+                                  {"num_key_value_heads", 8},
+                                  {"max_position_embeddings", 131072},
+                                  {"rope_theta", 500000.0},
+                                  {"tie_word_embeddings", false},
+                                  {"torch_dtype", "bfloat16"}};
+  PlanOptions o;
+  o.model_dir = SparseCheckpoint(tmp, "llama8b", llama8b);
+  o.context = 32768;
+  o.ram_gb = 16;
+  o.threads = 16;
+  const MemoryPlan bf16 = MakeMemoryPlan(o);
+  EXPECT_EQ(bf16.file_bytes, int64_t(8030261248) * 2);               // 8.03B parameters in bf16
+  EXPECT_EQ(bf16.memory.kv, int64_t(32768) * 32 * 2 * 8 * 128 * 2);  // 4 GiB fp16
+  EXPECT_EQ(bf16.lookup_table_bytes, int64_t(128256) * 4096 * 2);    // untied: resident by row
+  EXPECT_NE(bf16.verdict, PlanVerdict::kFits);
+  o.recipe = QuantRecipeOptions{};  // 4-bit TurboQuant
+  const MemoryPlan q4 = MakeMemoryPlan(o);
+  EXPECT_EQ(q4.verdict, PlanVerdict::kFits);
+  // ~4.27 bits per linear weight; embeddings and the head stay bf16.
+  const int64_t linears = int64_t(8030261248) - 2 * int64_t(128256) * 4096 - 65 * 4096;
+  const int64_t head = int64_t(128256) * 4096 * 2;
+  EXPECT_NEAR(double(q4.weights_bytes - 2 * head) / double(linears), 4.27 / 8, 0.01);
+
+  const nlohmann::json qwen30b = {{"architectures", {"Qwen3MoeForCausalLM"}},
+                                  {"model_type", "qwen3_moe"},
+                                  {"vocab_size", 151936},
+                                  {"hidden_size", 2048},
+                                  {"intermediate_size", 6144},
+                                  {"moe_intermediate_size", 768},
+                                  {"num_hidden_layers", 48},
+                                  {"num_attention_heads", 32},
+                                  {"num_key_value_heads", 4},
+                                  {"head_dim", 128},
+                                  {"num_experts", 128},
+                                  {"num_experts_per_tok", 8},
+                                  {"norm_topk_prob", true},
+                                  {"max_position_embeddings", 40960},
+                                  {"tie_word_embeddings", false},
+                                  {"torch_dtype", "bfloat16"}};
+  o.model_dir = SparseCheckpoint(tmp, "qwen3-30b-a3b", qwen30b);
+  o.context = 16384;
+  o.ram_gb = 12;
+  o.recipe->bits = 3;
+  const MemoryPlan moe = MakeMemoryPlan(o);
+  EXPECT_EQ(moe.verdict, PlanVerdict::kDoesNotFit);
+  EXPECT_TRUE(moe.moe);
+  EXPECT_GT(moe.expert_bytes, moe.weights_bytes * 8 / 10);  // bf16 embedding + head: the rest
+  EXPECT_TRUE(moe.streaming_fits) << VerdictLine(moe);
+}
+
+TEST(PlanVerdict, CudaCountsDeviceMemoryOnly) {
+  PlanOptions o = Opts("tq-llama-21m", 1024, 80);
+  o.device = PlanDevice::kCuda;  // with --ram-gb: no device query
+  const MemoryPlan p = MakeMemoryPlan(o);
+  EXPECT_EQ(p.device, "cuda");
+  EXPECT_EQ(p.reserve_tokenizer, 0);
+  EXPECT_EQ(p.reserve_device, 512 * kMiB);
+  EXPECT_EQ(p.memory.reserve, 512 * kMiB);
 }
 
 TEST(PlanVerdict, CudaWithoutCudaBuild) {

@@ -26,6 +26,7 @@ class FakeEngine : public Engine {
   int num_caches() const override { return int(caches_.size()); }
   int64_t kv_bytes_per_token() const override { return 16; }
   void Truncate(int cache, int64_t n) override {
+    if (fail_truncate && n > 0) throw std::runtime_error("fake: truncate failed");
     std::lock_guard lk(mu_);
     auto& c = caches_.at(size_t(cache));
     if (n < int64_t(c.size())) c.resize(size_t(n));
@@ -62,7 +63,7 @@ class FakeEngine : public Engine {
   }
 
   std::atomic<int64_t> prefilled_tokens{0}, prefill_calls{0}, decode_calls{0}, max_batch{0};
-  std::atomic<bool> fail_decode{false};
+  std::atomic<bool> fail_decode{false}, fail_truncate{false};
   std::atomic<int> decode_delay_us{0};
   std::string log;  // 'P' per Prefill, 'D' per Decode, in order (guarded by mu_)
   std::string Log() {

@@ -154,7 +154,7 @@ TEST(Scheduler, BatchesConcurrentSequences) {
     EXPECT_EQ(sinks[i]->tokens[0], 100 * i + 2);
     EXPECT_EQ(sinks[i]->tokens[29], 100 * i + 31);
   }
-  EXPECT_EQ(engine.max_batch, 4);
+  EXPECT_EQ(engine.max_batch, 4) << engine.Log();
   // 4 x 29 decoded tokens in about 29 steps, not 116.
   EXPECT_LE(engine.decode_calls, 29 + 4);
   const SchedulerStats st = sched.Stats();
@@ -309,6 +309,27 @@ TEST(Scheduler, EngineFailureFinishesWithErrorAndRecovers) {
   b->Wait();
   EXPECT_EQ(b->reason, FinishReason::kLength);
   EXPECT_EQ(b->tokens, (std::vector<int32_t>{2, 3, 4}));
+}
+
+TEST(Scheduler, TruncateFailureFailsOnlyThatRequest) {
+  FakeEngine engine(100, 64, 1);
+  Scheduler sched(engine, {.parallel = 1, .max_queue = 4});
+  auto a = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1, 2, 3, 4}, 2, a))));
+  a->Wait();
+  engine.fail_truncate = true;
+  auto b = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1, 2, 9}, 2, b))));  // shares 2 tokens: truncates
+  b->Wait();
+  EXPECT_EQ(b->reason, FinishReason::kError);
+  engine.fail_truncate = false;
+  auto c = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1, 2, 9}, 2, c))));
+  c->Wait();
+  EXPECT_EQ(c->reason, FinishReason::kLength);
+  EXPECT_EQ(c->stats.cached_tokens, 0);  // the failed cache was emptied
+  EXPECT_EQ(c->tokens, (std::vector<int32_t>{10, 11}));
+  EXPECT_EQ(engine.CacheTokens(0), (std::vector<int32_t>{1, 2, 9, 10}));
 }
 
 TEST(Scheduler, StopCancelsEverything) {

@@ -19,6 +19,7 @@
 #include "model/tensor_roles.h"
 #include "runtime/plan/device_memory.h"
 #include "runtime/plan/memory_plan.h"
+#include "runtime/plan/plan_report.h"
 
 namespace tq {
 namespace {
@@ -218,16 +219,36 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& opts) {
   for (int64_t w : layout.window) p.kv_sliding_layers += w > 0;
   p.sliding_window = p.kv_sliding_layers > 0 ? p.config.sliding_window : 0;
   p.kv_bytes_per_token = KvCacheBytes(layout, opts.kv, opts.context) / opts.context;
+  if (p.kv_sliding_layers > 0 && opts.context > p.sliding_window) {
+    // What the cache stores for sliding-window layers comes from the cache (KvCacheBytes); say
+    // when it keeps positions the window no longer reads.
+    KvLayout sliding_only = layout;
+    sliding_only.num_layers = p.kv_sliding_layers;
+    sliding_only.window.assign(size_t(p.kv_sliding_layers), p.sliding_window);
+    const int64_t stored = KvCacheBytes(sliding_only, opts.kv, opts.context);
+    const int64_t window_only = KvCacheBytes(sliding_only, opts.kv, p.sliding_window);
+    if (stored > window_only)
+      p.notes.push_back(fmt::format(
+          "this build's KV cache keeps every position of its {} sliding-window layers ({} at "
+          "this context; {} if they kept only their {}-token window)",
+          p.kv_sliding_layers, HumanBytes(stored), HumanBytes(window_only), p.sliding_window));
+  }
 
   p.threads =
       opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  p.reserve_base = kReserveBase;
-  if (opts.with_tokenizer) {
-    p.reserve_tokenizer = kTokenizerLiveBytesPerEntry * p.config.vocab_size;
-    p.tokenizer_load_transient = kTokenizerTransientBytesPerEntry * p.config.vocab_size;
+  if (opts.device == PlanDevice::kCuda) {
+    // On the GPU: weights, cache, activations and the CUDA context. The runtime, tokenizer and
+    // threads live in host memory.
+    p.reserve_device = kCudaContextBytes;
+    p.notes.push_back("--device cuda: host memory (runtime, tokenizer) is not counted");
+  } else {
+    p.reserve_base = kReserveBase;
+    if (opts.with_tokenizer) {
+      p.reserve_tokenizer = kTokenizerLiveBytesPerEntry * p.config.vocab_size;
+      p.tokenizer_load_transient = kTokenizerTransientBytesPerEntry * p.config.vocab_size;
+    }
+    p.reserve_threads = kThreadBytes * p.threads;
   }
-  p.reserve_threads = kThreadBytes * p.threads;
-  if (opts.device == PlanDevice::kCuda) p.reserve_device = kCudaContextBytes;
 
   if (opts.ram_gb) {
     p.usable_bytes = int64_t(*opts.ram_gb * double(int64_t(1) << 30));

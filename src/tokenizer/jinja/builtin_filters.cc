@@ -1,4 +1,5 @@
-// Jinja's built-in filters (jinja2.filters), with Hugging Face's tojson.
+// Jinja's filters on strings and numbers (jinja2.filters), with Hugging Face's tojson; the
+// sequence filters are in builtin_filters_seq.cc.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 
 #include "tokenizer/jinja/builtins.h"
 #include "tokenizer/jinja/evaluator.h"
+#include "tokenizer/jinja/filter_util.h"
 #include "tokenizer/jinja/json_dump.h"
 #include "tokenizer/jinja/operators.h"
 #include "tokenizer/jinja/py_format.h"
@@ -14,32 +16,6 @@
 
 namespace tq::jinja {
 namespace {
-
-bool Given(const Value& v) { return !v.is_undefined(); }
-bool BoolArg(const Value& v, bool dflt) { return Given(v) ? Truthy(v) : dflt; }
-int64_t IntArg(const Value& v, int64_t dflt, const char* fn) {
-  if (!Given(v)) return dflt;
-  if (v.kind() == Kind::kInt || v.kind() == Kind::kBool) return v.int_value();
-  if (v.kind() == Kind::kFloat) return static_cast<int64_t>(v.float_value());
-  ThrowRender(fmt::format("{}: expected an integer, got {}", fn, TypeName(v)));
-}
-
-// Jinja's make_attrgetter: "a.b.0" looks up item a, then b, then index 0.
-Value GetPath(Evaluator& ev, Value v, const Value& attribute) {
-  if (!attribute.is_string()) return ev.GetItem(v, attribute);
-  static const std::string kDot = ".";
-  for (const std::string& part : PySplit(attribute.str(), &kDot, -1)) {
-    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(),
-                                                     [](char c) { return c >= '0' && c <= '9'; });
-    v = ev.GetItem(v, digits ? Value(static_cast<int64_t>(std::atoll(part.c_str()))) : Value(part));
-  }
-  return v;
-}
-
-Value IgnoreCase(const Value& v, bool case_sensitive) {
-  if (!case_sensitive && v.is_string()) return Value(ToLower(v.str()));
-  return v;
-}
 
 Value Abs(Evaluator&, const Value& v, CallArgs& a) {
   BindArgs(a, {}, "abs");
@@ -63,24 +39,6 @@ Value Attr(Evaluator& ev, const Value& v, CallArgs& a) {
   return Value::Undefined(fmt::format("'{}' has no attribute '{}'", ObjectTypeRepr(v), name));
 }
 
-Value Batch(Evaluator&, const Value& v, CallArgs& a) {
-  auto p = BindArgs(a, {"linecount", "fill_with"}, "batch");
-  const int64_t n = IntArg(p[0], 0, "batch");
-  if (n <= 0) ThrowRender("batch: linecount must be positive");
-  List out, cur;
-  for (Value& item : Iterate(v)) {
-    cur.push_back(std::move(item));
-    if (static_cast<int64_t>(cur.size()) == n)
-      out.push_back(Value::MakeList(std::move(cur))), cur = {};
-  }
-  if (!cur.empty()) {
-    if (Given(p[1]) && !p[1].is_none())
-      while (static_cast<int64_t>(cur.size()) < n) cur.push_back(p[1]);
-    out.push_back(Value::MakeList(std::move(cur)));
-  }
-  return Value::MakeGenerator(std::move(out));
-}
-
 Value Capitalize(Evaluator&, const Value& v, CallArgs& a) {
   BindArgs(a, {}, "capitalize");
   return Value(PyCapitalize(ToStr(v)));
@@ -98,25 +56,6 @@ Value Default(Evaluator&, const Value& v, CallArgs& a) {
   if (v.is_undefined() || (BoolArg(p[1], false) && !Truthy(v)))
     return Given(p[0]) ? p[0] : Value(std::string());
   return v;
-}
-
-Value DictSort(Evaluator&, const Value& v, CallArgs& a) {
-  auto p = BindArgs(a, {"case_sensitive", "by", "reverse"}, "dictsort");
-  if (!v.is_mapping()) ThrowRender("dictsort: expected a mapping");
-  const bool cs = BoolArg(p[0], false), rev = BoolArg(p[2], false);
-  const std::string by = Given(p[1]) ? ToStr(p[1]) : "key";
-  if (by != "key" && by != "value") ThrowRender("You can only sort by either \"key\" or \"value\"");
-  const int idx = by == "key" ? 0 : 1;
-  std::vector<std::pair<Value, Value>> items = v.dict().items;
-  std::stable_sort(items.begin(), items.end(), [&](auto& x, auto& y) {
-    const Value& a1 = idx == 0 ? x.first : x.second;
-    const Value& b1 = idx == 0 ? y.first : y.second;
-    const int c = CompareValues(IgnoreCase(a1, cs), IgnoreCase(b1, cs));
-    return rev ? c > 0 : c < 0;
-  });
-  List out;
-  for (auto& [k, val] : items) out.push_back(Value::MakeTuple({k, val}));
-  return Value::MakeList(std::move(out));
 }
 
 Value Escape(Evaluator&, const Value& v, CallArgs& a) {
@@ -144,21 +83,6 @@ Value Escape(Evaluator&, const Value& v, CallArgs& a) {
     }
   }
   return Value(std::move(out));
-}
-
-Value First(Evaluator&, const Value& v, CallArgs& a) {
-  BindArgs(a, {}, "first");
-  List items = Iterate(v);
-  if (items.empty()) return Value::Undefined("No first item, sequence was empty.");
-  return items.front();
-}
-
-Value Last(Evaluator&, const Value& v, CallArgs& a) {
-  BindArgs(a, {}, "last");
-  if (v.kind() == Kind::kGenerator) ThrowRender("'generator' object is not reversible");
-  List items = Iterate(v);
-  if (items.empty()) return Value::Undefined("No last item, sequence was empty.");
-  return items.back();
 }
 
 bool ParseFloatStr(const std::string& raw, double* out) {
@@ -253,39 +177,6 @@ Value Indent(Evaluator&, const Value& v, CallArgs& a) {
   return Value(std::move(rv));
 }
 
-Value Items(Evaluator&, const Value& v, CallArgs& a) {
-  BindArgs(a, {}, "items");
-  if (v.is_undefined()) return Value::MakeGenerator({});
-  if (!v.is_mapping()) ThrowRender("Can only get item pairs from a mapping.");
-  List out;
-  for (auto& [k, x] : v.dict().items) out.push_back(Value::MakeTuple({k, x}));
-  return Value::MakeGenerator(std::move(out));
-}
-
-Value Join(Evaluator& ev, const Value& v, CallArgs& a) {
-  auto p = BindArgs(a, {"d", "attribute"}, "join");
-  const std::string sep = Given(p[0]) ? ToStr(p[0]) : "";
-  std::string out;
-  bool first = true;
-  for (const Value& item : Iterate(v)) {
-    if (!first) out += sep;
-    first = false;
-    out += ToStr(Given(p[1]) && !p[1].is_none() ? GetPath(ev, item, p[1]) : item);
-    if (out.size() > ev.max_size()) ThrowRender("string is too large");
-  }
-  return Value(std::move(out));
-}
-
-Value Length(Evaluator&, const Value& v, CallArgs& a) {
-  BindArgs(a, {}, "length");
-  return Value(static_cast<int64_t>(jinja::Length(v)));
-}
-
-Value ListF(Evaluator&, const Value& v, CallArgs& a) {
-  BindArgs(a, {}, "list");
-  return Value::MakeList(Iterate(v));
-}
-
 Value Lower(Evaluator&, const Value& v, CallArgs& a) {
   BindArgs(a, {}, "lower");
   return Value(ToLower(ToStr(v)));
@@ -296,124 +187,12 @@ Value Upper(Evaluator&, const Value& v, CallArgs& a) {
   return Value(ToUpper(ToStr(v)));
 }
 
-Value Map(Evaluator& ev, const Value& v, CallArgs& a) {
-  if (!Truthy(v)) return Value::MakeGenerator({});
-  List items = Iterate(v);
-  List out;
-  out.reserve(items.size());
-  if (a.pos.empty()) {
-    Value attribute, dflt;
-    for (auto& [k, x] : a.kw) {
-      if (k == "attribute") {
-        attribute = x;
-      } else if (k == "default") {
-        dflt = x;
-      } else {
-        ThrowRender(fmt::format("Unexpected keyword argument '{}'", k));
-      }
-    }
-    if (!Given(attribute)) ThrowRender("map requires a filter argument");
-    for (const Value& item : items) {
-      Value r = GetPath(ev, item, attribute);
-      if (r.is_undefined() && Given(dflt) && !dflt.is_none()) r = dflt;
-      out.push_back(std::move(r));
-    }
-    return Value::MakeGenerator(std::move(out));
-  }
-  const std::string name = ToStr(a.pos[0]);
-  if (!FindFilter(name)) ThrowRender(fmt::format("No filter named '{}'.", name));
-  for (const Value& item : items) {
-    CallArgs rest;
-    rest.pos.assign(a.pos.begin() + 1, a.pos.end());
-    rest.kw = a.kw;
-    out.push_back(ev.ApplyFilter(name, item, rest));
-  }
-  return Value::MakeGenerator(std::move(out));
-}
-
-// select / reject / selectattr / rejectattr.
-Value SelectImpl(Evaluator& ev, const Value& v, CallArgs& a, bool want, bool lookup_attr) {
-  if (!Truthy(v)) return Value::MakeGenerator({});
-  size_t off = 0;
-  Value attribute;
-  if (lookup_attr) {
-    if (a.pos.empty()) ThrowRender("Missing parameter for attribute name");
-    attribute = a.pos[0];
-    off = 1;
-  }
-  std::string test;
-  if (a.pos.size() > off) {
-    test = ToStr(a.pos[off]);
-    if (!FindTest(test)) ThrowRender(fmt::format("No test named '{}'.", test));
-  }
-  List out;
-  for (const Value& item : Iterate(v)) {
-    const Value subject = lookup_attr ? GetPath(ev, item, attribute) : item;
-    bool r;
-    if (test.empty()) {
-      r = Truthy(subject);
-    } else {
-      CallArgs rest;
-      rest.pos.assign(a.pos.begin() + off + 1, a.pos.end());
-      rest.kw = a.kw;
-      r = ev.ApplyTest(test, subject, rest);
-    }
-    if (r == want) out.push_back(item);
-  }
-  return Value::MakeGenerator(std::move(out));
-}
-Value Select(Evaluator& ev, const Value& v, CallArgs& a) {
-  return SelectImpl(ev, v, a, true, false);
-}
-Value Reject(Evaluator& ev, const Value& v, CallArgs& a) {
-  return SelectImpl(ev, v, a, false, false);
-}
-Value SelectAttr(Evaluator& ev, const Value& v, CallArgs& a) {
-  return SelectImpl(ev, v, a, true, true);
-}
-Value RejectAttr(Evaluator& ev, const Value& v, CallArgs& a) {
-  return SelectImpl(ev, v, a, false, true);
-}
-
-// min / max: `attribute` picks the compared field; strings compare case-insensitively.
-Value MinMax(Evaluator& ev, const Value& v, CallArgs& a, bool want_max) {
-  auto p = BindArgs(a, {"case_sensitive", "attribute"}, want_max ? "max" : "min");
-  const bool cs = BoolArg(p[0], false);
-  List items = Iterate(v);
-  if (items.empty()) return Value::Undefined("No aggregated item, sequence was empty.");
-  auto key = [&](const Value& x) {
-    return IgnoreCase(Given(p[1]) && !p[1].is_none() ? GetPath(ev, x, p[1]) : x, cs);
-  };
-  size_t best = 0;
-  Value best_key = key(items[0]);
-  for (size_t i = 1; i < items.size(); ++i) {
-    Value k = key(items[i]);
-    const int c = CompareValues(k, best_key);
-    if (want_max ? c > 0 : c < 0) best = i, best_key = std::move(k);
-  }
-  return items[best];
-}
-Value Max(Evaluator& ev, const Value& v, CallArgs& a) { return MinMax(ev, v, a, true); }
-Value Min(Evaluator& ev, const Value& v, CallArgs& a) { return MinMax(ev, v, a, false); }
-
 Value Replace(Evaluator& ev, const Value& v, CallArgs& a) {
   auto p = BindArgs(a, {"old", "new", "count"}, "replace");
   const int64_t count = Given(p[2]) && !p[2].is_none() ? IntArg(p[2], -1, "replace") : -1;
   std::string out = PyReplace(ToStr(v), ToStr(p[0]), ToStr(p[1]), count);
   if (out.size() > ev.max_size()) ThrowRender("string is too large");
   return Value(std::move(out));
-}
-
-Value Reverse(Evaluator&, const Value& v, CallArgs& a) {
-  BindArgs(a, {}, "reverse");
-  if (v.is_string()) {
-    std::u32string u = DecodeUtf8(v.str());
-    std::reverse(u.begin(), u.end());
-    return Value(EncodeUtf8(u));
-  }
-  List items = Iterate(v);
-  std::reverse(items.begin(), items.end());
-  return Value::MakeList(std::move(items));
 }
 
 Value Round(Evaluator&, const Value& v, CallArgs& a) {
@@ -449,74 +228,9 @@ Value Safe(Evaluator&, const Value& v, CallArgs& a) {
   return Value(ToStr(v));
 }
 
-Value Slice(Evaluator&, const Value& v, CallArgs& a) {
-  auto p = BindArgs(a, {"slices", "fill_with"}, "slice");
-  const int64_t slices = IntArg(p[0], 0, "slice");
-  if (slices <= 0 || slices > 1 << 20) ThrowRender("slice: slices must be positive");
-  List seq = Iterate(v);
-  const int64_t length = static_cast<int64_t>(seq.size());
-  const int64_t per = length / slices, with_extra = length % slices;
-  int64_t offset = 0;
-  List out;
-  for (int64_t i = 0; i < slices; ++i) {
-    const int64_t start = offset + i * per;
-    if (i < with_extra) ++offset;
-    const int64_t end = offset + (i + 1) * per;
-    List tmp(seq.begin() + start, seq.begin() + end);
-    if (Given(p[1]) && !p[1].is_none() && i >= with_extra) tmp.push_back(p[1]);
-    out.push_back(Value::MakeList(std::move(tmp)));
-  }
-  return Value::MakeGenerator(std::move(out));
-}
-
-Value Sort(Evaluator& ev, const Value& v, CallArgs& a) {
-  auto p = BindArgs(a, {"reverse", "case_sensitive", "attribute"}, "sort");
-  const bool rev = BoolArg(p[0], false), cs = BoolArg(p[1], false);
-  std::vector<Value> attrs;
-  if (Given(p[2]) && !p[2].is_none()) {
-    if (p[2].is_string()) {
-      const std::string comma = ",";
-      for (auto& part : PySplit(p[2].str(), &comma, -1)) attrs.emplace_back(part);
-    } else {
-      attrs.push_back(p[2]);
-    }
-  }
-  List items = Iterate(v);
-  std::vector<std::pair<List, size_t>> keyed;
-  for (size_t i = 0; i < items.size(); ++i) {
-    List k;
-    if (attrs.empty()) {
-      k.push_back(IgnoreCase(items[i], cs));
-    } else {
-      for (auto& at : attrs) k.push_back(IgnoreCase(GetPath(ev, items[i], at), cs));
-    }
-    keyed.emplace_back(std::move(k), i);
-  }
-  std::stable_sort(keyed.begin(), keyed.end(), [&](auto& x, auto& y) {
-    for (size_t j = 0; j < x.first.size(); ++j) {
-      const int c = CompareValues(x.first[j], y.first[j]);
-      if (c != 0) return rev ? c > 0 : c < 0;
-    }
-    return false;
-  });
-  List out;
-  for (auto& kv : keyed) out.push_back(items[kv.second]);
-  return Value::MakeList(std::move(out));
-}
-
 Value String(Evaluator&, const Value& v, CallArgs& a) {
   BindArgs(a, {}, "string");
   return Value(ToStr(v));
-}
-
-Value Sum(Evaluator& ev, const Value& v, CallArgs& a) {
-  auto p = BindArgs(a, {"attribute", "start"}, "sum");
-  Value total = Given(p[1]) ? p[1] : Value(0);
-  for (const Value& item : Iterate(v))
-    total =
-        BinaryOp(BinOp::kAdd, total,
-                 Given(p[0]) && !p[0].is_none() ? GetPath(ev, item, p[0]) : item, ev.max_size());
-  return total;
 }
 
 Value Title(Evaluator&, const Value& v, CallArgs& a) {
@@ -594,22 +308,6 @@ Value Truncate(Evaluator&, const Value& v, CallArgs& a) {
   return Value(PyRSplit(head, &space, 1)[0] + end);
 }
 
-Value Unique(Evaluator& ev, const Value& v, CallArgs& a) {
-  auto p = BindArgs(a, {"case_sensitive", "attribute"}, "unique");
-  const bool cs = BoolArg(p[0], false);
-  List seen, out;
-  for (const Value& item : Iterate(v)) {
-    Value key = IgnoreCase(Given(p[1]) && !p[1].is_none() ? GetPath(ev, item, p[1]) : item, cs);
-    bool dup = false;
-    for (const Value& s : seen)
-      if (Equals(s, key)) dup = true;
-    if (dup) continue;
-    seen.push_back(std::move(key));
-    out.push_back(item);
-  }
-  return Value::MakeGenerator(std::move(out));
-}
-
 Value WordCount(Evaluator&, const Value& v, CallArgs& a) {
   BindArgs(a, {}, "wordcount");
   int64_t n = 0;
@@ -623,51 +321,14 @@ Value WordCount(Evaluator&, const Value& v, CallArgs& a) {
 }
 
 const std::pair<std::string_view, FilterFn> kFilters[] = {
-    {"abs", Abs},
-    {"attr", Attr},
-    {"batch", Batch},
-    {"capitalize", Capitalize},
-    {"center", Center},
-    {"count", Length},
-    {"d", Default},
-    {"default", Default},
-    {"dictsort", DictSort},
-    {"e", Escape},
-    {"escape", Escape},
-    {"forceescape", Escape},
-    {"first", First},
-    {"float", Float},
-    {"format", Format},
-    {"indent", Indent},
-    {"int", Int},
-    {"items", Items},
-    {"join", Join},
-    {"last", Last},
-    {"length", Length},
-    {"list", ListF},
-    {"lower", Lower},
-    {"map", Map},
-    {"max", Max},
-    {"min", Min},
-    {"reject", Reject},
-    {"rejectattr", RejectAttr},
-    {"replace", Replace},
-    {"reverse", Reverse},
-    {"round", Round},
-    {"safe", Safe},
-    {"select", Select},
-    {"selectattr", SelectAttr},
-    {"slice", Slice},
-    {"sort", Sort},
-    {"string", String},
-    {"sum", Sum},
-    {"title", Title},
-    {"tojson", ToJson},
-    {"trim", Trim},
-    {"truncate", Truncate},
-    {"unique", Unique},
-    {"upper", Upper},
-    {"wordcount", WordCount},
+    {"abs", Abs},           {"attr", Attr},     {"capitalize", Capitalize},
+    {"center", Center},     {"d", Default},     {"default", Default},
+    {"e", Escape},          {"escape", Escape}, {"forceescape", Escape},
+    {"float", Float},       {"format", Format}, {"indent", Indent},
+    {"int", Int},           {"lower", Lower},   {"replace", Replace},
+    {"round", Round},       {"safe", Safe},     {"string", String},
+    {"title", Title},       {"tojson", ToJson}, {"trim", Trim},
+    {"truncate", Truncate}, {"upper", Upper},   {"wordcount", WordCount},
 };
 
 }  // namespace
@@ -675,7 +336,7 @@ const std::pair<std::string_view, FilterFn> kFilters[] = {
 FilterFn FindFilter(std::string_view name) {
   for (const auto& [n, f] : kFilters)
     if (n == name) return f;
-  return nullptr;
+  return FindSequenceFilter(name);
 }
 
 }  // namespace tq::jinja

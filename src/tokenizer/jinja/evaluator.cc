@@ -180,23 +180,21 @@ void Evaluator::ExecFor(const Stmt& s, bool* broke) {
     Value loop = Value::MakeNamespace();
     Dict& d = loop.dict();
     d.items.reserve(12);
-    d.items.emplace_back("index", Value(i + 1));
-    d.items.emplace_back("index0", Value(i));
-    d.items.emplace_back("revindex", Value(n - i));
-    d.items.emplace_back("revindex0", Value(n - i - 1));
-    d.items.emplace_back("first", Value(i == 0));
-    d.items.emplace_back("last", Value(i == n - 1));
-    d.items.emplace_back("length", Value(n));
-    d.items.emplace_back("depth", Value(1));
-    d.items.emplace_back("depth0", Value(0));
-    d.items.emplace_back("previtem",
-                         i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
-    d.items.emplace_back("nextitem",
-                         i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
-    d.items.emplace_back("cycle", MakeFunction("loop.cycle", [i](Evaluator&, CallArgs& a) {
-                           if (a.pos.empty()) ThrowRender("no items for cycling given");
-                           return a.pos[i % static_cast<int64_t>(a.pos.size())];
-                         }));
+    d.Add("index", Value(i + 1));
+    d.Add("index0", Value(i));
+    d.Add("revindex", Value(n - i));
+    d.Add("revindex0", Value(n - i - 1));
+    d.Add("first", Value(i == 0));
+    d.Add("last", Value(i == n - 1));
+    d.Add("length", Value(n));
+    d.Add("depth", Value(1));
+    d.Add("depth0", Value(0));
+    d.Add("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
+    d.Add("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
+    d.Add("cycle", MakeFunction("loop.cycle", [i](Evaluator&, CallArgs& a) {
+            if (a.pos.empty()) ThrowRender("no items for cycling given");
+            return a.pos[i % static_cast<int64_t>(a.pos.size())];
+          }));
     frame_->vars["loop"] = loop;
     Assign(s.target, items[i], s.pos);
     if (ExecBody(s.body) == Flow::kBreak) {

@@ -40,12 +40,33 @@ int64_t ModInt(int64_t a, int64_t b) {
   return r;
 }
 
+// Python's float divmod: the remainder takes the divisor's sign and the quotient is snapped to
+// the nearest integer of (a - mod) / b, so 1 // 0.1 == 9.0 as in CPython.
+void FloatDivMod(double a, double b, double* floordiv, double* mod) {
+  if (b == 0) ThrowRender("float divmod()");
+  *mod = std::fmod(a, b);
+  double div = (a - *mod) / b;
+  if (*mod != 0) {
+    if ((b < 0) != (*mod < 0)) {
+      *mod += b;
+      div -= 1.0;
+    }
+  } else {
+    *mod = std::copysign(0.0, b);
+  }
+  if (div != 0) {
+    *floordiv = std::floor(div);
+    if (div - *floordiv > 0.5) *floordiv += 1.0;
+  } else {
+    *floordiv = std::copysign(0.0, a / b);
+  }
+}
+
 double ModFloat(double a, double b) {
   if (b == 0) ThrowRender("float modulo");
-  double r = std::fmod(a, b);
-  if (r != 0 && ((r < 0) != (b < 0))) r += b;
-  if (r == 0) r = std::copysign(0.0, b);
-  return r;
+  double q, m;
+  FloatDivMod(a, b, &q, &m);
+  return m;
 }
 
 Value Repeat(const Value& seq, int64_t n, size_t max_size) {
@@ -135,7 +156,9 @@ Value BinaryOp(BinOp op, const Value& a, const Value& b, size_t max_size) {
       if (ints) return Value(FloorDivInt(a.int_value(), b.int_value()));
       if (nums) {
         if (b.float_value() == 0) ThrowRender("float floor division by zero");
-        return Value(std::floor(a.float_value() / b.float_value()));
+        double q, m;
+        FloatDivMod(a.float_value(), b.float_value(), &q, &m);
+        return Value(q);
       }
       Unsupported("//", a, b);
     case BinOp::kMod:

@@ -300,6 +300,9 @@ std::string PyStrFormat(Evaluator& ev, const std::string& f, CallArgs& args) {
 std::string PyPercentFormat(const std::string& f, const Value& args) {
   List items;
   const bool mapping = args.is_mapping();
+  // Python treats any non-tuple, non-str argument with __getitem__ as a possible mapping and then
+  // does not complain about unused arguments ('abc' % [1] == 'abc').
+  const bool lenient = mapping || args.kind() == Kind::kList || args.is_undefined();
   if (args.kind() == Kind::kTuple) {
     items = args.list();
   } else if (!mapping) {
@@ -400,7 +403,7 @@ std::string PyPercentFormat(const std::string& f, const Value& args) {
         ThrowRender(fmt::format("unsupported format character '{}'", type));
     }
   }
-  if (!mapping && next < items.size())
+  if (!lenient && next < items.size())
     ThrowRender("not all arguments converted during string formatting");
   return out;
 }

@@ -208,3 +208,60 @@ CASES = [
     ("err_elif_after_else", "{% if a %}{% else %}{% elif b %}{% endif %}", {}),
     ("err_empty_expr", "{{ }}", {}),
 ]
+
+
+# Random mixes of text and tags with every whitespace-control combination, rendered both with
+# the Hugging Face options and with Jinja's defaults: the lexer's trim/lstrip rules.
+def _whitespace_cases(count, seed):
+    import random
+    rng = random.Random(seed)
+    texts = ["", " ", "  ", "\n", "\n\n", "  \n", "\n  ", "\t", "a", " a ", "a\n", "\n b", "x y\n  ",
+             "\r\n", " \t\n"]
+
+    def tag(kind, body):
+        left = rng.choice(["", "-", "+"]) if kind != "{{" else rng.choice(["", "-"])
+        right = rng.choice(["", "-", "+"]) if kind == "{%" else rng.choice(["", "-"])
+        return kind + left + " " + body + " " + right + {"{%": "%}", "{{": "}}", "{#": "#}"}[kind]
+
+    def text():
+        return "".join(rng.choice(texts) for _ in range(rng.randint(0, 3)))
+
+    def block(depth):
+        out = []
+        for _ in range(rng.randint(1, 4)):
+            r = rng.random()
+            out.append(text())
+            if r < 0.3:
+                out.append(tag("{{", rng.choice(["s", "xs|length", "'q'", "d.k"])))
+            elif r < 0.4:
+                out.append(tag("{#", rng.choice(["c", "multi\nline"])))
+            elif r < 0.55 and depth < 3:
+                out.append(tag("{%", "if " + rng.choice(["t", "f", "xs"])) + block(depth + 1) +
+                           (tag("{%", "else") + block(depth + 1) if rng.random() < 0.5 else "") +
+                           tag("{%", "endif"))
+            elif r < 0.7 and depth < 3:
+                out.append(tag("{%", "for x in " + rng.choice(["xs", "s", "[]"])) + block(depth + 1) +
+                           (tag("{%", "else") + block(depth + 1) if rng.random() < 0.3 else "") +
+                           tag("{%", "endfor"))
+            elif r < 0.8:
+                out.append(tag("{%", "set y = " + rng.choice(["1", "s", "xs[0]"])))
+            elif r < 0.85 and depth < 3:
+                out.append(tag("{%", "macro m(a)") + block(depth + 1) + tag("{%", "endmacro") +
+                           tag("{{", "m(1)"))
+            elif r < 0.9:
+                out.append(tag("{%", "raw") + text() + "{{ x }}" + text() + tag("{%", "endraw"))
+            out.append(text())
+        return "".join(out)
+
+    variables = {"xs": [1, 2, 3], "s": "ab", "d": {"k": "v"}, "t": True, "f": False}
+    return [(f"ws_random_{i}", block(0), variables, i % 2 == 0) for i in range(count)]
+
+
+CASES += _whitespace_cases(200, 2024)
+CASES += [
+    ("unhashable_in_dict_error", "{{ [1] in {'k': 1} }}", {}),
+    ("float_floordiv_python", "{{ 1 // 0.1 }} {{ -1 // 0.1 }} {{ 1 % 0.1 }} {{ -7.5 // 2 }} {{ 7 % -3 }}", {}),
+    ("percent_lenient_mapping", "{{ 'abc' % [1] }} {{ 'x' % nothing }} {{ '%s' % [1, 2] }}", {}),
+    ("callable_undefined", "{{ nothing is callable }} {{ 'a'.upper is callable }}", {}),
+    ("test_extra_arg_error", "{{ x is defined['a'] }}", {}),
+]

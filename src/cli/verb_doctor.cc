@@ -1,0 +1,43 @@
+// turboquant doctor --model DIR [--context N] [--ram-gb X] [--json]
+// Read-only readiness checks of a model directory and this machine; exit 0 when nothing fails.
+#include <cstdio>
+
+#include "cli/verb.h"
+#include "runtime/doctor/doctor.h"
+
+namespace tq::cli {
+namespace {
+
+int Run(int argc, char** argv) {
+  CLI::App app{
+      "Check a model directory and this machine: files, config, tensors, TurboQuant format, "
+      "tokenizer, chat template, CPU/CUDA, memory (read-only; each line ok, warn or fail)",
+      argv[0]};
+  DoctorOptions o;
+  std::optional<double> ram_gb;
+  bool json = false;
+  app.add_option("--model", o.model_dir, "model directory")->required();
+  app.add_option("--context", o.context,
+                 "context for the memory check (default: min(max_position_embeddings, 16384))")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ram-gb", ram_gb, "usable memory in GiB for the memory check")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--json", json, "print one JSON object");
+  return RunApp(app, argc, argv, [&] {
+    o.ram_gb = ram_gb;
+    const DoctorReport r = RunDoctor(o);
+    if (json) {
+      std::printf("%s\n", DoctorToJson(r).dump(2).c_str());
+    } else {
+      std::printf("%s", DoctorToText(r).c_str());
+    }
+    return r.ok() ? kExitOk : kExitFailure;
+  });
+}
+
+VerbRegistrar reg("doctor",
+                  "check a model dir and this machine: files, tensors, tokenizer, CPU/GPU, memory",
+                  &Run);
+
+}  // namespace
+}  // namespace tq::cli

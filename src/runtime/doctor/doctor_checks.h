@@ -1,0 +1,36 @@
+// The checks of `doctor` (internal to runtime/doctor/). Each appends CheckResults; later checks
+// use what earlier ones loaded and say "skipped" (warn) when it is missing.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "runtime/doctor/doctor.h"
+
+namespace tq {
+
+class Tokenizer;
+
+struct DoctorState {
+  DoctorOptions opts;
+  std::vector<CheckResult>* out = nullptr;
+  std::optional<ModelConfig> config;               // set when config.json is supported
+  std::optional<std::vector<TensorInfo>> tensors;  // set when every header is valid
+  std::unique_ptr<Tokenizer> tokenizer;
+
+  void Add(CheckStatus s, std::string check, std::string hint) {
+    out->push_back({s, std::move(check), std::move(hint)});
+  }
+};
+
+void CheckFiles(DoctorState& st);         // files present, config.json supported
+void CheckTensors(DoctorState& st);       // headers, names, shapes, dtypes
+void CheckQuantization(DoctorState& st);  // the TurboQuant block and its tensors
+void CheckTokenizer(DoctorState& st);     // loads, round-trips; chat template renders
+void CheckMachine(DoctorState& st);       // CPU, kernels, CUDA, memory vs plan
+
+}  // namespace tq
