@@ -99,7 +99,8 @@ void Model::Forward(std::span<const int32_t> tokens, KvCache& cache, float* logi
   for (int64_t begin = 0; begin < n; begin += kMaxChunk) {
     const int64_t count = std::min(kMaxChunk, n - begin);
     const Segment seg{&cache, 0, count};
-    std::vector<int64_t> rows;
+    std::vector<int64_t>& rows = ws_->logit_rows;  // reused: no allocation per decode step
+    rows.clear();
     if (all_logits) {
       for (int64_t r = 0; r < count; ++r) rows.push_back(r);
     } else if (begin + count == n) {
@@ -114,8 +115,10 @@ void Model::DecodeBatch(std::span<const int32_t> tokens, std::span<KvCache* cons
                         float* logits) {
   TQ_CHECK(tokens.size() == caches.size() && !tokens.empty(), "model decode batch",
            "{} tokens for {} caches", tokens.size(), caches.size());
-  std::vector<Segment> segs;
-  std::vector<int64_t> rows;
+  std::vector<Segment>& segs = segments_;
+  std::vector<int64_t>& rows = ws_->logit_rows;
+  segs.clear();
+  rows.clear();
   for (size_t i = 0; i < caches.size(); ++i) {
     TQ_CHECK(caches[i] != nullptr, "model decode batch", "cache {} is null", i);
     for (size_t j = 0; j < i; ++j)

@@ -207,20 +207,29 @@ TQ_CPU_CLONES void GemmTask(int nv, int mr, const float* xt, int64_t t0, int64_t
       const float* b = bias ? bias + og : nullptr;
       if (nv == 4) {
         MicroKernelRows<4>(rows, xk, wrows, ldw, kc, k0 == 0, b, ytile, out, valid);
-      } else {
+      } else if (nv == 2) {
         MicroKernelRows<2>(rows, xk, wrows, ldw, kc, k0 == 0, b, ytile, out, valid);
+      } else {
+        MicroKernelRows<1>(rows, xk, wrows, ldw, kc, k0 == 0, b, ytile, out, valid);
       }
     }
   }
 }
 
 struct GemmShape {
-  int nv, mr;
+  int nv, mr;  // tokens per block = nv * 16; weight rows per micro-kernel
 };
-GemmShape ChooseGemmShape() {
+// Token blocks no wider than the batch (a 16-token batch does not pay for 64 lanes).
+GemmShape ChooseGemmShape(int64_t n) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return {4, 6};  // 24 zmm accumulators
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) {  // up to 24 zmm accumulators
+    if (n <= 16) return {1, 6};
+    if (n <= 32) return {2, 6};
+    return {4, 6};
+  }
 #endif
+  if (n <= 16) return {1, 6};
   return {2, 3};  // 6 x 2 ymm pairs: fits 16 ymm registers
 }
 
@@ -244,7 +253,7 @@ void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, f
     });
     return;
   }
-  static const GemmShape shape = ChooseGemmShape();
+  const GemmShape shape = ChooseGemmShape(n);
   const int64_t tb = shape.nv * 16;
   const int64_t blocks = (n + tb - 1) / tb;
   thread_local AlignedBuffer<float> xt_all;
