@@ -25,6 +25,20 @@ int64_t DenseLinear::WeightBytes() const {
 
 void MatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
                   std::span<float* const> ys) {
+  // Dense linears run as one kernel group (x read once, one parallel pass); anything else, one
+  // by one. A packed format would rotate x once here for the whole group.
+  constexpr size_t kMaxGroup = 16;
+  kernels::MatMulOutput outs[kMaxGroup];
+  bool dense = group.size() <= kMaxGroup;
+  for (size_t i = 0; dense && i < group.size(); ++i) {
+    const auto* d = dynamic_cast<const DenseLinear*>(group[i]);
+    if (!d) {
+      dense = false;
+      break;
+    }
+    outs[i] = {&d->weight(), d->bias_data(), ys[i]};
+  }
+  if (dense) return kernels::MatMulGroup(x, n, {outs, group.size()});
   for (size_t i = 0; i < group.size(); ++i) group[i]->MatMul(x, n, ys[i]);
 }
 

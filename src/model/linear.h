@@ -37,6 +37,7 @@ class DenseLinear final : public Linear {
   void MatMul(const float* x, int64_t n, float* y) const override;
   int64_t WeightBytes() const override;
   const TensorView& weight() const { return weight_; }
+  const float* bias_data() const { return bias_.empty() ? nullptr : bias_.data(); }
 
  private:
   TensorView weight_;

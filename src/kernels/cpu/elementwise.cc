@@ -58,8 +58,13 @@ TQ_CPU_CLONES void SiluMul(const float* gate, const float* up, int64_t n, float*
 namespace tq::kernels {
 
 const KernelTable& CpuKernels() {
-  static const KernelTable table{"cpu",     cpu::MatMul,  cpu::RmsNorm,
-                                 cpu::Rope, cpu::SiluMul, cpu::Attention};
+  static const KernelTable table{.name = "cpu",
+                                 .matmul = cpu::MatMul,
+                                 .matmul_group = cpu::MatMulGroup,
+                                 .rms_norm = cpu::RmsNorm,
+                                 .rope = cpu::Rope,
+                                 .silu_mul = cpu::SiluMul,
+                                 .attention = cpu::Attention};
   return table;
 }
 
