@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "io/model_config.h"
 #include "kv/kv_cache.h"
@@ -60,6 +61,7 @@ class Model {
   std::unique_ptr<Checkpoint> checkpoint_;
   std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<ForwardWorkspace> ws_;
+  std::vector<Segment> segments_;  // DecodeBatch's, reused
 };
 
 }  // namespace tq
