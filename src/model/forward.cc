@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "model/packed_linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 
@@ -127,8 +128,13 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   float* q = Buf::Need(ws.q, n * qdim);    // [n, heads, hd]
   float* k = Buf::Need(ws.k, n * kvdim);   // [n, kv_heads, hd]
   float* v = Buf::Need(ws.v, n * kvdim);   // [n, kv_heads, hd]
-  for (int64_t r = 0; r < n; ++r)
-    ToF32(w.embed, tokens[size_t(r)] * hidden, hidden, x + r * hidden);
+  for (int64_t r = 0; r < n; ++r) {
+    if (w.embed_packed) {
+      w.embed_packed->DequantizeRows(tokens[size_t(r)], 1, x + r * hidden);
+    } else {
+      ToF32(w.embed, tokens[size_t(r)] * hidden, hidden, x + r * hidden);
+    }
+  }
 
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];

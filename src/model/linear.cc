@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "kernels/ops.h"
+#include "model/packed_linear.h"
 
 namespace tq {
 
@@ -52,8 +53,14 @@ std::vector<float> LoadVector(const Checkpoint& ckpt, const std::string& name, i
 }
 
 std::unique_ptr<Linear> LoadLinear(const Checkpoint& ckpt, const std::string& prefix, int64_t out,
-                                   int64_t in, bool bias) {
+                                   int64_t in, bool bias, PackedCheckpointInfo* packed) {
   const std::string name = prefix + ".weight";
+  if (!ckpt.Has(name) && ckpt.Has(prefix + ".codes")) {
+    TQ_CHECK(packed != nullptr, "checkpoint " + ckpt.dir(),
+             "'{}.codes' is a TurboQuant packed tensor but config.json has no quantization block",
+             prefix);
+    return LoadPackedLinear(ckpt, *packed, prefix, out, in, bias);
+  }
   const TensorView w = ckpt.View(name);
   TQ_CHECK(w.rank() == 2 && w.dim(0) == out && w.dim(1) == in, "checkpoint " + ckpt.dir(),
            "tensor '{}' has shape {}, expected [{}, {}]", name, ShapeToString(w.shape), out, in);

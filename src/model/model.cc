@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/architecture.h"
+#include "model/packed_linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 
@@ -44,6 +45,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir) {
 int64_t Model::WeightBytes() const {
   const ModelWeights& w = *weights_;
   int64_t bytes = int64_t(w.embed.nbytes() + w.final_norm.size() * sizeof(float));
+  if (w.embed_packed) bytes += w.embed_packed->WeightBytes();
   if (!w.lm_head_tied) bytes += w.lm_head->WeightBytes();
   auto mlp_bytes = [](const GatedMlp& m) {
     return m.gate->WeightBytes() + m.up->WeightBytes() + m.down->WeightBytes();
