@@ -83,8 +83,9 @@ int Run(int argc, char** argv) {
     std::vector<int32_t> ids;
     if (o_chat->count()) {
       // The rendered template holds its special tokens: encode without adding them again.
-      const nlohmann::json messages =
-          nlohmann::json::array({{{"role", "user"}, {"content", chat}}});
+      // ordered_json: keys stay as written ("role" first), as in Python's dict.
+      const nlohmann::ordered_json messages =
+          nlohmann::ordered_json::array({{{"role", "user"}, {"content", chat}}});
       ids = tokenizer->Encode(RenderChatPrompt(tok_config, messages), false);
     } else {
       ids = tokenizer->Encode(prompt, true);

@@ -11,7 +11,7 @@
 namespace tq::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // JSON type names as OpenAI's errors spell them.
 std::string TypeName(const json& v) {
