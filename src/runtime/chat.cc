@@ -11,7 +11,7 @@ std::string RenderChatPrompt(const TokenizerConfig& config, const nlohmann::orde
   if (config.chat_template.empty() && config.named_templates.empty()) {
     throw Error("chat", "the model has no chat_template in tokenizer_config.json; use --prompt");
   }
-  const bool has_tools = tools.is_array() && !tools.empty();
+  const bool has_tools = !tools.is_null();  // HF: tools=None vs a list ([] included)
   const ChatTemplate tmpl =
       ChatTemplate::Parse(SelectChatTemplate(config, has_tools), "chat_template");
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();

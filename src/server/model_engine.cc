@@ -76,7 +76,9 @@ std::string ModelTextModel::RenderChat(const nlohmann::ordered_json& messages,
                                        const nlohmann::ordered_json& tools,
                                        bool add_generation_prompt,
                                        const nlohmann::ordered_json& template_kwargs) const {
-  const bool has_tools = tools.is_array() && !tools.empty();
+  // As transformers' apply_chat_template: `tools` is None when the request has none, and the
+  // list as given otherwise ([] included), which also selects a "tool_use" template.
+  const bool has_tools = !tools.is_null();
   const ChatTemplate* tmpl = nullptr;
   if (has_tools && templates_.count("tool_use")) {
     tmpl = &templates_.at("tool_use");
@@ -97,8 +99,7 @@ std::string ModelTextModel::RenderChat(const nlohmann::ordered_json& messages,
   if (template_kwargs.is_object()) {
     for (const auto& [k, v] : template_kwargs.items()) extra[k] = v;
   }
-  return tmpl->Render(messages, has_tools ? tools : nlohmann::ordered_json(nullptr),
-                      add_generation_prompt, extra);
+  return tmpl->Render(messages, tools, add_generation_prompt, extra);
 }
 
 }  // namespace tq::server

@@ -24,6 +24,18 @@ TEST(ChatPrompt, ToolsAndMessagesKeepKeyOrder) {
             R"("integer"}}}}}]|[{"role": "user", "content": "hi"}])");
 }
 
+TEST(ChatPrompt, ToolsNoneOrList) {
+  TokenizerConfig cfg;
+  cfg.chat_template = "{% if tools is none %}none{% else %}{{ tools | length }}{% endif %}";
+  const auto msgs = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "x"}}});
+  EXPECT_EQ(RenderChatPrompt(cfg, msgs), "none");
+  EXPECT_EQ(RenderChatPrompt(cfg, msgs, true, nlohmann::ordered_json::array()), "0");
+  cfg.chat_template = "plain";
+  cfg.named_templates = {{"tool_use", "tools"}};
+  EXPECT_EQ(RenderChatPrompt(cfg, msgs), "plain");
+  EXPECT_EQ(RenderChatPrompt(cfg, msgs, true, nlohmann::ordered_json::array()), "tools");
+}
+
 TEST(ChatPrompt, NoTemplateIsAnError) {
   TokenizerConfig cfg;
   EXPECT_THROW(RenderChatPrompt(cfg, nlohmann::ordered_json::array()), Error);

@@ -47,5 +47,28 @@ TEST_F(ChatRenderTest, ToolsAndMessagesKeepKeyOrder) {
             R"("required": ["zeta"]}}}]|{"role": "user", "content": "hi", "zz": 1, "aa": 2})");
 }
 
+TEST_F(ChatRenderTest, ToolsNoneWhenAbsentListWhenGiven) {
+  auto m = Load(
+      "{% if tools is none %}none{% else %}list:{{ tools | length }}{% endif %}"
+      "{{ flag if flag is defined else '' }}");
+  EXPECT_EQ(Render(*m, R"({"messages": [{"role": "user", "content": "x"}]})"), "none");
+  EXPECT_EQ(Render(*m, R"({"messages": [{"role": "user", "content": "x"}], "tools": null})"),
+            "none");
+  EXPECT_EQ(Render(*m, R"({"messages": [{"role": "user", "content": "x"}], "tools": []})"),
+            "list:0");
+  EXPECT_EQ(Render(*m, R"({"messages": [{"role": "user", "content": "x"}],
+                          "tools": [{"type": "function", "function": {"name": "f"}}],
+                          "chat_template_kwargs": {"flag": "!"}})"),
+            "list:1!");
+}
+
+TEST_F(ChatRenderTest, ToolUseTemplateChosenForAnyToolsList) {
+  auto m = Load(nlohmann::json::array({{{"name", "default"}, {"template", "plain"}},
+                                       {{"name", "tool_use"}, {"template", "tools"}}}));
+  EXPECT_EQ(Render(*m, R"({"messages": [{"role": "user", "content": "x"}]})"), "plain");
+  EXPECT_EQ(Render(*m, R"({"messages": [{"role": "user", "content": "x"}], "tools": []})"),
+            "tools");
+}
+
 }  // namespace
 }  // namespace tq::server
