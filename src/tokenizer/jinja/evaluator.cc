@@ -100,11 +100,9 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s) {
           return ExecBody(s.bodies[i]);
         }
         return Flow::kNormal;
-      case StmtKind::kFor: {
-        bool broke = false;
-        ExecFor(s, &broke);
+      case StmtKind::kFor:
+        ExecFor(s);
         return Flow::kNormal;
-      }
       case StmtKind::kSet:
         Assign(s.target, Eval(*s.expr), s.pos);
         return Flow::kNormal;
@@ -163,7 +161,7 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s) {
   return Flow::kNormal;
 }
 
-void Evaluator::ExecFor(const Stmt& s, bool* broke) {
+void Evaluator::ExecFor(const Stmt& s) {
   List items;
   try {
     items = Iterate(Eval(*s.expr));
@@ -211,10 +209,7 @@ void Evaluator::ExecFor(const Stmt& s, bool* broke) {
           }));
     frame_->vars["loop"] = loop;
     Assign(s.target, items[i], s.pos);
-    if (ExecBody(s.body) == Flow::kBreak) {
-      *broke = true;
-      break;
-    }
+    if (ExecBody(s.body) == Flow::kBreak) break;
   }
 }
 
