@@ -8,12 +8,6 @@
 #include "server/api_error.h"
 #include "server/api_request.h"
 
-// fuzz/CMakeLists.txt links the lower layers only, not tq_server: compile the two parser files
-// into this target. Once tq_server is on that link line these includes can go (the linker then
-// takes no object from the library for symbols already defined here).
-#include "server/api_error.cc"    // NOLINT(build/include)
-#include "server/api_request.cc"  // NOLINT(build/include)
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
   nlohmann::json j;

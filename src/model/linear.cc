@@ -25,8 +25,10 @@ int64_t DenseLinear::WeightBytes() const {
 
 void MatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
                   std::span<float* const> ys) {
+  // Packed linears sharing one rotation: x is rotated once for the whole group.
+  if (PackedMatMulShared(group, x, n, ys)) return;
   // Dense linears run as one kernel group (x read once, one parallel pass); anything else, one
-  // by one. A packed format would rotate x once here for the whole group.
+  // by one.
   constexpr size_t kMaxGroup = 16;
   kernels::MatMulOutput outs[kMaxGroup];
   bool dense = group.size() <= kMaxGroup;

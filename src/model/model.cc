@@ -89,11 +89,18 @@ void Model::CheckCache(const KvCache& cache, int64_t n) const {
            cache.capacity());
 }
 
+void Model::CheckTokens(std::span<const int32_t> tokens) const {
+  for (int32_t t : tokens)
+    TQ_CHECK(t >= 0 && t < config_.vocab_size, "model forward", "token id {} out of range [0, {})",
+             t, config_.vocab_size);
+}
+
 void Model::Forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
                     bool all_logits) {
   const int64_t n = int64_t(tokens.size());
   TQ_CHECK(n > 0, "model forward", "no tokens to run");
   CheckCache(cache, n);
+  CheckTokens(tokens);  // all of them before the first chunk changes the cache
   // Long prompts run in chunks: same result (attention is causal), bounded workspace.
   constexpr int64_t kMaxChunk = 512;
   for (int64_t begin = 0; begin < n; begin += kMaxChunk) {
@@ -115,6 +122,7 @@ void Model::DecodeBatch(std::span<const int32_t> tokens, std::span<KvCache* cons
                         float* logits) {
   TQ_CHECK(tokens.size() == caches.size() && !tokens.empty(), "model decode batch",
            "{} tokens for {} caches", tokens.size(), caches.size());
+  CheckTokens(tokens);
   std::vector<Segment>& segs = segments_;
   std::vector<int64_t>& rows = ws_->logit_rows;
   segs.clear();

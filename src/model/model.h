@@ -55,6 +55,7 @@ class Model {
   void Run(std::span<const int32_t> tokens, std::span<const Segment> segments,
            std::span<const int64_t> logit_rows, float* logits);
   void CheckCache(const KvCache& cache, int64_t n) const;
+  void CheckTokens(std::span<const int32_t> tokens) const;
 
   ModelConfig config_;
   const Architecture* arch_ = nullptr;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/checkpoint.h"
+#include "kernels/cpu/isa.h"
 #include "model/model.h"
 #include "testutil/testutil.h"
 
@@ -32,12 +33,18 @@ void ExpectMatchesDequantized(const ConvertOptions& base) {
   Convert(o);
   WriteDequantizedCheckpoint(o.out_dir, tmp.file("dq"));
   const std::vector<int32_t> ids = test::GoldenIds(o.model_dir);
+  // With the float kernels the packed model matches to rounding.
+  const kernels::cpu::Isa saved = kernels::cpu::ActiveIsa();
+  kernels::cpu::SetActiveIsa(kernels::cpu::Isa::kScalar);
   EXPECT_LT(test::RelativeMaxError(test::PrefillLogits(o.out_dir, ids),
                                    test::PrefillLogits(tmp.file("dq"), ids)),
             1e-4);
-  EXPECT_LT(test::RelativeMaxError(test::DecodeLogits(o.out_dir, ids),
-                                   test::DecodeLogits(tmp.file("dq"), ids)),
-            1e-4);
+  const std::vector<float> dq_decode = test::DecodeLogits(tmp.file("dq"), ids);
+  EXPECT_LT(test::RelativeMaxError(test::DecodeLogits(o.out_dir, ids), dq_decode), 1e-4);
+  kernels::cpu::SetActiveIsa(saved);
+  // The int8 decode kernels (kernels/cpu/packed_decode.h) round activations and codebook to int8:
+  // about 1% of the logit scale after all layers.
+  EXPECT_LT(test::RelativeMaxError(test::DecodeLogits(o.out_dir, ids), dq_decode), 5e-2);
 }
 
 TEST(Convert, LlamaQuantizedForwardEqualsDequantizedForward) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -73,7 +74,12 @@ TEST(PackedLinear, EqualsDenseDequantizedProduct) {
       for (auto& v : x) v = nd(rng);
       m.linear->MatMul(x.data(), n, y.data());
       const std::vector<float> want = DenseProduct(m.dense, 40, in, x, n);
-      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-3) << i;
+      // Few tokens take the int8 decode kernels (kernels/cpu/packed_decode.h): error about 1% of
+      // the output scale; many tokens the float path.
+      double max_abs = 0;
+      for (float v : want) max_abs = std::max(max_abs, double(std::fabs(v)));
+      const double tol = n <= 7 ? 2e-2 * max_abs : 1e-3;
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], tol) << i;
     }
   }
 }

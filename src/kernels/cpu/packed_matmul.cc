@@ -12,6 +12,7 @@
 #include "core/half.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/packed_decode.h"
 #include "kernels/cpu/vec.h"
 #include "kernels/packed_ops.h"
 
@@ -154,6 +155,7 @@ void PackedDequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, floa
 void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y) {
   CheckPackedMatrix(w, "packed matmul cpu");
   const int64_t rows = w.rows, cols = w.cols;
+  if (n <= kFastDecodeMaxTokens && FastDecodeSupports(w)) return FastPackedDecode(x, n, w, bias, y);
   if (n < kFewTokens) {
     auto body = [&](int64_t b, int64_t e) {
       RowScratch& s = Scratch(cols);
