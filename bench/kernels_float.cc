@@ -44,7 +44,8 @@ void BM_MatMul(benchmark::State& state, const KernelTable& table, DType dt) {
 }
 
 void MatMulShapes(benchmark::internal::Benchmark* b) {
-  b->Args({1, 2048, 2048})->Args({1, 8192, 2048})->Args({4, 2048, 2048});
+  b->Args({1, 2048, 2048})->Args({1, 8192, 2048})->Args({4, 2048, 2048})->Args({16, 2048, 2048});
+  b->Args({32, 2048, 2048});
   b->Args({64, 2048, 2048})->Args({512, 512, 512})->Args({512, 2048, 2048});
   b->Args({512, 8192, 512})->Args({64, 96, 256})->UseRealTime();
 }

@@ -6,12 +6,15 @@ cd "$(dirname "$0")/.."
 
 PKGS=(build-essential cmake ninja-build ccache pkg-config
       nlohmann-json3-dev libfmt-dev libpcre2-dev libicu-dev libcli11-dev libcpp-httplib-dev
-      libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-      nodejs npm curl)
+      libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev curl)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js and npm (the server's end-to-end test): any installation will do, Debian's or another
+# vendor's (whose nodejs package already contains npm and conflicts with Debian's npm package).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   SUDO=""

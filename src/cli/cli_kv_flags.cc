@@ -35,7 +35,7 @@ void AddKvFlags(CLI::App& app, KvFlags* f) {
   app.add_option("--kv-boundary", f->boundary, "first and last N layers kept fp16 (default 0)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--kv-scale", f->scale,
-                 fmt::format("per-vector scale: norm or mse (default {})",
+                 fmt::format("per-vector scale: norm, mse or unbiased (default {})",
                              KvScaleName(KvCacheOptions{}.scale)));
   app.add_option("--kv-codebook", f->codebook,
                  fmt::format("codebook: gaussian (Lloyd-Max N(0,1)) or sphere (default {})",
@@ -71,7 +71,7 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
   if (f.boundary >= 0) o->boundary = f.boundary;
   if (!f.scale.empty()) {
     const auto s = ParseKvScale(f.scale);
-    if (!s) throw UsageError("--kv-scale", "expected norm or mse, got '" + f.scale + "'");
+    if (!s) throw UsageError("--kv-scale", "expected norm, mse or unbiased, got '" + f.scale + "'");
     o->scale = *s;
   }
   if (!f.codebook.empty()) {

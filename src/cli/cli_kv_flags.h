@@ -1,6 +1,7 @@
 // KV-cache compression flags shared by generate, perplexity, bench and serve (DESIGN.md §3):
 //   --kv-bits B | --kv-k-bits B --kv-v-bits B   (B in 2, 2.5, 3, 3.5, 4, 8; none = plain cache)
-//   --kv-sink N  --kv-window N  --kv-boundary N  --kv-scale norm|mse  --kv-codebook gaussian|sphere
+//   --kv-sink N  --kv-window N  --kv-boundary N  --kv-scale norm|mse|unbiased  --kv-codebook
+//   gaussian|sphere
 //   --kv-qjl (not implemented: a usage error)
 #pragma once
 

@@ -53,8 +53,12 @@ void ProgressBar::Draw(bool force) {
                  detail_.c_str());
   } else {
     const int decile = int(frac * 10);
-    if (!force && decile == last_decile_) return;
+    // A forced draw (Finish) repeats nothing the last line already said.
+    if (decile == last_decile_ && (!force || (done_ == last_done_ && detail_ == last_detail_)))
+      return;
     last_decile_ = decile;
+    last_done_ = done_;
+    last_detail_ = detail_;
     std::fprintf(stderr, "%s %3d%% %lld/%lld %.1fs %s\n", label_.c_str(), int(frac * 100),
                  (long long)done_, (long long)total_, secs, detail_.c_str());
   }

@@ -22,6 +22,8 @@ class ProgressBar {
   int64_t total_, done_ = 0;
   bool enabled_, tty_, finished_ = false;
   int last_decile_ = -1;
+  int64_t last_done_ = -1;  // what the last non-terminal line showed
+  std::string last_detail_;
   std::string detail_;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };

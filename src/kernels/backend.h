@@ -13,6 +13,7 @@ namespace tq::kernels {
 struct KernelTable {
   std::string_view name;
   void (*matmul)(const float* x, int64_t n, const TensorView& w, const float* bias, float* y);
+  void (*matmul_group)(const float* x, int64_t n, std::span<const MatMulOutput> outs);
   void (*rms_norm)(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
                    float* out);
   void (*rope)(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,

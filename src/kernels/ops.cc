@@ -35,6 +35,11 @@ void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, f
   Active()->matmul(x, n, w, bias, y);
 }
 
+void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) {
+  if (n <= 0 || outs.empty()) return;
+  Active()->matmul_group(x, n, outs);
+}
+
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
              float* out) {
   Active()->rms_norm(x, rows, dim, weight, eps, out);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -14,6 +15,16 @@ namespace tq::kernels {
 // y[n, out] = x[n, in] · wᵀ (+ bias[out]); w is a row-major [out, in] F32/F16/BF16 tensor,
 // bias fp32 or null. y must not alias x.
 void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, float* y);
+
+// One output of a matmul group: y[n, out] = x · wᵀ (+ bias).
+struct MatMulOutput {
+  const TensorView* w = nullptr;
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+// Several matmuls over the same x (q/k/v; gate/up), at most 16, all with w.dim(1) = in: x is
+// read (and, for prefill, transposed) once and every output is computed in one parallel pass.
+void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs);
 
 // out[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) * weight[:] for rows r < rows; weight fp32
 // [dim]. out may alias x.

@@ -24,10 +24,20 @@ std::optional<KvDType> ParseKvDType(std::string_view s) {
   return std::nullopt;
 }
 
-std::string_view KvScaleName(KvScale s) { return s == KvScale::kNorm ? "norm" : "mse"; }
+std::string_view KvScaleName(KvScale s) {
+  switch (s) {
+    case KvScale::kNorm:
+      return "norm";
+    case KvScale::kMse:
+      return "mse";
+    case KvScale::kUnbiased:
+      return "unbiased";
+  }
+  return "?";
+}
 
 std::optional<KvScale> ParseKvScale(std::string_view s) {
-  for (KvScale x : {KvScale::kNorm, KvScale::kMse})
+  for (KvScale x : {KvScale::kNorm, KvScale::kMse, KvScale::kUnbiased})
     if (s == KvScaleName(x)) return x;
   return std::nullopt;
 }

@@ -20,10 +20,12 @@ std::string_view KvDTypeName(KvDType t);                  // "f16", "bf16", "f32
 std::optional<KvDType> ParseKvDType(std::string_view s);  // the same spellings
 
 // TurboQuant KV compression (DESIGN.md §3, kv/turboquant_codec.h).
-enum class KvScale { kNorm, kMse };  // per-vector scale: RMS (‖x‖/√D) or MSE-optimal
+// Per-vector scale: RMS (‖x‖/√D), MSE-optimal, or MSE-optimal codes with the scale that makes the
+// reconstruction unbiased along x (x̂·x = ‖x‖²: no systematic shrink of q·k or of Σ p v).
+enum class KvScale { kNorm, kMse, kUnbiased };
 enum class KvCodebook { kGaussian, kSphere };  // Lloyd-Max for N(0,1) or the rotated-sphere law
 
-std::string_view KvScaleName(KvScale s);  // "norm", "mse"
+std::string_view KvScaleName(KvScale s);  // "norm", "mse", "unbiased"
 std::optional<KvScale> ParseKvScale(std::string_view s);
 std::string_view KvCodebookName(KvCodebook c);  // "gaussian", "sphere"
 std::optional<KvCodebook> ParseKvCodebook(std::string_view s);
@@ -38,8 +40,9 @@ struct KvCacheOptions {
   int64_t sink = 0;      // the first `sink` positions stay fp16
   int64_t window = 0;    // the most recent `window` positions stay fp16 (coded in blocks of 32)
   int64_t boundary = 0;  // the first and last `boundary` layers are plain fp16 caches
-  KvScale scale = KvScale::kNorm;
-  KvCodebook codebook = KvCodebook::kGaussian;
+  // Defaults: what measured best on the shared models (docs/BENCHMARKS.md, "KV cache").
+  KvScale scale = KvScale::kMse;
+  KvCodebook codebook = KvCodebook::kSphere;
   uint64_t seed = 0x6b76717475726271ull;  // rotation signs (stored in the cache object)
 
   bool compressed() const { return k_bits > 0 || v_bits > 0; }

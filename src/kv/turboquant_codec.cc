@@ -131,7 +131,7 @@ void KvVectorCodec::Encode(const float* rotated, uint8_t* codes, uint16_t* scale
     uint16_t best = F32ToF16(float(std::sqrt(ss / double(g))));
     if (!std::isfinite(F16ToF32(best))) best = F32ToF16(65504.0f);
     double best_err = Assign(x, c0, F16ToF32(best), idx + c0);
-    if (scale_ == KvScale::kMse) {
+    if (scale_ != KvScale::kNorm) {
       uint16_t s = best;
       for (int round = 0; round < 3; ++round) {
         Assign(x, c0, F16ToF32(s), trial + c0);
@@ -152,6 +152,13 @@ void KvVectorCodec::Encode(const float* rotated, uint8_t* codes, uint16_t* scale
           std::copy_n(trial + c0, g, idx + c0);
         }
       }
+    }
+    if (scale_ == KvScale::kUnbiased) {
+      // Keep the codes, rescale so that the projection of x̂ on x is x itself.
+      double xc = 0;
+      for (int64_t i = 0; i < g; ++i) xc += double(x[i]) * BookOf(c0 + i).levels[idx[c0 + i]];
+      const uint16_t s = F32ToF16(float(ss / xc));
+      if (xc > 0 && std::isfinite(F16ToF32(s))) best = s;
     }
     scales[c0 / g] = best;
   }

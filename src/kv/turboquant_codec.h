@@ -8,8 +8,10 @@
 //     density), so kernels decode it with a convert instead of a table lookup;
 //   - 2.5 / 3.5 bits: the paper's fixed channel split, the first half of the rotated channels at
 //     b+1 bits and the second half at b (all rotated channels are alike, so the split is fixed).
-// σ is the group's RMS (= ‖x‖/√D for one group: "norm") or the per-vector MSE-optimal scale
-// ("mse": σ = ⟨x', c⟩/⟨c, c⟩ alternated with re-assignment, never worse than the RMS).
+// σ is the group's RMS (= ‖x‖/√D for one group: "norm"), the per-vector MSE-optimal scale
+// ("mse": σ = ⟨x', c⟩/⟨c, c⟩ alternated with re-assignment, never worse than the RMS), or
+// "unbiased": the mse codes with σ = ‖x'‖²/⟨x', c⟩, so that x̂ = x + (noise ⟂ x). Lloyd-Max
+// reconstructions are shrunk (x̂·x ≈ (1 - mse)‖x‖²): a bias that attention does not average away.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <random>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -298,6 +299,26 @@ void TurboQuantKvCache::Truncate(int64_t n) {
   if (dense_) dense_->Truncate(n);
   for (Layer& y : layers_)
     if (!y.dense) RollBack(y, n);
+}
+
+void TurboQuantKvCache::FillSynthetic(int64_t n, uint64_t seed) {
+  CheckAppend(0, n);
+  constexpr int64_t kChunk = 256;
+  const int64_t width = layout_.num_kv_heads * layout_.head_dim;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> k(size_t(std::min(n, kChunk) * width)), v(k.size());
+  for (int64_t t0 = 0; t0 < n; t0 += kChunk) {
+    const int64_t m = std::min(kChunk, n - t0);
+    for (int64_t l = 0; l < layout_.num_layers; ++l) {
+      for (int64_t i = 0; i < m * width; ++i) {
+        k[size_t(i)] = normal(rng);
+        v[size_t(i)] = normal(rng);
+      }
+      Append(l, k.data(), v.data(), m);
+    }
+    Commit(m);
+  }
 }
 
 void TurboQuantKvCache::DecodeLayer(int64_t layer, int64_t count, float* k, float* v) const {

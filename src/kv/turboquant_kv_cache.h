@@ -48,6 +48,8 @@ class TurboQuantKvCache final : public KvCache {
   void Attend(int64_t layer, const float* q, int64_t n, float* out) const override;
   void Commit(int64_t n) override;
   void Truncate(int64_t n) override;
+  // Like KvCache::FillSynthetic, in chunks of positions so that coding runs in parallel.
+  void FillSynthetic(int64_t n, uint64_t seed) override;
 
   bool IsCompressed(int64_t layer) const { return !layers_[size_t(layer)].dense; }
   // Keys and values of positions 0 .. count-1 of a compressed layer as attention sees them

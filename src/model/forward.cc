@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "model/packed_linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 
@@ -42,6 +43,8 @@ void GatedMlpForward(const GatedMlp& m, const float* h, int64_t n, float* x, Buf
 
 // x [n, hidden] += Σ_{e in top-k(router(h))} p_e · expert_e(h). Tokens are grouped by expert so
 // each expert runs one matmul over the rows routed to it (gather -> GEMM -> weighted scatter).
+// Seam for packed experts: all experts of one projection share an input rotation, so h could be
+// rotated once here, before the gather, instead of per expert inside MatMulShared.
 void MoeForward(const MoeBlock& moe, const float* h, int64_t n, int64_t hidden, float* x, Buf& ws) {
   const int64_t num_experts = int64_t(moe.experts.size()), top_k = moe.top_k;
   float* probs = Buf::Need(ws.router_probs, n * num_experts);  // [n, experts]
@@ -114,9 +117,6 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   const int64_t heads = c.num_heads, kv_heads = c.num_kv_heads;
   const int64_t qdim = heads * hd, kvdim = kv_heads * hd;
   const float eps = float(c.rms_norm_eps);
-  for (int64_t r = 0; r < n; ++r)
-    TQ_CHECK(tokens[size_t(r)] >= 0 && tokens[size_t(r)] < c.vocab_size, "model forward",
-             "token id {} out of range [0, {})", tokens[size_t(r)], c.vocab_size);
 
   ws.positions.resize(size_t(n));
   for (const Segment& s : segments)
@@ -128,8 +128,13 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   float* q = Buf::Need(ws.q, n * qdim);    // [n, heads, hd]
   float* k = Buf::Need(ws.k, n * kvdim);   // [n, kv_heads, hd]
   float* v = Buf::Need(ws.v, n * kvdim);   // [n, kv_heads, hd]
-  for (int64_t r = 0; r < n; ++r)
-    ToF32(w.embed, tokens[size_t(r)] * hidden, hidden, x + r * hidden);
+  for (int64_t r = 0; r < n; ++r) {
+    if (w.embed_packed) {
+      w.embed_packed->DequantizeRows(tokens[size_t(r)], 1, x + r * hidden);
+    } else {
+      ToF32(w.embed, tokens[size_t(r)] * hidden, hidden, x + r * hidden);
+    }
+  }
 
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];

@@ -3,6 +3,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "kernels/ops.h"
+#include "model/packed_linear.h"
 
 namespace tq {
 
@@ -24,6 +25,22 @@ int64_t DenseLinear::WeightBytes() const {
 
 void MatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
                   std::span<float* const> ys) {
+  // Packed linears sharing one rotation: x is rotated once for the whole group.
+  if (PackedMatMulShared(group, x, n, ys)) return;
+  // Dense linears run as one kernel group (x read once, one parallel pass); anything else, one
+  // by one.
+  constexpr size_t kMaxGroup = 16;
+  kernels::MatMulOutput outs[kMaxGroup];
+  bool dense = group.size() <= kMaxGroup;
+  for (size_t i = 0; dense && i < group.size(); ++i) {
+    const auto* d = dynamic_cast<const DenseLinear*>(group[i]);
+    if (!d) {
+      dense = false;
+      break;
+    }
+    outs[i] = {&d->weight(), d->bias_data(), ys[i]};
+  }
+  if (dense) return kernels::MatMulGroup(x, n, {outs, group.size()});
   for (size_t i = 0; i < group.size(); ++i) group[i]->MatMul(x, n, ys[i]);
 }
 
@@ -38,8 +55,14 @@ std::vector<float> LoadVector(const Checkpoint& ckpt, const std::string& name, i
 }
 
 std::unique_ptr<Linear> LoadLinear(const Checkpoint& ckpt, const std::string& prefix, int64_t out,
-                                   int64_t in, bool bias) {
+                                   int64_t in, bool bias, PackedCheckpointInfo* packed) {
   const std::string name = prefix + ".weight";
+  if (!ckpt.Has(name) && ckpt.Has(prefix + ".codes")) {
+    TQ_CHECK(packed != nullptr, "checkpoint " + ckpt.dir(),
+             "'{}.codes' is a TurboQuant packed tensor but config.json has no quantization block",
+             prefix);
+    return LoadPackedLinear(ckpt, *packed, prefix, out, in, bias);
+  }
   const TensorView w = ckpt.View(name);
   TQ_CHECK(w.rank() == 2 && w.dim(0) == out && w.dim(1) == in, "checkpoint " + ckpt.dir(),
            "tensor '{}' has shape {}, expected [{}, {}]", name, ShapeToString(w.shape), out, in);

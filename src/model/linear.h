@@ -15,6 +15,7 @@
 namespace tq {
 
 class Checkpoint;
+struct PackedCheckpointInfo;
 
 class Linear {
  public:
@@ -36,6 +37,7 @@ class DenseLinear final : public Linear {
   void MatMul(const float* x, int64_t n, float* y) const override;
   int64_t WeightBytes() const override;
   const TensorView& weight() const { return weight_; }
+  const float* bias_data() const { return bias_.empty() ? nullptr : bias_.data(); }
 
  private:
   TensorView weight_;
@@ -48,9 +50,10 @@ void MatMulShared(std::span<const Linear* const> group, const float* x, int64_t 
                   std::span<float* const> ys);
 
 // Loads the linear `<prefix>.weight` (+ `<prefix>.bias` when `bias`), checking its shape is
-// [out, in]. Errors name the tensor.
+// [out, in]; with `packed` (a TurboQuant checkpoint, packed_linear.h) a linear stored as
+// `<prefix>.codes` ... loads as a PackedLinear. Errors name the tensor.
 std::unique_ptr<Linear> LoadLinear(const Checkpoint& ckpt, const std::string& prefix, int64_t out,
-                                   int64_t in, bool bias);
+                                   int64_t in, bool bias, PackedCheckpointInfo* packed = nullptr);
 
 // A float vector tensor (norm weights, biases) of `size` elements as fp32; errors name it.
 std::vector<float> LoadVector(const Checkpoint& ckpt, const std::string& name, int64_t size);

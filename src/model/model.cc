@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/architecture.h"
+#include "model/packed_linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 
@@ -44,6 +45,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir) {
 int64_t Model::WeightBytes() const {
   const ModelWeights& w = *weights_;
   int64_t bytes = int64_t(w.embed.nbytes() + w.final_norm.size() * sizeof(float));
+  if (w.embed_packed) bytes += w.embed_packed->WeightBytes();
   if (!w.lm_head_tied) bytes += w.lm_head->WeightBytes();
   auto mlp_bytes = [](const GatedMlp& m) {
     return m.gate->WeightBytes() + m.up->WeightBytes() + m.down->WeightBytes();
@@ -87,17 +89,25 @@ void Model::CheckCache(const KvCache& cache, int64_t n) const {
            cache.capacity());
 }
 
+void Model::CheckTokens(std::span<const int32_t> tokens) const {
+  for (int32_t t : tokens)
+    TQ_CHECK(t >= 0 && t < config_.vocab_size, "model forward", "token id {} out of range [0, {})",
+             t, config_.vocab_size);
+}
+
 void Model::Forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
                     bool all_logits) {
   const int64_t n = int64_t(tokens.size());
   TQ_CHECK(n > 0, "model forward", "no tokens to run");
   CheckCache(cache, n);
+  CheckTokens(tokens);  // all of them before the first chunk changes the cache
   // Long prompts run in chunks: same result (attention is causal), bounded workspace.
   constexpr int64_t kMaxChunk = 512;
   for (int64_t begin = 0; begin < n; begin += kMaxChunk) {
     const int64_t count = std::min(kMaxChunk, n - begin);
     const Segment seg{&cache, 0, count};
-    std::vector<int64_t> rows;
+    std::vector<int64_t>& rows = ws_->logit_rows;  // reused: no allocation per decode step
+    rows.clear();
     if (all_logits) {
       for (int64_t r = 0; r < count; ++r) rows.push_back(r);
     } else if (begin + count == n) {
@@ -112,8 +122,11 @@ void Model::DecodeBatch(std::span<const int32_t> tokens, std::span<KvCache* cons
                         float* logits) {
   TQ_CHECK(tokens.size() == caches.size() && !tokens.empty(), "model decode batch",
            "{} tokens for {} caches", tokens.size(), caches.size());
-  std::vector<Segment> segs;
-  std::vector<int64_t> rows;
+  CheckTokens(tokens);
+  std::vector<Segment>& segs = segments_;
+  std::vector<int64_t>& rows = ws_->logit_rows;
+  segs.clear();
+  rows.clear();
   for (size_t i = 0; i < caches.size(); ++i) {
     TQ_CHECK(caches[i] != nullptr, "model decode batch", "cache {} is null", i);
     for (size_t j = 0; j < i; ++j)

@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "io/model_config.h"
 #include "kv/kv_cache.h"
@@ -54,12 +55,14 @@ class Model {
   void Run(std::span<const int32_t> tokens, std::span<const Segment> segments,
            std::span<const int64_t> logit_rows, float* logits);
   void CheckCache(const KvCache& cache, int64_t n) const;
+  void CheckTokens(std::span<const int32_t> tokens) const;
 
   ModelConfig config_;
   const Architecture* arch_ = nullptr;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::unique_ptr<ModelWeights> weights_;
   std::unique_ptr<ForwardWorkspace> ws_;
+  std::vector<Segment> segments_;  // DecodeBatch's, reused
 };
 
 }  // namespace tq

@@ -4,20 +4,33 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/architecture.h"
+#include "model/packed_linear.h"
 
 namespace tq {
 namespace {
 
 GatedMlp LoadMlp(const Checkpoint& ckpt, const std::string& gate, const std::string& up,
-                 const std::string& down, int64_t hidden, int64_t ffn, bool bias) {
+                 const std::string& down, int64_t hidden, int64_t ffn, bool bias,
+                 PackedCheckpointInfo* packed) {
   GatedMlp m;
-  m.gate = LoadLinear(ckpt, gate, ffn, hidden, bias);
-  m.up = LoadLinear(ckpt, up, ffn, hidden, bias);
-  m.down = LoadLinear(ckpt, down, hidden, ffn, bias);
+  m.gate = LoadLinear(ckpt, gate, ffn, hidden, bias, packed);
+  m.up = LoadLinear(ckpt, up, ffn, hidden, bias, packed);
+  m.down = LoadLinear(ckpt, down, hidden, ffn, bias, packed);
   return m;
 }
 
+// The module prefix of a tensor name ("model.embed_tokens.weight" -> "model.embed_tokens").
+std::string ModulePrefix(const std::string& name) {
+  const std::string suffix = ".weight";
+  return name.size() > suffix.size() && name.ends_with(suffix)
+             ? name.substr(0, name.size() - suffix.size())
+             : name;
+}
+
 }  // namespace
+
+ModelWeights::ModelWeights() = default;
+ModelWeights::~ModelWeights() = default;
 
 std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& c,
                                           const Architecture& arch) {
@@ -26,15 +39,37 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
   const int64_t hidden = c.hidden_size, hd = c.head_dim;
   auto w = std::make_unique<ModelWeights>();
 
-  w->embed = ckpt.View(nm.embed);
-  TQ_CHECK(w->embed.rank() == 2 && w->embed.dim(0) == c.vocab_size && w->embed.dim(1) == hidden &&
-               IsFloat(w->embed.dtype) && w->embed.dtype != DType::F64,
-           where, "tensor '{}' is {} {}, expected F32/F16/BF16 [{}, {}]", nm.embed,
-           DTypeName(w->embed.dtype), ShapeToString(w->embed.shape), c.vocab_size, hidden);
+  // A TurboQuant checkpoint: config.json's quantization block (rotation groups, format version).
+  std::optional<PackedCheckpointInfo> packed_info =
+      ParseQuantizationBlock(c.raw_json, where + "/config.json");
+  PackedCheckpointInfo* packed = packed_info ? &*packed_info : nullptr;
+  auto linear = [&](const std::string& prefix, int64_t out, int64_t in, bool bias) {
+    return LoadLinear(ckpt, prefix, out, in, bias, packed);
+  };
+  const std::string embed_prefix = ModulePrefix(nm.embed);
   // Tied when the config says so or when there is no separate head (Hugging Face does the same).
-  w->lm_head_tied = c.tie_word_embeddings || !ckpt.Has(nm.lm_head + ".weight");
-  w->lm_head = w->lm_head_tied ? std::make_unique<DenseLinear>(w->embed)
-                               : LoadLinear(ckpt, nm.lm_head, c.vocab_size, hidden, false);
+  w->lm_head_tied = c.tie_word_embeddings ||
+                    (!ckpt.Has(nm.lm_head + ".weight") && !ckpt.Has(nm.lm_head + ".codes"));
+  if (!ckpt.Has(nm.embed) && ckpt.Has(embed_prefix + ".codes")) {
+    TQ_CHECK(packed != nullptr, where,
+             "'{}.codes' is a TurboQuant packed tensor but config.json has no quantization block",
+             embed_prefix);
+    // Quantized lookup table: rows are dequantized per token; never rotated.
+    w->embed_packed = LoadPackedLinear(ckpt, *packed, embed_prefix, c.vocab_size, hidden, false);
+    TQ_CHECK(w->embed_packed->rotation() == nullptr, where,
+             "'{}' is a lookup table and must not be rotated", embed_prefix);
+    w->lm_head = w->lm_head_tied
+                     ? LoadPackedLinear(ckpt, *packed, embed_prefix, c.vocab_size, hidden, false)
+                     : linear(nm.lm_head, c.vocab_size, hidden, false);
+  } else {
+    w->embed = ckpt.View(nm.embed);
+    TQ_CHECK(w->embed.rank() == 2 && w->embed.dim(0) == c.vocab_size && w->embed.dim(1) == hidden &&
+                 IsFloat(w->embed.dtype) && w->embed.dtype != DType::F64,
+             where, "tensor '{}' is {} {}, expected F32/F16/BF16 [{}, {}]", nm.embed,
+             DTypeName(w->embed.dtype), ShapeToString(w->embed.shape), c.vocab_size, hidden);
+    w->lm_head = w->lm_head_tied ? std::make_unique<DenseLinear>(w->embed)
+                                 : linear(nm.lm_head, c.vocab_size, hidden, false);
+  }
   w->final_norm = LoadVector(ckpt, nm.final_norm, hidden);
   w->rope = ComputeRopeFrequencies(c, hd);
 
@@ -46,10 +81,10 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
     LayerWeights& L = w->layers.emplace_back();
     L.attn_norm = LoadVector(ckpt, name(nm.attn_norm), hidden);
     L.ffn_norm = LoadVector(ckpt, name(nm.ffn_norm), hidden);
-    L.q = LoadLinear(ckpt, name(nm.q), c.num_heads * hd, hidden, qkv_bias);
-    L.k = LoadLinear(ckpt, name(nm.k), c.num_kv_heads * hd, hidden, qkv_bias);
-    L.v = LoadLinear(ckpt, name(nm.v), c.num_kv_heads * hd, hidden, qkv_bias);
-    L.o = LoadLinear(ckpt, name(nm.o), hidden, c.num_heads * hd, o_bias);
+    L.q = linear(name(nm.q), c.num_heads * hd, hidden, qkv_bias);
+    L.k = linear(name(nm.k), c.num_kv_heads * hd, hidden, qkv_bias);
+    L.v = linear(name(nm.v), c.num_kv_heads * hd, hidden, qkv_bias);
+    L.o = linear(name(nm.o), hidden, c.num_heads * hd, o_bias);
     if (qk_norm) {
       L.q_norm = LoadVector(ckpt, name(nm.q_norm), hd);
       L.k_norm = LoadVector(ckpt, name(nm.k_norm), hd);
@@ -61,17 +96,17 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       const int64_t ffn =
           c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
       L.moe = std::make_unique<MoeBlock>();
-      L.moe->router = LoadLinear(ckpt, name(nm.router), c.num_experts, hidden, false);
+      L.moe->router = linear(name(nm.router), c.num_experts, hidden, false);
       L.moe->top_k = c.num_experts_per_tok;
       L.moe->renormalize = arch.moe_always_renormalize || c.norm_topk_prob;
       for (int64_t e = 0; e < c.num_experts; ++e) {
-        L.moe->experts.push_back(LoadMlp(ckpt, TensorName(nm.expert_gate, l, e),
-                                         TensorName(nm.expert_up, l, e),
-                                         TensorName(nm.expert_down, l, e), hidden, ffn, false));
+        L.moe->experts.push_back(
+            LoadMlp(ckpt, TensorName(nm.expert_gate, l, e), TensorName(nm.expert_up, l, e),
+                    TensorName(nm.expert_down, l, e), hidden, ffn, false, packed));
       }
     } else {
       L.mlp = std::make_unique<GatedMlp>(LoadMlp(ckpt, name(nm.gate), name(nm.up), name(nm.down),
-                                                 hidden, c.intermediate_size, c.mlp_bias));
+                                                 hidden, c.intermediate_size, c.mlp_bias, packed));
     }
   }
   return w;

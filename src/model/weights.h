@@ -35,9 +35,14 @@ struct LayerWeights {
   int64_t window = 0;                  // sliding window (0 = full attention)
 };
 
+class PackedLinear;
+
 struct ModelWeights {
-  TensorView embed;                 // [vocab, hidden]
-  std::unique_ptr<Linear> lm_head;  // [vocab, hidden] (the embedding when tied)
+  ModelWeights();
+  ~ModelWeights();
+  TensorView embed;                            // [vocab, hidden] (unset when packed)
+  std::unique_ptr<PackedLinear> embed_packed;  // TurboQuant checkpoints with --embed-bits < 16
+  std::unique_ptr<Linear> lm_head;             // [vocab, hidden] (the embedding when tied)
   bool lm_head_tied = false;
   std::vector<float> final_norm;  // [hidden]
   std::vector<LayerWeights> layers;

@@ -10,14 +10,15 @@
 namespace tq {
 
 struct ForwardWorkspace {
-  AlignedBuffer<float> x;          // [n, hidden] residual stream
-  AlignedBuffer<float> h;          // [n, hidden] normed input of a block
-  AlignedBuffer<float> y;          // [n, hidden] block output
-  AlignedBuffer<float> q;          // [n, heads * head_dim]
-  AlignedBuffer<float> k, v;       // [n, kv_heads * head_dim]
-  AlignedBuffer<float> attn;       // [n, heads * head_dim]
-  AlignedBuffer<float> gate, up;   // [n, ffn]
-  std::vector<int64_t> positions;  // [n]
+  AlignedBuffer<float> x;           // [n, hidden] residual stream
+  AlignedBuffer<float> h;           // [n, hidden] normed input of a block
+  AlignedBuffer<float> y;           // [n, hidden] block output
+  AlignedBuffer<float> q;           // [n, heads * head_dim]
+  AlignedBuffer<float> k, v;        // [n, kv_heads * head_dim]
+  AlignedBuffer<float> attn;        // [n, heads * head_dim]
+  AlignedBuffer<float> gate, up;    // [n, ffn]
+  std::vector<int64_t> positions;   // [n]
+  std::vector<int64_t> logit_rows;  // rows whose logits are wanted
   // MoE routing.
   AlignedBuffer<float> router_probs;                // [n, experts]
   std::vector<int32_t> chosen;                      // [n, top_k] expert ids

@@ -175,8 +175,14 @@ std::vector<std::string> ParseStop(const json& body) {
   const json* v = Field(body, "stop");
   std::vector<std::string> stop;
   if (!v) return stop;
+  auto add = [&](const std::string& field, const std::string& str) {
+    if (str.size() > kMaxStopBytes) {
+      throw BadRequest(field, fmt::format("'{}' is longer than {} bytes", field, kMaxStopBytes));
+    }
+    if (!str.empty()) stop.push_back(str);
+  };
   if (v->is_string()) {
-    if (!v->get<std::string>().empty()) stop.push_back(v->get<std::string>());
+    add("stop", v->get<std::string>());
     return stop;
   }
   if (!v->is_array()) WrongType("stop", "a string or an array of strings", *v);
@@ -185,7 +191,7 @@ std::vector<std::string> ParseStop(const json& body) {
   }
   for (size_t i = 0; i < v->size(); ++i) {
     if (!(*v)[i].is_string()) WrongType(fmt::format("stop[{}]", i), "a string", (*v)[i]);
-    if (!(*v)[i].get<std::string>().empty()) stop.push_back((*v)[i].get<std::string>());
+    add(fmt::format("stop[{}]", i), (*v)[i].get<std::string>());
   }
   return stop;
 }

@@ -65,6 +65,8 @@ struct GenerationRequest {
 
 // Request limits that validation enforces.
 constexpr int kMaxStopStrings = 16;
+// Bytes per stop string: the stop matcher runs on the scheduler thread that serves everyone.
+constexpr size_t kMaxStopBytes = 512;
 constexpr int kMaxTopLogprobs = 20;
 constexpr int kMaxPrompts = 64;
 

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace tq::server {
 
@@ -61,8 +62,9 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts)
   TQ_CHECK(opts_.prefill_chunk >= 1, "scheduler", "prefill_chunk must be >= 1");
   caches_.resize(size_t(engine.num_caches()));
   logits_.resize(size_t(opts_.parallel) * size_t(vocab_));
-  logprob_tmp_.resize(size_t(vocab_));
-  index_tmp_.resize(size_t(vocab_));
+  logprob_tmp_.resize(size_t(opts_.parallel) * size_t(vocab_));
+  index_tmp_.resize(size_t(opts_.parallel) * size_t(vocab_));
+  batch_alive_.resize(size_t(opts_.parallel));
   batch_tokens_.reserve(size_t(opts_.parallel));
   batch_caches_.reserve(size_t(opts_.parallel));
   batch_seqs_.reserve(size_t(opts_.parallel));
@@ -216,7 +218,7 @@ void Scheduler::Step() {
     slot.tokens.insert(slot.tokens.end(), part.begin(), part.end());
     seq.prefilled += n;
     budget -= n;
-    if (seq.prefilled == prompt_len && !SampleAndEmit(seq, logits_.data())) {
+    if (seq.prefilled == prompt_len && !SampleAndEmit(seq, logits_.data(), 0)) {
       Finish(i, seq.reason, seq.error);
       --i;
     }
@@ -246,30 +248,34 @@ void Scheduler::Step() {
       stats_.decode_seconds_total += SecondsBetween(t0, Clock::now());
       ++stats_.decode_steps_total;
     }
-    std::vector<std::pair<size_t, FinishReason>> finished;
-    for (size_t b = 0; b < batch_seqs_.size(); ++b) {
-      const size_t i = batch_seqs_[b];
-      Sequence& seq = *active_[i];
-      CacheSlot& slot = caches_[size_t(seq.cache)];
-      if (!error.empty()) {
-        slot.tokens.clear();
+    if (!error.empty()) {
+      for (size_t b = 0; b < batch_seqs_.size(); ++b) {
+        const int c = active_[batch_seqs_[b]]->cache;
+        caches_[size_t(c)].tokens.clear();
         try {
-          engine_.Truncate(seq.cache, 0);
+          engine_.Truncate(c, 0);
         } catch (...) {
         }
-        finished.emplace_back(i, FinishReason::kError);
-        continue;
+        batch_alive_[b] = 0;
+        active_[batch_seqs_[b]]->reason = FinishReason::kError;
+        active_[batch_seqs_[b]]->error = error;
       }
-      slot.tokens.push_back(seq.next_token);
-      seq.next_token = -1;
-      if (!SampleAndEmit(seq, logits_.data() + b * size_t(vocab_))) {
-        finished.emplace_back(i, seq.reason);
-      }
+    } else {
+      // Sequences sample independently (a 128k-vocabulary top-p sort is milliseconds): spread
+      // them over the compute threads, which are idle between engine calls.
+      ThreadPool::Global().Run(int64_t(batch_seqs_.size()), [&](int64_t b, int) {
+        Sequence& seq = *active_[batch_seqs_[size_t(b)]];
+        caches_[size_t(seq.cache)].tokens.push_back(seq.next_token);
+        seq.next_token = -1;
+        batch_alive_[size_t(b)] =
+            SampleAndEmit(seq, logits_.data() + size_t(b) * size_t(vocab_), size_t(b));
+      });
     }
     // Indices ascend: remove from the back so earlier indices stay valid.
-    for (size_t k = finished.size(); k-- > 0;) {
-      const size_t i = finished[k].first;
-      Finish(i, finished[k].second, error.empty() ? active_[i]->error : error);
+    for (size_t b = batch_seqs_.size(); b-- > 0;) {
+      if (batch_alive_[b]) continue;
+      const size_t i = batch_seqs_[b];
+      Finish(i, active_[i]->reason, active_[i]->error);
     }
   }
   UpdateGauges();
@@ -358,7 +364,9 @@ void Scheduler::Admit(Pending p) {
   active_.push_back(std::move(seq));
 }
 
-bool Scheduler::SampleAndEmit(Sequence& seq, float* logits) {
+bool Scheduler::SampleAndEmit(Sequence& seq, float* logits, size_t scratch) {
+  float* lp_tmp = logprob_tmp_.data() + scratch * size_t(vocab_);
+  int32_t* index_tmp = index_tmp_.data() + scratch * size_t(vocab_);
   auto done = [&](FinishReason r, std::string error = "") {
     seq.reason = r;
     seq.error = std::move(error);
@@ -367,7 +375,7 @@ bool Scheduler::SampleAndEmit(Sequence& seq, float* logits) {
   TokenLogprobs lp;
   const bool want_lp = seq.req.top_logprobs >= 0;
   // Logprobs describe the model's distribution, before the sampler reshapes it: copy first.
-  if (want_lp) std::copy(logits, logits + vocab_, logprob_tmp_.data());
+  if (want_lp) std::copy(logits, logits + vocab_, lp_tmp);
   int32_t tok;
   try {
     tok = seq.req.sampler->Sample(std::span<float>(logits, size_t(vocab_)));
@@ -390,8 +398,7 @@ bool Scheduler::SampleAndEmit(Sequence& seq, float* logits) {
     return done(FinishReason::kStop);
   }
   if (want_lp) {
-    ComputeLogprobs(logprob_tmp_.data(), vocab_, seq.req.top_logprobs, tok, logprob_tmp_.data(),
-                    index_tmp_.data(), lp);
+    ComputeLogprobs(lp_tmp, vocab_, seq.req.top_logprobs, tok, lp_tmp, index_tmp, lp);
   }
   ++seq.generated;
   seq.stats.completion_tokens = seq.generated;

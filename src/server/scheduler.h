@@ -103,7 +103,8 @@ class Scheduler {
   void Step();
   void Admit(Pending p);
   // Samples from `logits` [vocab] for seq; emits the token; false when the sequence finished.
-  bool SampleAndEmit(Sequence& seq, float* logits);
+  // `scratch` picks a row of the logprob buffers: calls with distinct rows may run at once.
+  bool SampleAndEmit(Sequence& seq, float* logits, size_t scratch);
   void Finish(size_t index, FinishReason reason, const std::string& error = "");
   void UpdateGauges();
 
@@ -128,6 +129,7 @@ class Scheduler {
   std::vector<int32_t> batch_tokens_;
   std::vector<int> batch_caches_;
   std::vector<size_t> batch_seqs_;
+  std::vector<uint8_t> batch_alive_;  // per batch row: still generating after this step
   std::deque<std::pair<Clock::time_point, int64_t>> rate_window_;  // (time, generated total)
 
   std::thread thread_;

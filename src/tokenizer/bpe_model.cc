@@ -130,9 +130,9 @@ const std::string* BpeModel::IdToToken(int32_t id) const {
   return it == vocab_r_.end() ? nullptr : it->second;
 }
 
-// One character of the word (with prefix/suffix applied in `piece`), `byte_len` bytes of the
-// original word: its token, else its "<0xNN>" byte tokens, else unk.
-void BpeModel::AddChar(std::string_view piece, size_t byte_len, WordState& w) const {
+// One character of the word (with prefix/suffix applied in `piece`): its token, else its
+// "<0xNN>" byte tokens, else unk (fused with a pending unk when fuse_unk), else dropped.
+void BpeModel::AddChar(std::string_view piece, WordState& w) const {
   int32_t id = -1;
   if (piece.size() == 1 && uint8_t(piece[0]) < 0x80) {
     id = ascii_ids_[uint8_t(piece[0])];
@@ -160,7 +160,6 @@ void BpeModel::AddChar(std::string_view piece, size_t byte_len, WordState& w) co
   TQ_CHECK(unk_id_ >= 0, where_, "unk_token '{}' is not in the vocab", unk_token_);
   if (w.pending_unk >= 0 && !fuse_unk_) w.Add(w.pending_unk);
   w.pending_unk = unk_id_;
-  (void)byte_len;
 }
 
 void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>& out) const {
@@ -175,14 +174,14 @@ void BpeModel::MergeWord(std::string_view word, std::vector<int32_t>& out) const
     i += Utf8Len(uint8_t(word[i]));
     if (i > word.size()) i = word.size();
     if (plain) {
-      AddChar(word.substr(b, i - b), i - b, w);
+      AddChar(word.substr(b, i - b), w);
       continue;
     }
     w.scratch.clear();
     if (b > 0) w.scratch.append(prefix_);
     w.scratch.append(word.substr(b, i - b));
     if (i == word.size()) w.scratch.append(suffix_);
-    AddChar(w.scratch, i - b, w);
+    AddChar(w.scratch, w);
   }
   if (w.pending_unk >= 0) w.Add(w.pending_unk);
 

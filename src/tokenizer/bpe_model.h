@@ -57,6 +57,8 @@ class MergeMap {
   size_t size_ = 0;
 };
 
+struct WordState;  // per-thread scratch of the merge loop
+
 class BpeModel {
  public:
   static std::unique_ptr<BpeModel> FromJson(const Json& j, const std::string& where);
@@ -83,7 +85,7 @@ class BpeModel {
   void TokenizeLong(std::string_view word, std::vector<int32_t>& out) const;
   bool IsSingleToken(char32_t c, std::string_view bytes) const;
   bool Crossable(char32_t a, char32_t b) const;
-  void AddChar(std::string_view piece, size_t byte_len, struct WordState& w) const;
+  void AddChar(std::string_view piece, WordState& w) const;
   class Cache;
 
   std::string where_;

@@ -23,12 +23,16 @@ std::string ChatTemplate::Render(const nlohmann::ordered_json& messages,
   if (!tools.is_null() && !tools.is_array()) Fail(name(), "tools must be a JSON array or null");
   if (!extra.is_object()) Fail(name(), "extra variables must be a JSON object");
   jinja::Dict vars;
-  vars.Set(jinja::Value("messages"), jinja::Value::FromJson(messages));
-  vars.Set(jinja::Value("tools"), jinja::Value::FromJson(tools));
-  vars.Set(jinja::Value("documents"), jinja::Value::None());
-  vars.Set(jinja::Value("add_generation_prompt"), jinja::Value(add_generation_prompt));
-  for (auto it = extra.begin(); it != extra.end(); ++it)
-    vars.Set(jinja::Value(it.key()), jinja::Value::FromJson(it.value()));
+  try {
+    vars.Set(jinja::Value("messages"), jinja::Value::FromJson(messages));
+    vars.Set(jinja::Value("tools"), jinja::Value::FromJson(tools));
+    vars.Set(jinja::Value("documents"), jinja::Value::None());
+    vars.Set(jinja::Value("add_generation_prompt"), jinja::Value(add_generation_prompt));
+    for (auto it = extra.begin(); it != extra.end(); ++it)
+      vars.Set(jinja::Value(it.key()), jinja::Value::FromJson(it.value()));
+  } catch (const jinja::RenderError& e) {
+    Fail(name(), "input: {}", e.message);
+  }
   return template_->Render(vars);
 }
 

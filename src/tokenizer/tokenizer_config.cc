@@ -34,6 +34,14 @@ void ReadTemplates(const Json& t, TokenizerConfig& c, const std::string& where) 
     c.chat_template = t.get<std::string>();
     return;
   }
+  if (t.is_object()) {  // {"default": "...", "tool_use": "..."}, the in-memory form
+    for (auto it = t.begin(); it != t.end(); ++it) {
+      if (!it.value().is_string()) Fail(where, "chat_template['{}'] must be a string", it.key());
+      c.named_templates[it.key()] = it.value().get<std::string>();
+      if (it.key() == "default") c.chat_template = it.value().get<std::string>();
+    }
+    return;
+  }
   if (!t.is_array())
     Fail(where, "field 'chat_template' must be a string or a list of {{name, template}}");
   for (size_t i = 0; i < t.size(); ++i) {

@@ -85,6 +85,33 @@ std::vector<MatMulCase> MatMulCases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatMulConformance, ::testing::ValuesIn(MatMulCases()));
 
+TEST(MatMulConformance, GroupMatchesSeparateMatMuls) {
+  for (int64_t n : {1, 7, 16, 40, 130}) {
+    const int64_t in = 72;
+    const auto x = Random(n * in, 20);
+    const Weights a = MakeWeights(Random(50 * in, 21), 50, in, DType::BF16);
+    const Weights b = MakeWeights(Random(9 * in, 22), 9, in, DType::F16);
+    const Weights c = MakeWeights(Random(100 * in, 23), 100, in, DType::F32);
+    const auto bias = Random(100, 24);
+    std::vector<float> ya(size_t(n * 50)), yb(size_t(n * 9)), yc(size_t(n * 100));
+    const MatMulOutput outs[] = {{&a.view, nullptr, ya.data()},
+                                 {&b.view, bias.data(), yb.data()},
+                                 {&c.view, bias.data(), yc.data()}};
+    CpuKernels().matmul_group(x.data(), n, std::span(outs));
+    for (const MatMulOutput& o : outs) {
+      std::vector<float> want(size_t(n * o.w->dim(0)));
+      RefKernels().matmul(x.data(), n, *o.w, o.bias, want.data());
+      EXPECT_LT(MaxRelErr(std::vector<float>(o.y, o.y + want.size()), want), 1e-5) << n;
+    }
+  }
+  // Mismatched inner dimensions are refused.
+  const Weights a = MakeWeights(Random(8 * 16, 25), 8, 16, DType::F32);
+  const Weights b = MakeWeights(Random(8 * 17, 26), 8, 17, DType::F32);
+  std::vector<float> x(17, 1.0f), y(8);
+  const MatMulOutput bad[] = {{&a.view, nullptr, y.data()}, {&b.view, nullptr, y.data()}};
+  EXPECT_THROW(CpuKernels().matmul_group(x.data(), 1, std::span(bad)), Error);
+}
+
 TEST(MatMulConformance, SameResultOnOneThread) {
   const auto x = Random(40 * 300, 4);
   const Weights w = MakeWeights(Random(200 * 300, 5), 200, 300, DType::BF16);

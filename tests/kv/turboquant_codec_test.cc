@@ -92,6 +92,33 @@ TEST(KvCodec, MseScaleAndSphereCodebookHelp) {
   }
 }
 
+// Mean of x̂·x / ‖x‖²: the reconstruction's shrink along x.
+double Projection(const KvVectorCodec& c, int count) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(64), y(64);
+  std::vector<uint8_t> codes(static_cast<size_t>(c.code_bytes()));
+  uint16_t scale;
+  double sum = 0;
+  for (int i = 0; i < count; ++i) {
+    for (auto& e : x) e = normal(rng);
+    c.Encode(x.data(), codes.data(), &scale);
+    c.Decode(codes.data(), &scale, y.data());
+    double xy = 0, xx = 0;
+    for (size_t j = 0; j < 64; ++j) xy += x[j] * double(y[j]), xx += x[j] * double(x[j]);
+    sum += xy / xx;
+  }
+  return sum / count;
+}
+
+TEST(KvCodec, UnbiasedScaleRemovesTheShrink) {
+  const double norm = Projection(KvVectorCodec(64, 2, KvScale::kNorm, KvCodebook::kGaussian), 300);
+  const double unb =
+      Projection(KvVectorCodec(64, 2, KvScale::kUnbiased, KvCodebook::kGaussian), 300);
+  EXPECT_NEAR(norm, 1 - 0.1175, 0.02);  // Lloyd-Max 2 bits: x̂·x ≈ (1 - mse)‖x‖²
+  EXPECT_NEAR(unb, 1.0, 2e-3);
+}
+
 TEST(KvCodec, ZeroAndHugeVectors) {
   KvVectorCodec c(64, 4, KvScale::kMse, KvCodebook::kGaussian);
   std::vector<float> x(64, 0.0f), y(64, 1.0f);

@@ -143,6 +143,12 @@ TEST(SyntheticModel, LongPromptsRunInChunksWithTheSameResult) {
     for (int64_t i = 0; i < V; ++i)
       ASSERT_NEAR(last[size_t(i)], all[size_t((begin + len - 1) * V + i)], 1e-3) << begin;
   }
+  // A bad token in a later chunk is refused before the first chunk touches the cache.
+  std::vector<int32_t> bad = tokens;
+  bad[600] = int32_t(V);
+  auto untouched = model->NewCache({.max_tokens = T});
+  EXPECT_THROW(model->Forward(bad, *untouched, all.data(), true), Error);
+  EXPECT_EQ(untouched->size(), 0);
   // Last-token logits of the whole prompt equal the last row of `all`.
   auto again = model->NewCache({.max_tokens = T, .dtype = KvDType::kF32});
   model->Forward(tokens, *again, last.data());

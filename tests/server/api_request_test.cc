@@ -116,6 +116,10 @@ TEST(ApiRequest, RejectsNamingTheField) {
             "max_completion_tokens");
   EXPECT_EQ(RejectedParam("{" + m + R"(, "stop": [1]})", true), "stop[0]");
   EXPECT_EQ(RejectedParam("{" + m + R"(, "stop": {}})", true), "stop");
+  EXPECT_EQ(RejectedParam("{" + m + R"(, "stop": ")" + std::string(600, 'x') + "\"}", true),
+            "stop");
+  EXPECT_EQ(RejectedParam("{" + m + R"(, "stop": ["a", ")" + std::string(600, 'x') + "\"]}", true),
+            "stop[1]");
   EXPECT_EQ(RejectedParam("{" + m + R"(, "seed": "x"})", true), "seed");
   EXPECT_EQ(RejectedParam("{" + m + R"(, "stream": "yes"})", true), "stream");
   EXPECT_EQ(RejectedParam("{" + m + R"(, "stream_options": []})", true), "stream_options");

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -54,6 +56,26 @@ TEST(ChatFamily, Mistral) { CheckFamily("mistral", 7); }
 TEST(ChatFamily, Gemma) { CheckFamily("gemma", 4); }
 TEST(ChatFamily, Phi3) { CheckFamily("phi3", 3); }
 TEST(ChatFamily, DeepSeek) { CheckFamily("deepseek", 3); }
+TEST(ChatFamily, Hermes) { CheckFamily("hermes", 3); }
+TEST(ChatFamily, Harmony) { CheckFamily("harmony", 3); }
+
+// One parsed template rendered from several threads at once gives every thread the same text.
+TEST(ChatFamily, ConcurrentRenders) {
+  const std::string dir = test::TemplateFixtureDir();
+  const ChatTemplate tmpl = ChatTemplate::Parse(ReadFileToString(dir + "/qwen3.jinja"), "qwen3");
+  const auto cases = nlohmann::ordered_json::parse(ReadFileToString(dir + "/qwen3.cases.json"));
+  const auto& c = cases.at("cases").at(3);  // multi-step tools
+  const std::string want = c.at("expected").get<std::string>();
+  std::vector<std::string> got(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i)
+        got[t] = tmpl.Render(c.at("messages"), c.at("tools"), true, c.at("extra"));
+    });
+  for (auto& th : threads) th.join();
+  for (const auto& g : got) EXPECT_EQ(g, want);
+}
 
 }  // namespace
 }  // namespace tq

@@ -47,6 +47,11 @@ TEST(ChatTokenizerConfig, AddedTokenObjectsAndNamedTemplates) {
   EXPECT_EQ(SelectChatTemplate(c, false, "tool_use"), "T");
   EXPECT_THROW(SelectChatTemplate(c, false, "rag"), Error);
   EXPECT_THROW(SelectChatTemplate(TokenizerConfig{}, false), Error);
+  const TokenizerConfig o =
+      ParseTokenizerConfig(R"({"chat_template": {"default": "D2", "rag": "R"}})", "cfg");
+  EXPECT_EQ(o.chat_template, "D2");
+  EXPECT_EQ(o.named_templates.at("rag"), "R");
+  EXPECT_THROW(ParseTokenizerConfig(R"({"chat_template": {"x": 1}})", "cfg"), Error);
 }
 
 TEST(ChatTokenizerConfig, MalformedInputNamesTheField) {

@@ -91,6 +91,14 @@ TEST(JinjaErrors, RunawayTemplatesStop) {
   EXPECT_NE(ErrorOf(ifs).find("too deep"), std::string::npos);
   EXPECT_NE(ErrorOf("{{ " + std::string(5000, '-') + "1 }}").find("too deep"), std::string::npos);
   EXPECT_NE(ErrorOf("{{ " + std::string(3000, 'n') + " }}"), "x");  // a long name is fine
+  // Data nested without bound (each level a new list, dict, namespace or bound method).
+  for (const char* wrap :
+       {"[ns.x]", "{'k': ns.x}", "dict(a=ns.x)", "namespace(a=ns.x)", "(ns.x, 1)", "[ns.x.copy]"}) {
+    const std::string src =
+        std::string("{% set ns = namespace(x=[]) %}{% for i in range(5000) %}") +
+        "{% set ns.x = " + wrap + " %}{% endfor %}{{ ns.x == ns.x }}";
+    EXPECT_NE(ErrorOf(src).find("nested deeper"), std::string::npos) << wrap;
+  }
   // A namespace that contains itself prints without recursing forever.
   EXPECT_NE(ErrorOf("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}").find("recursion"),
             std::string::npos);
@@ -101,6 +109,15 @@ TEST(JinjaErrors, ChatTemplateApiErrors) {
   EXPECT_THROW(t.Render(nlohmann::ordered_json::object(), nullptr, false), tq::Error);
   EXPECT_THROW(t.Render(nlohmann::ordered_json::array(), "tools?", false), tq::Error);
   EXPECT_EQ(t.Render(nlohmann::ordered_json::array(), nullptr, false), "0");
+  // Hostile input: JSON nested 100000 deep is refused, not recursed into.
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const auto msgs = nlohmann::ordered_json::array({nlohmann::ordered_json::parse(deep)});
+  try {
+    t.Render(msgs, nullptr, false);
+    FAIL();
+  } catch (const tq::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper"), std::string::npos) << e.what();
+  }
   try {
     ChatTemplate::Parse("{% if %}");
     FAIL();

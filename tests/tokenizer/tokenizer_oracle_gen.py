@@ -43,6 +43,8 @@ TEXTS = [
     "e\u0301 combining", "<s>hi</s> there", "[MASK] x", " [MASK] y ", "a[MASK]b",
     "foo foobar barfoo foo.", "BAR bar Bar", "<raw> <raw>x y<raw>", "emoji \U0001F642!",
     "\u65e5\u672c\u8a9e", "x\u00a0y\u2003z", "snake_case and camelCase", "don't stop",
+    "I'M HE'S we'll 1234567 x12y", "\u3053\u3093\u306b\u3061\u306f\u4e16\u754c\u30c6\u30b9\u30c8 ok",
+    "  \n\n  x \r\n", "<|begin_of_text|>hi<|eot_id|>",
 ]
 
 ASCII = [chr(c) for c in range(0x20, 0x7F)]
@@ -228,6 +230,53 @@ def specs():
             {"type": "ByteFallback"}, {"type": "Fuse"},
             {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
         added_tokens=[added("<unk>", 0)])})
+
+    # Llama-3 style: its split regex, byte level without regex, ignore_merges, BOS template.
+    llama3_re = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?"
+                 "[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+")
+    m = bpe(bc, gm + [("1", "2"), ("12", "3")], extra=["there", "\u0120there"],
+            ignore_merges=True)
+    n = len(m["vocab"])
+    out.append({"name": "llama3_style", "tokenizer": tok(
+        m, pre={"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": llama3_re}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": False}]},
+        post={"type": "Sequence", "processors": [
+            {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+             "use_regex": True},
+            template("<|begin_of_text|> $A", {"<|begin_of_text|>": n})]},
+        decoder={"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                 "use_regex": True},
+        added_tokens=[added("<|begin_of_text|>", n), added("<|eot_id|>", n + 1)])})
+    # DeepSeek style: CJK runs, digits split, punctuation runs.
+    m = bpe(bc, gm)
+    out.append({"name": "deepseek_style", "tokenizer": tok(
+        m, pre={"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "\\p{N}{1,3}"}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "Split", "pattern": {"Regex": "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"},
+             "behavior": "Isolated", "invert": False},
+            {"type": "Split", "pattern": {"Regex": "[\\r\\n]|\\s?[A-Za-z\u00c0-\u024f]+|\\s?[!-/:-~]+|\\s+$"},
+             "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": False}]},
+        decoder={"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                 "use_regex": True})})
+    # Gemma style: spaces replaced by the normalizer, no pre-tokenizer, byte fallback.
+    fb_all = [f"<0x{b:02X}>" for b in range(256)]
+    m = bpe(ASCII + ["\u2581"], [("\u2581", "t"), ("h", "e"), ("\u2581t", "he")],
+            specials=["<pad>", "<eos>", "<bos>", "<unk>"], extra=fb_all, unk_token="<unk>",
+            byte_fallback=True)
+    out.append({"name": "gemma_style", "tokenizer": tok(
+        m, normalizer={"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+        post=template("<bos> $A", {"<bos>": 2}),
+        decoder={"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"}, {"type": "Fuse"}]},
+        added_tokens=[added("<pad>", 0), added("<eos>", 1), added("<bos>", 2),
+                      added("<unk>", 3)])})
 
     # Normalizers.
     for norm in [{"type": "Strip", "strip_left": True, "strip_right": False},

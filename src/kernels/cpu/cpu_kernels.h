@@ -6,6 +6,7 @@
 namespace tq::kernels::cpu {
 
 void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, float* y);
+void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs);
 void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const AttentionParams& p,
                float* out);
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps, float* out);

@@ -44,8 +44,13 @@ void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t
   }
 }
 
-void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+TQ_CPU_CLONES void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const V16 g = Load16(gate + i);
+    Store16(out + i, g / (1.0f + Exp16(-g)) * Load16(up + i));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 }  // namespace tq::kernels::cpu
@@ -53,8 +58,13 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
 namespace tq::kernels {
 
 const KernelTable& CpuKernels() {
-  static const KernelTable table{"cpu",     cpu::MatMul,  cpu::RmsNorm,
-                                 cpu::Rope, cpu::SiluMul, cpu::Attention};
+  static const KernelTable table{.name = "cpu",
+                                 .matmul = cpu::MatMul,
+                                 .matmul_group = cpu::MatMulGroup,
+                                 .rms_norm = cpu::RmsNorm,
+                                 .rope = cpu::Rope,
+                                 .silu_mul = cpu::SiluMul,
+                                 .attention = cpu::Attention};
   return table;
 }
 

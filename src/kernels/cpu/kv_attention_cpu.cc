@@ -58,6 +58,10 @@ inline void ScaleRow(float* y, float a, int64_t d) {
   for (int64_t j = 0; j < d; ++j) y[j] *= a;
 }
 inline void F16Row(const uint16_t* src, float* dst, int64_t n) { F16ToF32(src, dst, size_t(n)); }
+inline bool FastBlock(const float*, int64_t, const float*, const float*, int64_t, int64_t, float*,
+                      float*, float*, float*) {
+  return false;
+}
 inline void DecodeCoded(const KvCodeFormat& f, const SegmentTable*, const uint8_t* codes,
                         const uint16_t* scales, float* out) {
   DecodeKvVector(f, codes, scales, out);
@@ -69,6 +73,8 @@ inline void DecodeCoded(const KvCodeFormat& f, const SegmentTable*, const uint8_
 
 #if defined(__x86_64__)
 #pragma GCC push_options
+// GCC 12 false positive on the undefined "__Y" operands inside the AVX-512 intrinsic headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2,bmi2")
 namespace avx512 {
 
@@ -174,6 +180,116 @@ inline void DecodeCoded(const KvCodeFormat& f, const SegmentTable* tables, const
   }
 }
 
+// exp(x) for x <= 0 (scores minus their running max), Cephes' expf polynomial: ~1 ulp.
+inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(y, n);
+}
+
+// R rows of rotated queries q [R, 16 NC] against nt keys k [nt, 16 NC]: s[r * kKeyBlock + t].
+// Each key is loaded once for the R rows.
+template <int NC, int R>
+inline void Scores(const float* q, const float* k, int64_t nt, float* s) {
+  __m512 qv[R][NC];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < NC; ++c) qv[r][c] = _mm512_loadu_ps(q + r * 16 * NC + 16 * c);
+  for (int64_t t = 0; t < nt; ++t) {
+    __m512 kv[NC];
+    for (int c = 0; c < NC; ++c) kv[c] = _mm512_loadu_ps(k + t * 16 * NC + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      __m512 a = _mm512_mul_ps(qv[r][0], kv[0]);
+      for (int c = 1; c < NC; ++c) a = _mm512_fmadd_ps(qv[r][c], kv[c], a);
+      s[r * kKeyBlock + t] = _mm512_reduce_add_ps(a);
+    }
+  }
+}
+
+// acc [R, 16 NC] += Σ_t e[r * kKeyBlock + t] v_t, the accumulators held in registers.
+template <int NC, int R>
+inline void Accumulate(const float* e, const float* v, int64_t nt, float* acc) {
+  __m512 a[R][NC];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < NC; ++c) a[r][c] = _mm512_loadu_ps(acc + r * 16 * NC + 16 * c);
+  for (int64_t t = 0; t < nt; ++t) {
+    __m512 vv[NC];
+    for (int c = 0; c < NC; ++c) vv[c] = _mm512_loadu_ps(v + t * 16 * NC + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512 w = _mm512_set1_ps(e[r * kKeyBlock + t]);
+      for (int c = 0; c < NC; ++c) a[r][c] = _mm512_fmadd_ps(w, vv[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < NC; ++c) _mm512_storeu_ps(acc + r * 16 * NC + 16 * c, a[r][c]);
+}
+
+// Online softmax over one block for rows whose scores are in s: scores become weights, m, l and
+// the accumulators are updated.
+inline void SoftmaxRow(float* s, int64_t nt, float* m, float* l, float* acc, int64_t d) {
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  int64_t t = 0;
+  for (; t + 16 <= nt; t += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + t));
+  float bm = _mm512_reduce_max_ps(mx);
+  for (; t < nt; ++t) bm = std::max(bm, s[t]);
+  if (bm > *m) {
+    const float corr = std::exp(*m - bm);  // 0 on the first block
+    *l *= corr;
+    ScaleRow(acc, corr, d);
+    *m = bm;
+  }
+  const __m512 mv = _mm512_set1_ps(*m);
+  __m512 sum = _mm512_setzero_ps();
+  for (t = 0; t < nt; t += 16) {
+    const __mmask16 mask = nt - t >= 16 ? __mmask16(0xffff) : __mmask16((1u << (nt - t)) - 1);
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, s + t), mv));
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(mask, e));
+    _mm512_mask_storeu_ps(s + t, mask, e);
+  }
+  *l += _mm512_reduce_add_ps(sum);
+}
+
+template <int NC, int R>
+inline void FastBlockT(const float* qr, int64_t rows, const float* kbuf, const float* vbuf,
+                       int64_t nt, float* acc, float* m, float* l, float* s) {
+  constexpr int64_t d = 16 * NC;
+  int64_t r = 0;
+  for (; r + R <= rows; r += R) {
+    Scores<NC, R>(qr + r * d, kbuf, nt, s + r * kKeyBlock);
+    for (int j = 0; j < R; ++j)
+      SoftmaxRow(s + (r + j) * kKeyBlock, nt, m + r + j, l + r + j, acc + (r + j) * d, d);
+    Accumulate<NC, R>(s + r * kKeyBlock, vbuf, nt, acc + r * d);
+  }
+  for (; r < rows; ++r) {
+    Scores<NC, 1>(qr + r * d, kbuf, nt, s + r * kKeyBlock);
+    SoftmaxRow(s + r * kKeyBlock, nt, m + r, l + r, acc + r * d, d);
+    Accumulate<NC, 1>(s + r * kKeyBlock, vbuf, nt, acc + r * d);
+  }
+}
+
+inline bool FastBlock(const float* qr, int64_t rows, const float* kbuf, const float* vbuf,
+                      int64_t nt, int64_t d, float* acc, float* m, float* l, float* s) {
+  switch (d) {
+    case 64:
+      FastBlockT<4, 4>(qr, rows, kbuf, vbuf, nt, acc, m, l, s);
+      return true;
+    case 128:
+      FastBlockT<8, 2>(qr, rows, kbuf, vbuf, nt, acc, m, l, s);
+      return true;
+    default:
+      return false;
+  }
+}
+
 #include "kernels/cpu/kv_attention_body.inc"
 
 }  // namespace avx512
@@ -200,7 +316,7 @@ void CpuCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
   const int64_t qblocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
   const size_t scratch_floats =
-      size_t(2 * kKeyBlock * d + kQueryBlock * group * (2 * d + 2) + kKeyBlock);
+      size_t(2 * kKeyBlock * d + kQueryBlock * group * (2 * d + 2 + kKeyBlock));
   ThreadPool::Global().Run(p.num_kv_heads * qblocks, [&](int64_t task, int) {
     thread_local AlignedBuffer<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);

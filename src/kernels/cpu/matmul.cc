@@ -207,62 +207,106 @@ TQ_CPU_CLONES void GemmTask(int nv, int mr, const float* xt, int64_t t0, int64_t
       const float* b = bias ? bias + og : nullptr;
       if (nv == 4) {
         MicroKernelRows<4>(rows, xk, wrows, ldw, kc, k0 == 0, b, ytile, out, valid);
-      } else {
+      } else if (nv == 2) {
         MicroKernelRows<2>(rows, xk, wrows, ldw, kc, k0 == 0, b, ytile, out, valid);
+      } else {
+        MicroKernelRows<1>(rows, xk, wrows, ldw, kc, k0 == 0, b, ytile, out, valid);
       }
     }
   }
 }
 
 struct GemmShape {
-  int nv, mr;
+  int nv, mr;  // tokens per block = nv * 16; weight rows per micro-kernel
 };
-GemmShape ChooseGemmShape() {
+// Token blocks no wider than the batch (a 16-token batch does not pay for 64 lanes).
+GemmShape ChooseGemmShape(int64_t n) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx512f")) return {4, 6};  // 24 zmm accumulators
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) {  // up to 24 zmm accumulators
+    if (n <= 16) return {1, 6};
+    if (n <= 32) return {2, 6};
+    return {4, 6};
+  }
 #endif
+  if (n <= 16) return {1, 6};
   return {2, 3};  // 6 x 2 ymm pairs: fits 16 ymm registers
 }
 
 }  // namespace
 
-void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, float* y) {
-  TQ_CHECK(
-      w.rank() == 2 && (w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16),
-      "matmul cpu", "weight must be a 2-D F32/F16/BF16 tensor, got {} {}", DTypeName(w.dtype),
-      ShapeToString(w.shape));
-  const int64_t out = w.dim(0), in = w.dim(1);
+void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) {
+  constexpr size_t kMaxGroup = 16;
+  TQ_CHECK(!outs.empty() && outs.size() <= kMaxGroup, "matmul cpu", "{} matmuls in one group",
+           outs.size());
+  const int64_t in = outs[0].w->rank() == 2 ? outs[0].w->dim(1) : -1;
+  int64_t total_out = 0;
+  for (const MatMulOutput& o : outs) {
+    const TensorView& w = *o.w;
+    TQ_CHECK(w.rank() == 2 && w.dim(1) == in &&
+                 (w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16),
+             "matmul cpu", "weight must be a 2-D F32/F16/BF16 tensor with {} columns, got {} {}",
+             in, DTypeName(w.dtype), ShapeToString(w.shape));
+    total_out += w.dim(0);
+  }
+  const int64_t macs = n * total_out * in;
+  const int groups = int(outs.size());
+  // first_task[j]: the first task of matmul j (tasks of all matmuls form one parallel pass).
+  int64_t first_task[kMaxGroup + 1];
+  auto job_of = [&](int64_t task) {
+    int j = 0;
+    while (task >= first_task[j + 1]) ++j;
+    return j;
+  };
   ThreadPool& pool = ThreadPool::Global();
   if (n <= kDotMaxRows) {
     // About 4 chunks per thread for balance; each chunk at least 16 rows.
-    const int64_t chunk = std::max<int64_t>(16, out / (4 * pool.size()) + 1);
-    const int64_t tasks = (out + chunk - 1) / chunk;
-    RunTasks(tasks, n * out * in, [&](int64_t task, int) {
+    const int64_t chunk = std::max<int64_t>(16, total_out / (4 * pool.size()) + 1);
+    first_task[0] = 0;
+    for (int j = 0; j < groups; ++j)
+      first_task[j + 1] = first_task[j] + (outs[size_t(j)].w->dim(0) + chunk - 1) / chunk;
+    RunTasks(first_task[groups], macs, [&](int64_t task, int) {
+      const int j = job_of(task);
+      const MatMulOutput& o = outs[size_t(j)];
       thread_local AlignedBuffer<float> rowbuf;
-      if (w.dtype == DType::F16 && rowbuf.size() < size_t(in)) rowbuf.resize(size_t(in));
-      DotRows(x, n, in, w, bias, task * chunk, std::min(out, (task + 1) * chunk), y, rowbuf.data());
+      if (o.w->dtype == DType::F16 && rowbuf.size() < size_t(in)) rowbuf.resize(size_t(in));
+      const int64_t o0 = (task - first_task[j]) * chunk;
+      DotRows(x, n, in, *o.w, o.bias, o0, std::min(o.w->dim(0), o0 + chunk), o.y, rowbuf.data());
     });
     return;
   }
-  static const GemmShape shape = ChooseGemmShape();
+  const GemmShape shape = ChooseGemmShape(n);
   const int64_t tb = shape.nv * 16;
   const int64_t blocks = (n + tb - 1) / tb;
+  // x is transposed once for the whole group.
   thread_local AlignedBuffer<float> xt_all;
   if (xt_all.size() < size_t(blocks * tb * in)) xt_all.resize(size_t(blocks * tb * in));
   float* xt = xt_all.data();
-  RunTasks(blocks, n * out * in, [&](int64_t b, int) {
+  RunTasks(blocks, macs, [&](int64_t b, int) {
     PackTransposed(x, b * tb, std::min(tb, n - b * tb), in, tb, xt + b * tb * in);
   });
   const int64_t rows_per_task = shape.mr * 8;
-  const int64_t row_tasks = (out + rows_per_task - 1) / rows_per_task;
-  RunTasks(row_tasks * blocks, n * out * in, [&](int64_t task, int) {
+  first_task[0] = 0;
+  for (int j = 0; j < groups; ++j) {
+    const int64_t row_tasks = (outs[size_t(j)].w->dim(0) + rows_per_task - 1) / rows_per_task;
+    first_task[j + 1] = first_task[j] + row_tasks * blocks;
+  }
+  RunTasks(first_task[groups], macs, [&](int64_t task, int) {
+    const int j = job_of(task);
+    const MatMulOutput& o = outs[size_t(j)];
     thread_local AlignedBuffer<float> wbuf;
     if (wbuf.size() < size_t(kMaxMr * kKc)) wbuf.resize(size_t(kMaxMr * kKc));
-    const int64_t b = task % blocks, rt = task / blocks;
-    const int64_t o0 = rt * rows_per_task, o1 = std::min(out, o0 + rows_per_task);
-    GemmTask(shape.nv, shape.mr, xt + b * tb * in, b * tb, std::min(tb, n - b * tb), in, w, bias,
-             o0, o1, y, wbuf.data());
+    const int64_t local = task - first_task[j];
+    const int64_t b = local % blocks, rt = local / blocks;
+    const int64_t o0 = rt * rows_per_task, o1 = std::min(o.w->dim(0), o0 + rows_per_task);
+    GemmTask(shape.nv, shape.mr, xt + b * tb * in, b * tb, std::min(tb, n - b * tb), in, *o.w,
+             o.bias, o0, o1, o.y, wbuf.data());
   });
+}
+
+void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, float* y) {
+  const MatMulOutput o{&w, bias, y};
+  MatMulGroup(x, n, {&o, 1});
 }
 
 }  // namespace tq::kernels::cpu

@@ -27,7 +27,7 @@ TQ_INLINE V16 Load16(const float* p) {
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-TQ_INLINE void Store16(float* p, V16 v) { std::memcpy(p, &v, sizeof(v)); }
+TQ_INLINE void Store16(float* p, const V16& v) { std::memcpy(p, &v, sizeof(v)); }
 // 16 bf16 values -> fp32 (a bf16 is the top half of an fp32).
 TQ_INLINE V16 LoadBf16x16(const uint16_t* p) {
   U16x16 h;
@@ -41,7 +41,7 @@ typedef float V8 __attribute__((vector_size(32)));
 typedef float V4 __attribute__((vector_size(16)));
 typedef int32_t I32x16 __attribute__((vector_size(64)));
 
-TQ_INLINE float HorizontalSum(V16 v) {
+TQ_INLINE float HorizontalSum(const V16& v) {
   const V8 a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
                __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
   const V4 b =
@@ -53,7 +53,8 @@ TQ_INLINE V16 Broadcast(float x) { return V16{} + x; }
 
 // e^x for 16 lanes (Cephes expf polynomial after x = n·ln2 + r, |r| <= ln2/2): relative error
 // about 2e-7. Inputs below -87 give ~1e-38 rather than denormals or 0.
-TQ_INLINE V16 Exp16(V16 x) {
+TQ_INLINE V16 Exp16(const V16& in) {
+  V16 x = in;
   const V16 lo = Broadcast(-87.0f), hi = Broadcast(88.0f);
   x = x < lo ? lo : x;
   x = x > hi ? hi : x;

@@ -37,6 +37,10 @@ void RefMatMul(const float* x, int64_t n, const TensorView& w, const float* bias
   }
 }
 
+void RefMatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) {
+  for (const MatMulOutput& o : outs) RefMatMul(x, n, *o.w, o.bias, o.y);
+}
+
 void RefRmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
                 float* out) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -103,7 +107,13 @@ void RefAttention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
 }  // namespace
 
 const KernelTable& RefKernels() {
-  static const KernelTable table{"ref", RefMatMul, RefRmsNorm, RefRope, RefSiluMul, RefAttention};
+  static const KernelTable table{.name = "ref",
+                                 .matmul = RefMatMul,
+                                 .matmul_group = RefMatMulGroup,
+                                 .rms_norm = RefRmsNorm,
+                                 .rope = RefRope,
+                                 .silu_mul = RefSiluMul,
+                                 .attention = RefAttention};
   return table;
 }
 

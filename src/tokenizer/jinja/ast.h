@@ -78,7 +78,7 @@ enum class StmtKind : uint8_t {
   kWith,
   kBreak,
   kContinue,
-  kScope,  // a body rendered in place ({% generation %})
+  kScope,  // a body rendered in its own frame ({% generation %}, and the template root)
 };
 
 struct Stmt;
@@ -99,6 +99,7 @@ struct MacroDef {
   std::vector<ExprPtr> defaults;  // aligned to the last params
   Body body;
   bool uses_varargs = false, uses_kwargs = false, uses_caller = false;
+  std::vector<std::string> shadow;  // see Stmt::shadow
 };
 
 struct Stmt {
@@ -114,6 +115,11 @@ struct Stmt {
   Body body, else_body;
   std::shared_ptr<MacroDef> macro;                  // kMacro, kCallBlock (the caller)
   std::vector<std::pair<Target, ExprPtr>> assigns;  // kWith
+  // Names that start out undefined in the frame this statement opens (the body of a loop, set or
+  // filter block, with, scope): Jinja binds a name assigned in a frame, and not known to any
+  // enclosing frame, to that frame from its start, so earlier reads do not see the render
+  // variables. else_shadow is the same for a loop's else block.
+  std::vector<std::string> shadow, else_shadow;
 
   Stmt(StmtKind k, Pos p) : kind(k), pos(p) {}
 };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
@@ -269,7 +270,7 @@ Value ToJson(Evaluator&, const Value& v, CallArgs& a) {
       o.indent = std::string(
           static_cast<size_t>(std::clamp<int64_t>(IntArg(p[1], 0, "tojson"), 0, 1 << 10)), ' ');
     }
-    o.item_separator = ",";
+    o.item_separator.assign(1, ',');  // Python's default when indent is given
   }
   if (Given(p[2]) && !p[2].is_none()) {
     List seps = Iterate(p[2]);

@@ -294,6 +294,7 @@ Value Copy(Evaluator&, const Value& d, CallArgs& a) {
   if (d.is_mapping()) {
     Value out = Value::MakeDict();
     out.dict().items = d.dict().items;
+    out.dict().depth = d.dict().depth;
     return out;
   }
   return Value::MakeList(d.list());
@@ -373,8 +374,9 @@ Value Bind(const Entry (&table)[N], const Value& obj, const std::string& name) {
   for (const Entry& e : table) {
     if (e.name != name) continue;
     const Method fn = e.fn;
-    return MakeFunction(std::string(TypeName(obj)) + "." + name,
-                        [fn, obj](Evaluator& ev, CallArgs& a) { return fn(ev, obj, a); });
+    return MakeFunction(
+        std::string(TypeName(obj)) + "." + name,
+        [fn, obj](Evaluator& ev, CallArgs& a) { return fn(ev, obj, a); }, obj.depth() + 1);
   }
   return Value();
 }

@@ -73,9 +73,12 @@ struct FrameSwap {
   std::shared_ptr<Evaluator::Frame> saved;
 };
 
-std::shared_ptr<Evaluator::Frame> Child(const std::shared_ptr<Evaluator::Frame>& parent) {
+std::shared_ptr<Evaluator::Frame> Child(const std::shared_ptr<Evaluator::Frame>& parent,
+                                        const std::vector<std::string>& shadow = {}) {
   auto f = std::make_shared<Evaluator::Frame>();
   f->parent = parent;
+  for (const std::string& n : shadow)
+    f->vars[n] = Value::Undefined(fmt::format("'{}' is undefined", n));
   return f;
 }
 
@@ -97,16 +100,19 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s) {
           return ExecBody(s.bodies[i]);
         }
         return Flow::kNormal;
-      case StmtKind::kFor: {
-        bool broke = false;
-        ExecFor(s, &broke);
+      case StmtKind::kFor:
+        ExecFor(s);
         return Flow::kNormal;
-      }
       case StmtKind::kSet:
         Assign(s.target, Eval(*s.expr), s.pos);
         return Flow::kNormal;
       case StmtKind::kSetBlock: {
-        Value v(Capture(s.body));
+        Value v;
+        {
+          FrameSwap swap(frame_,
+                         Child(frame_, s.shadow));  // the block is its own scope, as in Jinja
+          v = Value(Capture(s.body));
+        }
         if (s.filter) v = EvalFilter(*s.filter, &v);
         Assign(s.target, v, s.pos);
         return Flow::kNormal;
@@ -124,14 +130,18 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s) {
         return Flow::kNormal;
       }
       case StmtKind::kFilterBlock: {
-        const Value body(Capture(s.body));
+        Value body;
+        {
+          FrameSwap swap(frame_, Child(frame_, s.shadow));
+          body = Value(Capture(s.body));
+        }
         Emit(ToStr(EvalFilter(*s.expr, &body)));
         return Flow::kNormal;
       }
       case StmtKind::kWith: {
         std::vector<Value> values;
         for (auto& [t, e] : s.assigns) values.push_back(Eval(*e));
-        FrameSwap swap(frame_, Child(frame_));
+        FrameSwap swap(frame_, Child(frame_, s.shadow));
         for (size_t i = 0; i < values.size(); ++i) Assign(s.assigns[i].first, values[i], s.pos);
         return ExecBody(s.body);
       }
@@ -139,8 +149,10 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s) {
         return Flow::kBreak;
       case StmtKind::kContinue:
         return Flow::kContinue;
-      case StmtKind::kScope:
+      case StmtKind::kScope: {
+        FrameSwap swap(frame_, Child(frame_, s.shadow));
         return ExecBody(s.body);
+      }
     }
   } catch (RenderError& e) {
     if (e.line == 0) e.line = s.pos.line, e.col = s.pos.col;
@@ -149,7 +161,7 @@ Evaluator::Flow Evaluator::Exec(const Stmt& s) {
   return Flow::kNormal;
 }
 
-void Evaluator::ExecFor(const Stmt& s, bool* broke) {
+void Evaluator::ExecFor(const Stmt& s) {
   List items;
   try {
     items = Iterate(Eval(*s.expr));
@@ -168,7 +180,7 @@ void Evaluator::ExecFor(const Stmt& s, bool* broke) {
     items = std::move(kept);
   }
   if (items.empty()) {
-    FrameSwap swap(frame_, Child(frame_));
+    FrameSwap swap(frame_, Child(frame_, s.else_shadow));
     ExecBody(s.else_body);
     return;
   }
@@ -176,33 +188,28 @@ void Evaluator::ExecFor(const Stmt& s, bool* broke) {
   const std::shared_ptr<Frame> outer = frame_;
   for (int64_t i = 0; i < n; ++i) {
     Tick();
-    FrameSwap swap(frame_, Child(outer));
+    FrameSwap swap(frame_, Child(outer, s.shadow));
     Value loop = Value::MakeNamespace();
     Dict& d = loop.dict();
     d.items.reserve(12);
-    d.items.emplace_back("index", Value(i + 1));
-    d.items.emplace_back("index0", Value(i));
-    d.items.emplace_back("revindex", Value(n - i));
-    d.items.emplace_back("revindex0", Value(n - i - 1));
-    d.items.emplace_back("first", Value(i == 0));
-    d.items.emplace_back("last", Value(i == n - 1));
-    d.items.emplace_back("length", Value(n));
-    d.items.emplace_back("depth", Value(1));
-    d.items.emplace_back("depth0", Value(0));
-    d.items.emplace_back("previtem",
-                         i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
-    d.items.emplace_back("nextitem",
-                         i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
-    d.items.emplace_back("cycle", MakeFunction("loop.cycle", [i](Evaluator&, CallArgs& a) {
-                           if (a.pos.empty()) ThrowRender("no items for cycling given");
-                           return a.pos[i % static_cast<int64_t>(a.pos.size())];
-                         }));
+    d.Add("index", Value(i + 1));
+    d.Add("index0", Value(i));
+    d.Add("revindex", Value(n - i));
+    d.Add("revindex0", Value(n - i - 1));
+    d.Add("first", Value(i == 0));
+    d.Add("last", Value(i == n - 1));
+    d.Add("length", Value(n));
+    d.Add("depth", Value(1));
+    d.Add("depth0", Value(0));
+    d.Add("previtem", i > 0 ? items[i - 1] : Value::Undefined("there is no previous item"));
+    d.Add("nextitem", i + 1 < n ? items[i + 1] : Value::Undefined("there is no next item"));
+    d.Add("cycle", MakeFunction("loop.cycle", [i](Evaluator&, CallArgs& a) {
+            if (a.pos.empty()) ThrowRender("no items for cycling given");
+            return a.pos[i % static_cast<int64_t>(a.pos.size())];
+          }));
     frame_->vars["loop"] = loop;
     Assign(s.target, items[i], s.pos);
-    if (ExecBody(s.body) == Flow::kBreak) {
-      *broke = true;
-      break;
-    }
+    if (ExecBody(s.body) == Flow::kBreak) break;
   }
 }
 
@@ -467,7 +474,7 @@ Value Evaluator::MakeMacro(const std::shared_ptr<MacroDef>& def, Value caller) {
 
 Value Evaluator::CallMacro(const MacroState& m, CallArgs& args) {
   const MacroDef& def = *m.def;
-  auto frame = Child(m.closure);
+  auto frame = Child(m.closure, def.shadow);
   const size_t np = def.params.size();
   std::vector<bool> given(np, false);
   List varargs;

@@ -54,7 +54,7 @@ class Evaluator {
 
   Flow ExecBody(const Body& body);
   Flow Exec(const Stmt& s);
-  void ExecFor(const Stmt& s, bool* broke);
+  void ExecFor(const Stmt& s);
   Value Eval(const Expr& e);
   Value EvalInner(const Expr& e);
   Value EvalCall(const Expr& e);

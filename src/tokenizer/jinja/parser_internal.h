@@ -27,6 +27,10 @@ void ScanSpecialNames(const Body& body, MacroDef& m);
 // loops, macros, call/filter/set blocks are new frames, never soft.
 void CheckBody(const Body& body, bool soft);
 
+// Jinja's symbol analysis (idtracking.py): fills Stmt::shadow / MacroDef::shadow for every frame
+// and returns the root frame's list.
+std::vector<std::string> AnalyzeScopes(Body& root);
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}
@@ -35,7 +39,13 @@ class Parser {
     Body body = Subparse({});
     if (cur().type != Tok::kEof) Fail(cur(), fmt::format("unexpected '{}'", Describe(cur())));
     CheckBody(body, false);
-    return body;
+    // The root frame is a scope of its own, with its shadowed names.
+    auto root = std::make_unique<Stmt>(StmtKind::kScope, Pos{1, 1});
+    root->shadow = AnalyzeScopes(body);
+    root->body = std::move(body);
+    Body out;
+    out.push_back(std::move(root));
+    return out;
   }
 
  private:

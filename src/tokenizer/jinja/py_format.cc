@@ -64,16 +64,16 @@ Spec ParseSpec(const std::string& s) {
   return sp;
 }
 
+const std::string kZero = "0";
+
 std::string Align(std::string body, const Spec& sp, bool numeric) {
   const int64_t len = static_cast<int64_t>(CodePointCount(body));
   if (sp.width <= len) return body;
   const int64_t pad = sp.width - len;
   char align = sp.align ? sp.align : (numeric ? '>' : '<');
-  std::string fill = sp.fill;
-  if (sp.zero && !sp.align) {
-    align = '=';
-    fill = "0";
-  }
+  const bool zero_pad = sp.zero && !sp.align;
+  if (zero_pad) align = '=';
+  const std::string& fill = zero_pad ? kZero : sp.fill;
   auto rep = [&](int64_t n) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += fill;
@@ -81,7 +81,8 @@ std::string Align(std::string body, const Spec& sp, bool numeric) {
   };
   switch (align) {
     case '<':
-      return body + rep(pad);
+      body.append(rep(pad));
+      return body;
     case '^':
       return rep(pad / 2) + body + rep(pad - pad / 2);
     case '=': {

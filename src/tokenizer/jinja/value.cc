@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "tokenizer/jinja/text.h"
 
 namespace tq::jinja {
@@ -23,11 +25,39 @@ Value Value::None() {
   return v;
 }
 
+namespace {
+
+int NestingOf(const List& items) {
+  int d = 0;
+  for (const Value& x : items) d = std::max(d, x.depth());
+  if (d + 1 > kMaxNesting)
+    ThrowRender(fmt::format("data nested deeper than {} levels", kMaxNesting));
+  return d + 1;
+}
+
+}  // namespace
+
 Value Value::MakeList(List items) {
   Value v;
   v.kind_ = Kind::kList;
+  v.i_ = NestingOf(items);
   v.list_ = std::make_shared<List>(std::move(items));
   return v;
+}
+
+int Value::depth() const {
+  switch (kind_) {
+    case Kind::kList:
+    case Kind::kTuple:
+    case Kind::kGenerator:
+    case Kind::kCallable:
+      return static_cast<int>(i_);
+    case Kind::kDict:
+    case Kind::kNamespace:
+      return dict_->depth;
+    default:
+      return 0;
+  }
 }
 
 Value Value::MakeTuple(List items) {
@@ -55,9 +85,12 @@ Value Value::MakeNamespace() {
   return v;
 }
 
-Value Value::MakeCallable(std::shared_ptr<Callable> fn) {
+Value Value::MakeCallable(std::shared_ptr<Callable> fn, int depth) {
+  if (depth > kMaxNesting)
+    ThrowRender(fmt::format("data nested deeper than {} levels", kMaxNesting));
   Value v;
   v.kind_ = Kind::kCallable;
+  v.i_ = depth;
   v.fn_ = std::move(fn);
   return v;
 }
@@ -77,15 +110,28 @@ class NativeCallable : public Callable {
 
 }  // namespace
 
-Value MakeFunction(std::string name, NativeFn fn) {
-  return Value::MakeCallable(std::make_shared<NativeCallable>(std::move(name), std::move(fn)));
+Value MakeFunction(std::string name, NativeFn fn, int depth) {
+  return Value::MakeCallable(std::make_shared<NativeCallable>(std::move(name), std::move(fn)),
+                             depth);
 }
 
-Value Value::FromJson(const nlohmann::ordered_json& j) {
+namespace {
+
+Value FromJsonAt(const nlohmann::ordered_json& j, int level);
+
+}  // namespace
+
+Value Value::FromJson(const nlohmann::ordered_json& j) { return FromJsonAt(j, 0); }
+
+namespace {
+
+Value FromJsonAt(const nlohmann::ordered_json& j, int level) {
+  if (level >= kMaxNesting)
+    ThrowRender(fmt::format("JSON nested deeper than {} levels", kMaxNesting));
   using T = nlohmann::ordered_json::value_t;
   switch (j.type()) {
     case T::null:
-      return None();
+      return Value::None();
     case T::boolean:
       return Value(j.get<bool>());
     case T::number_integer:
@@ -102,20 +148,22 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
     case T::array: {
       List items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(FromJson(e));
-      return MakeList(std::move(items));
+      for (const auto& e : j) items.push_back(FromJsonAt(e, level + 1));
+      return Value::MakeList(std::move(items));
     }
     case T::object: {
-      Value d = MakeDict();
+      Value d = Value::MakeDict();
       d.dict().items.reserve(j.size());
       for (auto it = j.begin(); it != j.end(); ++it)
-        d.dict().items.emplace_back(Value(it.key()), FromJson(it.value()));
+        d.dict().Add(Value(it.key()), FromJsonAt(it.value(), level + 1));
       return d;
     }
     default:
-      return None();
+      return Value::None();
   }
 }
+
+}  // namespace
 
 const std::string& Value::undefined_hint() const {
   static const std::string kEmpty;
@@ -145,9 +193,19 @@ Value* Dict::Find(std::string_view key) {
 
 void Dict::Set(Value key, Value value) {
   if (Value* v = Find(key)) {
+    const int d = value.depth() + 1;
+    if (d > kMaxNesting) ThrowRender(fmt::format("data nested deeper than {} levels", kMaxNesting));
+    depth = std::max(depth, d);
     *v = std::move(value);
     return;
   }
+  Add(std::move(key), std::move(value));
+}
+
+void Dict::Add(Value key, Value value) {
+  const int d = std::max(key.depth(), value.depth()) + 1;
+  if (d > kMaxNesting) ThrowRender(fmt::format("data nested deeper than {} levels", kMaxNesting));
+  depth = std::max(depth, d);
   items.emplace_back(std::move(key), std::move(value));
 }
 

@@ -71,7 +71,8 @@ class Value {
   static Value MakeGenerator(List items);
   static Value MakeDict();
   static Value MakeNamespace();
-  static Value MakeCallable(std::shared_ptr<Callable> fn);
+  static Value MakeCallable(std::shared_ptr<Callable> fn, int depth = 0);
+  // ThrowRender when the JSON nests deeper than kMaxNesting.
   static Value FromJson(const nlohmann::ordered_json& j);
 
   Kind kind() const { return kind_; }
@@ -93,6 +94,10 @@ class Value {
   Dict& dict() const { return *dict_; }
   Callable& callable() const { return *fn_; }
   const std::string& undefined_hint() const;
+  // Container nesting: 0 for scalars, 1 + the deepest element for lists, dicts, namespaces and
+  // bound methods. Bounded by kMaxNesting so that comparisons, printing and destruction never
+  // recurse deeply.
+  int depth() const;
   const void* identity() const;  // for the `sameas` test
 
  private:
@@ -105,17 +110,23 @@ class Value {
   std::shared_ptr<Callable> fn_;
 };
 
+constexpr int kMaxNesting = 800;
+
 struct Dict {
   std::vector<std::pair<Value, Value>> items;
+  int depth = 1;  // only grows; see Value::depth()
 
   Value* Find(const Value& key);
   Value* Find(std::string_view key);
   void Set(Value key, Value value);
+  // Appends without looking for an existing key.
+  void Add(Value key, Value value);
 };
 
 // A native function as a callable value.
 using NativeFn = std::function<Value(Evaluator&, CallArgs&)>;
-Value MakeFunction(std::string name, NativeFn fn);
+// `depth`: the nesting of what the function holds (a bound method's object).
+Value MakeFunction(std::string name, NativeFn fn, int depth = 0);
 
 // Python semantics used throughout.
 std::string TypeName(const Value& v);               // 'str', 'int', 'dict', ...

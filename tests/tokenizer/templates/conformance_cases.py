@@ -265,3 +265,60 @@ CASES += [
     ("callable_undefined", "{{ nothing is callable }} {{ 'a'.upper is callable }}", {}),
     ("test_extra_arg_error", "{{ x is defined['a'] }}", {}),
 ]
+
+
+# Random nestings of set / for / if / macro / with / set-block / namespace that print variables:
+# Jinja's scoping (what each frame sees, what leaks, names bound from a frame's start).
+def _scoping_cases(count, seed):
+    import random
+    rng = random.Random(seed)
+
+    def val():
+        return rng.choice(["1", "'s'", "a", "b", "c", "i", "ns.v", "xs|length", "(b or 0)",
+                           "loop.index if loop is defined else -1", "m() if m is defined else 'nom'",
+                           "varargs", "kwargs", "caller() if caller is defined else 'noc'"])
+
+    def pr():
+        return "[{{ " + rng.choice(["a", "b", "c", "i", "ns.v", "loop.index", "m is defined",
+                                    "b is defined", "x", "y"]) + " }}]"
+
+    def stmt(d):
+        r = rng.random()
+        if r < 0.25:
+            return pr()
+        if r < 0.45:
+            tgt = rng.choice(["a", "b", "c", "ns.v", "i", "x", "x, y"])
+            v = val() if tgt != "x, y" else val() + ", " + val()
+            return "{% set " + tgt + " = " + v + " %}"
+        if d > 2:
+            return pr()
+        if r < 0.6:
+            return "{% for i in xs %}" + body(d + 1) + "{% endfor %}"
+        if r < 0.7:
+            return "{% for x, y in [(1, 2)] %}" + body(d + 1) + "{% endfor %}"
+        if r < 0.8:
+            return ("{% if " + rng.choice(["a", "b", "not b", "i"]) + " %}" + body(d + 1) +
+                    "{% else %}" + body(d + 1) + "{% endif %}")
+        if r < 0.88:
+            return ("{% macro m(p=1) %}" + body(d + 1) + "{% endmacro %}" +
+                    rng.choice(["", "{{ m() }}", "{{ m(2, 3) }}"]))
+        if r < 0.94:
+            return "{% with b = " + val() + " %}" + body(d + 1) + "{% endwith %}"
+        return "{% set c %}" + body(d + 1) + "{% endset %}" + pr()
+
+    def body(d):
+        return "".join(stmt(d) for _ in range(rng.randint(1, 4)))
+
+    variables = {"xs": [1, 2], "a": "A0"}
+    return [(f"scope_random_{i}", "{% set ns = namespace(v=0) %}" + body(0) + pr() + pr(), variables)
+            for i in range(count)]
+
+
+CASES += _scoping_cases(150, 7)
+CASES += [
+    ("scope_later_root_set_hides_context", "{% for i in [1] %}[{{ a }}]{% endfor %}{% set a = 1 %}[{{ a }}]", {"a": "ctx"}),
+    ("scope_root_load_first_sees_context", "[{{ a }}]{% for i in [1] %}[{{ a }}]{% endfor %}{% set a = 1 %}[{{ a }}]", {"a": "ctx"}),
+    ("scope_branch_set_keeps_context", "{% for i in [1] %}[{{ a }}]{% endfor %}{% if false %}{% set a = 1 %}{% endif %}", {"a": "ctx"}),
+    ("scope_macro_sees_root_binding", "{% macro m() %}[{{ a }}]{% endmacro %}{{ m() }}{% set a = 1 %}{{ m() }}", {"a": "ctx"}),
+    ("scope_set_block_does_not_leak", "{% set c %}{% set b = 1 %}{% endset %}[{{ b }}]", {}),
+]

@@ -1,4 +1,5 @@
 """Inputs for the family fixtures (<family>.jinja); make_expected.py renders them with jinja2."""
+import json
 
 WEATHER_TOOL = {
     "type": "function",
@@ -183,3 +184,63 @@ SPECIAL_TOKENS = {
     "phi3": {"bos_token": "<s>", "eos_token": "<|endoftext|>"},
     "deepseek": {"bos_token": "<｜begin▁of▁sentence｜>", "eos_token": "<｜end▁of▁sentence｜>"},
 }
+
+RICH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Search the web.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for."},
+                "limit": {"type": "integer", "default": 5},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "weights": {"type": "array", "items": {"type": "number"}},
+                "filters": {"type": "object", "additionalProperties": {"type": "boolean"},
+                            "properties": {"lang": {"type": "string", "enum": ["en", "fr"]}},
+                            "required": ["lang"]},
+                "mode": {"type": ["string", "null"], "enum": ["fast", "deep"], "default": "fast"},
+                "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+            },
+            "required": ["query"],
+        },
+        "return": {"type": "array", "items": {"type": "string"}, "description": "Result URLs."},
+    },
+}
+NO_ARGS_TOOL = {"type": "function", "function": {
+    "name": "now", "description": "Current time.", "parameters": {"type": "object", "properties": {}}}}
+
+# The Hermes macro recurses forever on a "null" member of a type union (it iterates the string's
+# characters); jinja2 raises RecursionError there and so must we.
+HERMES_TOOL = json.loads(json.dumps(RICH_TOOL))
+HERMES_TOOL["function"]["parameters"]["properties"]["mode"]["type"] = ["string", "integer"]
+
+FAMILIES["hermes"] = [
+    {"name": "tools", "messages": TOOL_CHAT[1:], "tools": [HERMES_TOOL, NO_ARGS_TOOL, WEATHER_TOOL],
+     "add_generation_prompt": True},
+    {"name": "null_union_recursion_raise", "messages": TOOL_CHAT[1:2], "tools": [RICH_TOOL]},
+    {"name": "string_arguments", "messages": [
+        {"role": "user", "content": "now?"},
+        {"role": "assistant", "tool_calls": [{"function": {"name": "now", "arguments": "{}"}}]},
+        {"role": "tool", "content": "noon"}], "tools": [NO_ARGS_TOOL]},
+]
+FAMILIES["harmony"] = [
+    {"name": "tools", "messages": [
+        {"role": "developer", "content": "Answer in French."},
+        {"role": "user", "content": "Search cats"},
+        {"role": "assistant", "thinking": "Need search.", "tool_calls": [call("search", {"query": "cats", "limit": 2})]},
+        {"role": "tool", "content": "[\"a\", \"b\"]"},
+        {"role": "assistant", "content": "Deux résultats."},
+        {"role": "user", "content": "Merci"}],
+     "tools": [RICH_TOOL, NO_ARGS_TOOL], "add_generation_prompt": True,
+     "extra": {"date_string": "2025-08-05", "reasoning_effort": "high"}},
+    {"name": "final_with_thinking", "messages": [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello", "thinking": "greet"}],
+     "extra": {"date_string": "2025-08-05"}},
+    {"name": "orphan_tool_raise", "messages": [{"role": "tool", "content": "x"}],
+     "extra": {"date_string": "2025-08-05"}},
+]
+SPECIAL_TOKENS["hermes"] = {"bos_token": "<|begin_of_text|>", "eos_token": "<|im_end|>"}
+SPECIAL_TOKENS["harmony"] = {"eos_token": "<|return|>"}

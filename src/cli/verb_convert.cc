@@ -1,0 +1,96 @@
+// turboquant convert --model SRC --out DST --bits {2,3,4} [...]: HF checkpoint -> TurboQuant.
+#include <cstdio>
+
+#include "cli/verb.h"
+#include "convert/convert.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace tq::cli {
+namespace {
+
+int Run(int argc, char** argv) {
+  CLI::App app("Convert a Hugging Face checkpoint to a TurboQuant checkpoint (no calibration data)",
+               argv[0]);
+  ConvertOptions o;
+  QuantRecipeOptions& r = o.recipe;
+  std::string method = "turboquant", scale = "mse", rotation = "hadamard";
+  int threads = 0;
+  app.add_option("--model", o.model_dir, "source model directory")->required();
+  app.add_option("--out", o.out_dir, "output directory (must not exist unless --force)")
+      ->required();
+  app.add_option("--bits", r.bits, "bits per weight: 2, 3, 4 (8)")->capture_default_str();
+  app.add_option("--group-size", r.group_size, "weights per fp16 scale: 32, 64, 128")
+      ->capture_default_str();
+  app.add_option("--method", method, "turboquant | affine (the baseline)")->capture_default_str();
+  app.add_option("--attn-bits", r.attn_bits, "bits of attention linears (default --bits)");
+  app.add_option("--mlp-bits", r.mlp_bits, "bits of MLP and expert linears (default --bits)");
+  app.add_option("--mlp-group-size", r.mlp_group_size, "group size of MLP/expert linears");
+  app.add_flag("--ternary-experts", r.ternary_experts, "expert linears at 1.6 bits (ternary)");
+  app.add_option("--expert-down-bits", r.expert_down_bits, "bits of expert down projections");
+  app.add_option("--protect-layers", r.protect_layers,
+                 "layers kept at --protect-bits, e.g. 0-1,22-23");
+  app.add_option("--protect-bits", r.protect_bits, "bits of protected layers (16 = keep)")
+      ->capture_default_str();
+  app.add_option("--embed-bits", r.embed_bits, "embedding / LM head: 4, 8 or 16 (= keep)")
+      ->capture_default_str();
+  app.add_option("--scale", scale, "group scale: rms | mse (MSE-optimal search)")
+      ->capture_default_str();
+  app.add_option("--budget-bpw", o.budget_bpw,
+                 "choose bits and group per linear for this average bits per linear weight");
+  std::string objective = "weight";
+  app.add_option("--budget-objective", objective,
+                 "budget: weigh each tensor's relative error by its size (weight) or not (tensor)")
+      ->capture_default_str();
+  app.add_option("--budget-sensitive", o.budget_sensitive_weight,
+                 "budget: error weight of v_proj / down_proj")
+      ->capture_default_str();
+  app.add_option("--budget-edge", o.budget_edge_weight,
+                 "budget: error weight multiplier of the first and last layer")
+      ->capture_default_str();
+  app.add_option("--rotation", rotation, "hadamard | none")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the sign vectors")->capture_default_str();
+  app.add_flag("--streaming", o.streaming, "one source tensor in memory at a time");
+  app.add_flag("--force", o.force, "replace an existing --out");
+  app.add_option("--threads", threads, "worker threads (default: all cores)");
+  app.add_option("--shard-bytes", o.shard_bytes, "shard the output above this many bytes")
+      ->capture_default_str();
+  return RunApp(app, argc, argv, [&] {
+    if (method == "turboquant") {
+      r.method = quant::QuantMethod::kCodebook;
+    } else if (method == "affine") {
+      r.method = quant::QuantMethod::kAffine;
+    } else {
+      throw UsageError("--method " + method, "must be turboquant or affine");
+    }
+    if (scale == "rms") {
+      o.scale = quant::ScaleMode::kRms;
+    } else if (scale == "mse") {
+      o.scale = quant::ScaleMode::kMseSearch;
+    } else {
+      throw UsageError("--scale " + scale, "must be rms or mse");
+    }
+    const auto rk = ParseRotationKind(rotation);
+    if (!rk) throw UsageError("--rotation " + rotation, "must be hadamard or none");
+    r.rotation = *rk;
+    if (o.budget_bpw < 0 || (o.budget_bpw > 0 && o.budget_bpw < 1.6))
+      throw UsageError(fmt::format("--budget-bpw {}", o.budget_bpw), "must be >= 1.6");
+    if (objective != "weight" && objective != "tensor")
+      throw UsageError("--budget-objective " + objective, "must be weight or tensor");
+    o.budget_per_weight = objective == "weight";
+    if (threads > 0) ThreadPool::SetGlobalThreads(threads);
+    const ConvertSummary s = Convert(o);
+    std::fprintf(stderr,
+                 "wrote %s: %lld tensors (%lld quantized) in %lld shard(s), %.2f MB, %.3f bits per "
+                 "linear weight, %.1f s, peak RSS %.1f MB\n",
+                 o.out_dir.c_str(), (long long)s.output_tensors, (long long)s.quantized_tensors,
+                 (long long)s.num_shards, double(s.output_bytes) / 1e6, s.linear_bits_per_weight,
+                 s.seconds, double(s.peak_rss_bytes) / 1e6);
+    return kExitOk;
+  });
+}
+
+VerbRegistrar reg("convert", "HF checkpoint -> TurboQuant checkpoint (no calibration data)", &Run);
+
+}  // namespace
+}  // namespace tq::cli

@@ -1,0 +1,53 @@
+// `--budget-bpw X`: re-chooses the code format and group size of every quantized decoder linear so
+// that the stored bits per linear weight (codes + fp16 scales) average at most X, from each
+// tensor's own quantization error (quant::QuantizationError on its rotated weights; no
+// calibration data).
+//
+// Objective: minimise Σ_t importance_t · n_t · relative_error_t(choice) (n_t = the tensor's weight
+// count; kPerTensor drops n_t) subject to the bit budget,
+// greedily: start every tensor at its cheapest candidate, then repeatedly take the upgrade with
+// the largest error reduction per added bit until the budget is spent. relative_error is
+// ‖W - Ŵ‖² / ‖W‖² (the relative output perturbation for an isotropic input); importance weighs
+// the tensors whose errors hurt most (v_proj and down_proj, the first and last layers).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/quant_recipe.h"
+#include "quant/quantized_matrix.h"
+
+namespace tq {
+
+struct BudgetOptions {
+  double target_bits = 4.25;  // per linear weight: codes + scales
+  quant::ScaleMode scale = quant::ScaleMode::kMseSearch;
+  uint64_t seed = 0;
+  // kPerTensor: every tensor's relative error counts alike (small tensors are cheap to improve);
+  // kPerWeight: it is weighted by the tensor's size (all weights count alike).
+  enum class Objective { kPerTensor, kPerWeight } objective = Objective::kPerWeight;
+  double sensitive_weight = 2.0;   // importance of v_proj / down_proj
+  double edge_layer_weight = 2.0;  // importance multiplier of the first and last layer
+  std::vector<int> bits = {2, 3, 4, 8};
+  std::vector<int> groups = {32, 64, 128};
+  bool progress = true;
+};
+
+struct BudgetChoice {
+  std::string name;
+  int bits = 0;
+  int group_size = 0;
+  double relative_error = 0;
+  double importance = 1;
+};
+
+// Rewrites the format, group size, rotation block and projected bytes of the quantized decoder
+// linears of `recipe`. `read` returns a tensor's source bytes. Returns the per-tensor choices.
+// Throws tq::UsageError if even the cheapest candidates exceed the budget.
+std::vector<BudgetChoice> AllocateBitBudget(
+    QuantRecipe& recipe, const BudgetOptions& opts,
+    const std::function<std::vector<uint8_t>(const TensorDecision&)>& read);
+
+}  // namespace tq

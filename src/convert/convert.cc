@@ -1,0 +1,449 @@
+#include "convert/convert.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <tuple>
+
+#include "convert/budget.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/mapped_file.h"
+#include "core/progress.h"
+#include "core/sysinfo.h"
+#include "io/checkpoint.h"
+#include "io/model_config.h"
+#include "model/packed_linear.h"
+#include "quant/group_quantizer.h"
+#include "quant/hadamard.h"
+#include "quant/packing.h"
+
+namespace tq {
+namespace fs = std::filesystem;
+namespace {
+
+// One tensor of the output: name, dtype, shape and (once produced) its bytes.
+struct OutTensor {
+  std::string name;
+  DType dtype = DType::U8;
+  Shape shape;
+  std::vector<uint8_t> bytes;
+  size_t nbytes() const { return size_t(NumElements(shape)) * DTypeSize(dtype); }
+};
+
+template <typename T>
+std::vector<uint8_t> AsBytes(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  if (!b.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// Removes the temp directory unless released (an exception or interruption leaves no model).
+class TempDirGuard {
+ public:
+  explicit TempDirGuard(fs::path p) : path_(std::move(p)) {}
+  ~TempDirGuard() {
+    if (!path_.empty()) {
+      std::error_code ec;
+      fs::remove_all(path_, ec);
+    }
+  }
+  void Release() { path_.clear(); }
+
+ private:
+  fs::path path_;
+};
+
+// Reads tensor bytes with pread (no mmap: in streaming mode only the current tensor is resident).
+class SourceReader {
+ public:
+  explicit SourceReader(const std::vector<std::string>& shard_files) {
+    for (const std::string& f : shard_files) {
+      const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
+      TQ_CHECK(fd >= 0, "convert", "cannot open {}: {}", f, std::strerror(errno));
+      fds_.push_back(fd);
+      files_.push_back(f);
+    }
+  }
+  ~SourceReader() {
+    for (int fd : fds_) ::close(fd);
+  }
+  std::vector<uint8_t> Read(const TensorInfo& t) const {
+    std::vector<uint8_t> buf(t.nbytes);
+    ReadRange(t, 0, buf.size(), buf.data());
+    return buf;
+  }
+  // Bytes [begin, begin + n) of tensor t.
+  void ReadRange(const TensorInfo& t, uint64_t begin, uint64_t n, uint8_t* dst) const {
+    TQ_CHECK(begin + n <= t.nbytes, "convert", "read past tensor '{}'", t.name);
+    uint64_t done = 0;
+    while (done < n) {
+      const ssize_t r =
+          ::pread(fds_.at(t.shard), dst + done, size_t(n - done), off_t(t.offset + begin + done));
+      TQ_CHECK(r > 0, "convert", "reading tensor '{}' from {}: {}", t.name, files_.at(t.shard),
+               r == 0 ? "unexpected end of file" : std::strerror(errno));
+      done += uint64_t(r);
+    }
+  }
+
+ private:
+  std::vector<int> fds_;
+  std::vector<std::string> files_;
+};
+
+quant::QuantSpec SpecFor(const TensorDecision& d, const ConvertOptions& o) {
+  quant::QuantSpec s;
+  s.method = o.recipe.method;
+  s.format = *d.format;
+  s.group_size = d.group_size;
+  s.scale.mode = o.scale;
+  return s;
+}
+
+// The rotation of a group, generated once (the first member) and reused by the others.
+class Rotations {
+ public:
+  explicit Rotations(uint64_t seed) : seed_(seed) {}
+  // Returns the rotation and whether this is the group's first use (its signs get written).
+  std::pair<const quant::HadamardRotation*, bool> Get(const TensorDecision& d) {
+    auto [it, fresh] = map_.try_emplace(d.rotation_group);
+    if (fresh) {
+      it->second = quant::HadamardRotation(
+          quant::HadamardSigns::Generate(d.shape[1], RotationGroupSeed(seed_, d.rotation_group)),
+          d.rotation_block);
+    }
+    TQ_CHECK(it->second.dim() == d.shape[1] && it->second.block() == d.rotation_block, "convert",
+             "'{}' does not fit rotation group '{}'", d.name, d.rotation_group);
+    return {&it->second, fresh};
+  }
+
+ private:
+  uint64_t seed_;
+  std::map<std::string, quant::HadamardRotation> map_;
+};
+
+// The output tensors of one source tensor (layout only when `data` is null).
+// Copies bytes [begin, begin + n) of the current source tensor to dst.
+using ReadFn = std::function<void(uint64_t begin, uint64_t n, uint8_t* dst)>;
+
+std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& o, bool signs_first,
+                                 const ReadFn* read, const quant::HadamardRotation* rot) {
+  const bool data = read != nullptr;
+  std::vector<OutTensor> outs;
+  if (!d.quantize) {
+    OutTensor t{d.name, d.dtype, d.shape, {}};
+    if (data) {
+      t.bytes.resize(t.nbytes());
+      (*read)(0, t.bytes.size(), t.bytes.data());
+    }
+    outs.push_back(std::move(t));
+    return outs;
+  }
+  const int64_t rows = d.shape[0], cols = d.shape[1];
+  const std::string p = ModulePrefixOf(d.name);
+  const bool affine = o.recipe.method == quant::QuantMethod::kAffine;
+  const int64_t groups = cols / d.group_size;
+  quant::QuantizedMatrix q;
+  if (data) {
+    // In row chunks of at most o.chunk_floats fp32 values (rows are quantized independently), so
+    // a large tensor (an embedding) never exists in fp32 as a whole.
+    const int64_t chunk = std::max<int64_t>(1, o.chunk_floats / cols);
+    const uint64_t row_bytes = uint64_t(cols) * DTypeSize(d.dtype);
+    std::vector<uint8_t> raw(size_t(std::min(rows, chunk)) * row_bytes);
+    std::vector<float> w(size_t(std::min(rows, chunk) * cols));
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t count = std::min(chunk, rows - r0);
+      (*read)(uint64_t(r0) * row_bytes, uint64_t(count) * row_bytes, raw.data());
+      ToF32(TensorView{raw.data(), d.dtype, {count, cols}}, w.data());
+      if (rot) rot->ForwardRows(w.data(), count);  // W' = W Rᵀ
+      quant::QuantizedMatrix part = quant::Quantize(w.data(), count, cols, SpecFor(d, o), d.name);
+      if (r0 == 0) {
+        q = std::move(part);
+        q.rows = rows;
+        continue;
+      }
+      q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
+      q.scales.insert(q.scales.end(), part.scales.begin(), part.scales.end());
+      q.mins.insert(q.mins.end(), part.mins.begin(), part.mins.end());
+    }
+  }
+  outs.push_back({p + ".codes",
+                  DType::U8,
+                  {rows, int64_t(quant::PackedBytes(*d.format, cols))},
+                  std::move(q.codes)});
+  outs.push_back({p + ".scales", DType::F16, {rows, groups}, AsBytes(q.scales)});
+  if (affine) {
+    outs.push_back({p + ".mins", DType::F16, {rows, groups}, AsBytes(q.mins)});
+  } else {
+    outs.push_back(
+        {p + ".codebook", DType::F32, {quant::Traits(*d.format).levels}, AsBytes(q.codebook)});
+  }
+  if (d.rotation_block > 0 && signs_first) {
+    OutTensor s{RotationGroupName(d.rotation_group) + ".signs",
+                DType::U8,
+                {cols / d.rotation_block, d.rotation_block / 8},
+                {}};
+    if (rot) s.bytes = rot->signs().ToBits();
+    outs.push_back(std::move(s));
+  }
+  return outs;
+}
+
+nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRecipe& r,
+                                         double linear_bpw) {
+  const QuantRecipeOptions& ro = o.recipe;
+  nlohmann::ordered_json q;
+  q["mode"] = "turboquant";
+  q["format_version"] = kPackedFormatVersion;
+  q["method"] = ro.method == quant::QuantMethod::kAffine ? "affine" : "turboquant";
+  q["bits"] = ro.bits;
+  q["group_size"] = ro.group_size;
+  q["rotation"] = std::string(RotationKindName(ro.rotation));
+  q["seed"] = o.seed;
+  q["scale"] = o.scale == quant::ScaleMode::kRms ? "rms" : "mse";
+  q["attn_bits"] = ro.attn_bits;
+  q["mlp_bits"] = ro.mlp_bits;
+  q["mlp_group_size"] = ro.mlp_group_size;
+  q["ternary_experts"] = ro.ternary_experts;
+  q["expert_down_bits"] = ro.expert_down_bits;
+  q["protect_layers"] = ro.protect_layers;
+  q["protect_bits"] = ro.protect_bits;
+  q["embed_bits"] = ro.embed_bits;
+  if (o.budget_bpw > 0) q["budget_bpw"] = o.budget_bpw;
+  q["linear_bits_per_weight"] = linear_bpw;
+  nlohmann::ordered_json tensors = nlohmann::ordered_json::object();
+  for (const TensorDecision& d : r.tensors) {
+    if (!d.quantize) continue;
+    nlohmann::ordered_json t;
+    t["format"] = std::string(quant::Traits(*d.format).name);
+    t["shape"] = d.shape;
+    t["group_size"] = d.group_size;
+    if (d.rotation_block > 0) {
+      t["rotation_group"] = RotationGroupName(d.rotation_group);
+      t["rotation_block"] = d.rotation_block;
+    } else {
+      t["rotation_group"] = nullptr;
+    }
+    if (!d.note.empty()) t["note"] = d.note;
+    tensors[ModulePrefixOf(d.name)] = std::move(t);
+  }
+  q["tensors"] = std::move(tensors);
+  return q;
+}
+
+bool IsCopiedFile(const std::string& name) {
+  for (const char* prefix : {"tokenizer", "special_tokens_map", "vocab", "merges", "chat_template",
+                             "added_tokens", "generation_config", "preprocessor_config"}) {
+    if (name.starts_with(prefix)) return true;
+  }
+  return false;
+}
+
+// Stored bits per weight of the decoder linears (kept ones at their source width).
+double LinearBitsPerWeight(const QuantRecipe& r) {
+  const quant::QuantMethod method = r.options.method;
+  double bits = 0, weights = 0;
+  for (const TensorDecision& d : r.tensors) {
+    if (!IsDecoderLinear(d.role) || d.shape.size() != 2) continue;
+    const double n = double(NumElements(d.shape));
+    weights += n;
+    if (d.quantize) {
+      // Codes + scales (+ minimums); the per-tensor codebook and shared signs are not per weight.
+      const int64_t cb =
+          method == quant::QuantMethod::kAffine ? 0 : quant::Traits(*d.format).levels * 4;
+      bits += 8.0 *
+              double(QuantizedTensorBytes(d.shape[0], d.shape[1], *d.format, d.group_size, method) -
+                     cb);
+    } else {
+      bits += 8.0 * double(d.source_bytes);
+    }
+  }
+  return weights > 0 ? bits / weights : 0;
+}
+
+}  // namespace
+
+uint64_t RotationGroupSeed(uint64_t seed, const std::string& group) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+  for (unsigned char ch : group) h = (h ^ ch) * 0x100000001b3ull;
+  return seed ^ h;
+}
+
+std::string RotationGroupName(const std::string& key) {
+  std::string s = key;
+  for (char& ch : s)
+    if (ch == '/') ch = '.';
+  return s;
+}
+
+std::string ModulePrefixOf(const std::string& name) {
+  const std::string suffix = ".weight";
+  return name.size() > suffix.size() && name.ends_with(suffix)
+             ? name.substr(0, name.size() - suffix.size())
+             : name;
+}
+
+ConvertSummary Convert(const ConvertOptions& o) {
+  const Timer timer;
+  ConvertSummary sum;
+  TQ_CHECK(!o.model_dir.empty() && !o.out_dir.empty(), "convert", "--model and --out are needed");
+  const fs::path out = fs::absolute(fs::path(o.out_dir)).lexically_normal();
+  const fs::path src = fs::absolute(fs::path(o.model_dir)).lexically_normal();
+  if (fs::exists(out) && !o.force)
+    throw UsageError("--out " + o.out_dir, "already exists (use --force to replace it)");
+  TQ_CHECK(out != src, "convert", "--out must differ from --model");
+
+  const ModelConfig config = LoadModelConfig(o.model_dir);
+  std::vector<std::string> shard_files;
+  const std::vector<TensorInfo> infos = Checkpoint::ReadHeaders(o.model_dir, &shard_files);
+  QuantRecipe recipe = PlanQuantization(config, infos, o.recipe);
+  const SourceReader reader(shard_files);
+  if (o.budget_bpw > 0) {
+    BudgetOptions bo;
+    bo.target_bits = o.budget_bpw;
+    bo.scale = o.scale;
+    bo.seed = o.seed;
+    bo.progress = o.progress;
+    bo.objective = o.budget_per_weight ? BudgetOptions::Objective::kPerWeight
+                                       : BudgetOptions::Objective::kPerTensor;
+    bo.sensitive_weight = o.budget_sensitive_weight;
+    bo.edge_layer_weight = o.budget_edge_weight;
+    AllocateBitBudget(recipe, bo, [&](const TensorDecision& d) {
+      return reader.Read(infos[size_t(&d - recipe.tensors.data())]);
+    });
+  }
+  const double linear_bpw = LinearBitsPerWeight(recipe);
+
+  // Layout: every output tensor, assigned to shards in order before anything is computed.
+  std::vector<std::vector<OutTensor>> layout;
+  {
+    std::set<std::string> seen_groups;
+    for (const TensorDecision& d : recipe.tensors) {
+      const bool first = d.rotation_block > 0 && seen_groups.insert(d.rotation_group).second;
+      layout.push_back(OutputsOf(d, o, first, nullptr, nullptr));
+    }
+  }
+  std::vector<int> shard_of(layout.size(), 0);
+  {
+    uint64_t in_shard = 0;
+    int shard = 0;
+    for (size_t i = 0; i < layout.size(); ++i) {
+      uint64_t bytes = 0;
+      for (const OutTensor& t : layout[i]) bytes += t.nbytes();
+      if (in_shard > 0 && in_shard + bytes > o.shard_bytes) {
+        ++shard;
+        in_shard = 0;
+      }
+      in_shard += bytes;
+      shard_of[i] = shard;
+      sum.output_bytes += int64_t(bytes);
+      sum.output_tensors += int64_t(layout[i].size());
+    }
+    sum.num_shards = shard + 1;
+  }
+  auto shard_name = [&](int s) {
+    return sum.num_shards == 1
+               ? std::string("model.safetensors")
+               : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, sum.num_shards);
+  };
+
+  const fs::path tmp =
+      out.parent_path() / fmt::format(".{}.tmp-convert-{}", out.filename().string(), ::getpid());
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  TempDirGuard guard(tmp);
+
+  // In-memory mode reads the whole source first (the baseline streaming is measured against).
+  std::vector<std::vector<uint8_t>> all_source;
+  if (!o.streaming) {
+    for (const TensorInfo& t : infos) all_source.push_back(reader.Read(t));
+  }
+
+  ProgressBar bar("convert", int64_t(recipe.tensors.size()), o.progress);
+  Rotations rotations(o.seed);
+  std::unique_ptr<SafetensorsWriter> writer;
+  int open_shard = -1;
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  std::vector<std::vector<OutTensor>> pending;  // in-memory mode: all outputs, then written
+  auto open_writer = [&](int s) {
+    if (writer) writer->Finish();
+    writer = std::make_unique<SafetensorsWriter>(
+        (tmp / shard_name(s)).string(), std::map<std::string, std::string>{{"format", "pt"}});
+    for (size_t i = 0; i < layout.size(); ++i) {
+      if (shard_of[i] != s) continue;
+      for (const OutTensor& t : layout[i]) {
+        writer->Declare(t.name, t.dtype, t.shape);
+        weight_map[t.name] = shard_name(s);
+      }
+    }
+    open_shard = s;
+  };
+  auto write = [&](size_t i, const std::vector<OutTensor>& outs) {
+    if (shard_of[i] != open_shard) open_writer(shard_of[i]);
+    for (size_t k = 0; k < outs.size(); ++k) {
+      TQ_CHECK(outs[k].name == layout[i][k].name && outs[k].bytes.size() == layout[i][k].nbytes(),
+               "convert", "output '{}' does not match its planned layout", outs[k].name);
+      writer->WriteTensor(outs[k].name, outs[k].bytes.data(), outs[k].bytes.size());
+    }
+  };
+  for (size_t i = 0; i < recipe.tensors.size(); ++i) {
+    const TensorDecision& d = recipe.tensors[i];
+    // Streaming: straight from the file, one row chunk at a time; else from the loaded source.
+    const ReadFn read = [&](uint64_t begin, uint64_t n, uint8_t* dst) {
+      if (o.streaming) {
+        reader.ReadRange(infos[i], begin, n, dst);
+      } else {
+        std::memcpy(dst, all_source[i].data() + begin, n);
+      }
+    };
+    const quant::HadamardRotation* rot = nullptr;
+    bool first = false;
+    if (d.quantize && d.rotation_block > 0) std::tie(rot, first) = rotations.Get(d);
+    std::vector<OutTensor> outs = OutputsOf(d, o, first, &read, rot);
+    if (!o.streaming) all_source[i] = {};
+    if (d.quantize) ++sum.quantized_tensors;
+    if (o.streaming) {
+      write(i, outs);
+    } else {
+      pending.push_back(std::move(outs));
+    }
+    bar.Update(int64_t(i) + 1, d.name);
+    if (o.fail_after_tensors >= 0 && int64_t(i) + 1 >= o.fail_after_tensors)
+      Fail("convert", "interrupted after {} tensors (test hook)", i + 1);
+  }
+  for (size_t i = 0; i < pending.size(); ++i) write(i, pending[i]);
+  if (writer) writer->Finish();
+  bar.Finish();
+
+  if (sum.num_shards > 1) {
+    nlohmann::ordered_json index;
+    index["metadata"] = {{"total_size", sum.output_bytes}};
+    index["weight_map"] = std::move(weight_map);
+    WriteFileAtomic((tmp / "model.safetensors.index.json").string(), index.dump(2) + "\n");
+  }
+  nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(config.raw_json);
+  cfg["quantization"] = QuantizationBlock(o, recipe, linear_bpw);
+  WriteFileAtomic((tmp / "config.json").string(), cfg.dump(2) + "\n");
+  for (const auto& entry : fs::directory_iterator(src)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && IsCopiedFile(name)) fs::copy_file(entry.path(), tmp / name);
+  }
+
+  if (fs::exists(out)) fs::remove_all(out);  // --force
+  fs::rename(tmp, out);
+  guard.Release();
+  sum.source_tensors = int64_t(recipe.tensors.size());
+  sum.linear_bits_per_weight = linear_bpw;
+  sum.seconds = timer.Seconds();
+  sum.peak_rss_bytes = PeakRssBytes();
+  return sum;
+}
+
+}  // namespace tq

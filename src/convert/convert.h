@@ -1,0 +1,68 @@
+// `turboquant convert`: a Hugging Face bf16/fp16/fp32 checkpoint directory -> a TurboQuant
+// checkpoint directory (docs/FORMAT.md). The per-tensor decisions come from the quantization
+// recipe (model/quant_recipe.h: what `plan` projects), optionally re-chosen per tensor by the
+// bit-budget allocator (budget.h); this file carries them out.
+//
+// Output is written into "<out>.tmp-convert-<pid>" next to `out` and renamed at the end, so an
+// interrupted convert leaves nothing that looks like a model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/quant_recipe.h"
+#include "quant/quantized_matrix.h"
+
+namespace tq {
+
+struct ConvertOptions {
+  std::string model_dir;
+  std::string out_dir;
+  QuantRecipeOptions recipe;
+  quant::ScaleMode scale = quant::ScaleMode::kMseSearch;  // --scale rms | mse
+  double budget_bpw = 0;                 // > 0: choose bits and group per linear (budget.h)
+  bool budget_per_weight = true;         // BudgetOptions::Objective::kPerWeight
+  double budget_sensitive_weight = 2.0;  // BudgetOptions::sensitive_weight
+  double budget_edge_weight = 2.0;       // BudgetOptions::edge_layer_weight
+  uint64_t seed = 0;                     // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
+  bool streaming = false;  // one source tensor in memory at a time (else the whole model)
+  bool force = false;      // replace an existing out_dir
+  bool progress = true;
+  uint64_t shard_bytes = uint64_t(2) << 30;  // shard the output above this many bytes
+  // Tensors are converted to fp32 and quantized in row chunks of at most this many values.
+  int64_t chunk_floats = int64_t(16) << 20;
+  // Test hook: throw after writing this many source tensors (simulates an interruption).
+  int64_t fail_after_tensors = -1;
+};
+
+struct ConvertSummary {
+  int64_t source_tensors = 0;
+  int64_t output_tensors = 0;
+  int64_t quantized_tensors = 0;
+  int64_t output_bytes = 0;  // tensor bytes written (all shards)
+  int64_t num_shards = 0;
+  double linear_bits_per_weight = 0;  // decoder linears: stored bits / weights
+  double seconds = 0;
+  int64_t peak_rss_bytes = 0;
+};
+
+// Runs the conversion. Throws tq::UsageError for bad options (an existing out_dir without force)
+// and tq::Error for bad input; in every failure case out_dir is untouched and the temp dir gone.
+ConvertSummary Convert(const ConvertOptions& opts);
+
+// The seed of a rotation group's sign vector (docs/FORMAT.md "Sign generation").
+uint64_t RotationGroupSeed(uint64_t seed, const std::string& group);
+// The tensor-name form of a recipe rotation group key: "model.layers.3/attn_in" ->
+// "model.layers.3.attn_in" (its signs are "<that>.signs").
+std::string RotationGroupName(const std::string& key);
+// "model.layers.0.self_attn.q_proj.weight" -> "model.layers.0.self_attn.q_proj".
+std::string ModulePrefixOf(const std::string& tensor_name);
+
+// Writes a float32 copy of a TurboQuant checkpoint: every packed tensor dequantized and
+// un-rotated to "<prefix>.weight" [out, in] F32, everything else copied, config.json without the
+// quantization block. For tests and debugging: the model it gives computes exactly what the
+// packed model computes (up to float rounding).
+void WriteDequantizedCheckpoint(const std::string& packed_dir, const std::string& out_dir);
+
+}  // namespace tq

@@ -1,0 +1,42 @@
+// Packed-weight matrix-vector products for few tokens (decode), with int8 activations:
+// each token's (rotated) input is quantized to int8 per 32 values once per call, codes become
+// int8 centroid values through a byte shuffle of the per-tensor codebook (scaled to int8 once per
+// call), integer dot products accumulate per 32-code unit (VNNI vpdpbusd on AVX-512, maddubs on
+// AVX2), and one fp32 scale per unit (fp16 group scale × activation scale) brings them to float.
+// Error against the float product comes from the two int8 roundings: see kFastDecodeMaxNmse.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/packed_ops.h"
+#include "quant/format.h"
+
+namespace tq::kernels::cpu {
+
+// Tokens up to which PackedMatMul takes the int8 path.
+inline constexpr int64_t kFastDecodeMaxTokens = 7;
+
+// Normalised MSE of the int8 path's output against the float product (kernels/ref), per format
+// (index: quant::CodeFormat), for Gaussian-like activations; measured in
+// tests/kernels/fast_packed_decode_test.cc with a 2-3x margin. q8 is dominated by rounding its
+// 256-level codebook to int8 (its levels are closer together than the int8 step near the tails).
+inline constexpr double kFastDecodeMaxNmse[quant::kNumCodeFormats] = {
+    /*q1*/ 0, /*q2*/ 1e-4, /*q3*/ 1e-4, /*q4*/ 1e-4, /*q8*/ 2e-4, /*ternary*/ 0};
+
+// True when the active ISA has an int8 kernel for this matrix (format, method, group size).
+bool FastDecodeSupports(const PackedMatrix& w);
+
+// y [n, rows] = x [n, cols] · Ŵᵀ (+ bias) with the int8 kernels; n <= kFastDecodeMaxTokens and
+// FastDecodeSupports(w). Multithreaded over rows (core ThreadPool).
+void FastPackedDecode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
+                      float* y);
+
+namespace isa {
+// One implementation per ISA (packed_decode_avx512.cc, packed_decode_avx2.cc).
+bool Avx512Supports(const PackedMatrix& w);
+void Avx512Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y);
+bool Avx2Supports(const PackedMatrix& w);
+void Avx2Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y);
+}  // namespace isa
+
+}  // namespace tq::kernels::cpu

@@ -1,0 +1,342 @@
+// AVX-512 VNNI int8 decode kernel for packed q2/q3/q4/q8 weights (packed_decode.h).
+//
+// A step covers 64 codes = two 32-code units (u0, u1) of a row. The codes of a step are expanded
+// to one zmm of code indices in a format-specific byte order; each token's int8 activations are
+// stored once per call in that same order, so a step is: expand, look up (vpshufb / vpermi2b),
+// vpdpbusd, convert, one fma with the per-lane scale. vpdpbusd multiplies unsigned by signed
+// bytes, so the looked-up weights are stored +128 (u8) and the excess 128·Σx is pre-loaded,
+// negated, into the accumulator (`bias` lanes); affine codes are already unsigned.
+#if defined(__x86_64__)
+// GCC 12 warns about the _mm*_undefined_* inside its own intrinsic headers.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/aligned_buffer.h"
+#include "core/half.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/packed_decode.h"
+
+#define TQ_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c,bmi2")))
+#define TQ_AVX512_INLINE TQ_AVX512 inline __attribute__((always_inline))
+
+namespace tq::kernels::cpu::isa {
+namespace {
+
+using quant::CodeFormat;
+using quant::QuantMethod;
+
+// Offset (0..63) within the step of the code at zmm byte p, and the bytes a step occupies.
+template <CodeFormat F>
+constexpr int PosToCode(int p) {
+  const int lane = p >> 4, b = p & 15;
+  if constexpr (F == CodeFormat::kQ4) return (lane & 1) * 32 + (lane >> 1) * 16 + b;
+  if constexpr (F == CodeFormat::kQ2 || F == CodeFormat::kQ3)
+    return (b >> 3) * 32 + 8 * lane + (b & 7);
+  return p;  // q8
+}
+template <CodeFormat F>
+constexpr int kStepBytes = 2 * quant::Traits(F).bytes_per_unit;
+
+// The dword lanes (of 16) that hold unit u1's codes.
+template <CodeFormat F>
+constexpr __mmask16 U1Lanes() {
+  __mmask16 m = 0;
+  for (int i = 0; i < 16; ++i)
+    if (PosToCode<F>(4 * i) >= 32) m = __mmask16(m | (1u << i));
+  return m;
+}
+
+// One token's activations in kernel order: xq int8 [steps, 64], bias int32 [steps, 16]
+// (-128 · Σ of each dword's 4 bytes for the codebook method, else 0), xs float [steps, 16] (the
+// activation scale of each dword's unit), gsum float [groups] (Σx per weight group, affine).
+struct TokenView {
+  const int8_t* xq;
+  const int32_t* bias;
+  const float* xs;
+  const float* gsum;
+};
+
+// Bytes of one token's prepared data (each part 64-byte aligned).
+int64_t TokenFloats(int64_t steps, int64_t groups) {
+  return steps * 16 /*xq*/ + steps * 16 /*bias*/ + steps * 16 /*xs*/ + (groups + 15) / 16 * 16;
+}
+
+template <CodeFormat F>
+void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, float* base,
+                  TokenView* tv) {
+  const int64_t units = cols / 32, steps = (units + 1) / 2, groups = cols / g;
+  auto* xq = reinterpret_cast<int8_t*>(base);
+  auto* bias = reinterpret_cast<int32_t*>(base + steps * 16);
+  float* xs = base + steps * 32;
+  float* gsum = base + steps * 48;
+  float unit_scale[2], inv[2];
+  for (int64_t s = 0; s < steps; ++s) {
+    for (int u = 0; u < 2; ++u) {
+      const int64_t unit = 2 * s + u;
+      float amax = 0.0f;
+      if (unit < units)
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[unit * 32 + j]));
+      unit_scale[u] = amax / 127.0f;
+      inv[u] = amax > 0.0f ? 127.0f / amax : 0.0f;
+    }
+    int8_t* q = xq + s * 64;
+    for (int p = 0; p < 64; ++p) {
+      const int off = PosToCode<F>(p);
+      const int64_t c = s * 64 + off;
+      q[p] = c < cols ? int8_t(std::lrintf(x[c] * inv[off >> 5])) : 0;
+    }
+    for (int i = 0; i < 16; ++i) {
+      const int sum = q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3];
+      bias[s * 16 + i] = codebook ? -128 * sum : 0;
+      xs[s * 16 + i] = unit_scale[PosToCode<F>(4 * i) >> 5];
+    }
+  }
+  for (int64_t j = 0; j < groups; ++j) {
+    float sum = 0.0f;
+    for (int64_t c = j * g; c < (j + 1) * g; ++c) sum += x[c];
+    gsum[j] = sum;
+  }
+  *tv = {xq, bias, xs, gsum};
+}
+
+// The code indices of one step; kTail: only u0 exists (the row's last, odd unit).
+template <CodeFormat F, bool kTail>
+TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
+  if constexpr (F == CodeFormat::kQ4) {
+    const __m256i v = kTail ? _mm256_maskz_loadu_epi8(0xFFFF, p)
+                            : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+    return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+  } else if constexpr (F == CodeFormat::kQ2) {
+    const __m128i v = kTail ? _mm_maskz_loadu_epi8(0xFF, p)
+                            : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m512i z = _mm512_srlv_epi16(
+        _mm512_broadcast_i32x4(v),
+        _mm512_set_epi64(6 * 0x0001000100010001ll, 6 * 0x0001000100010001ll,
+                         4 * 0x0001000100010001ll, 4 * 0x0001000100010001ll,
+                         2 * 0x0001000100010001ll, 2 * 0x0001000100010001ll, 0, 0));
+    return _mm512_and_si512(z, _mm512_set1_epi8(0x03));
+  } else if constexpr (F == CodeFormat::kQ3) {
+    uint64_t lo0, lo1 = 0;
+    uint32_t h0, h1 = 0;
+    std::memcpy(&lo0, p, 8);
+    std::memcpy(&h0, p + 8, 4);
+    if constexpr (!kTail) {
+      std::memcpy(&lo1, p + 12, 8);
+      std::memcpy(&h1, p + 20, 4);
+    }
+    const __m128i v = _mm_set_epi64x(int64_t(lo1), int64_t(lo0));
+    __m512i z = _mm512_srlv_epi16(
+        _mm512_broadcast_i32x4(v),
+        _mm512_set_epi64(6 * 0x0001000100010001ll, 6 * 0x0001000100010001ll,
+                         4 * 0x0001000100010001ll, 4 * 0x0001000100010001ll,
+                         2 * 0x0001000100010001ll, 2 * 0x0001000100010001ll, 0, 0));
+    z = _mm512_and_si512(z, _mm512_set1_epi8(0x03));
+    // Byte p = 16·lane + b holds bit (8·lane + b%8) of h0 (b < 8) or h1 (b >= 8).
+    const __mmask64 hi =
+        _pdep_u64(h0, 0x00FF00FF00FF00FFull) | _pdep_u64(h1, 0xFF00FF00FF00FF00ull);
+    return _mm512_or_si512(z, _mm512_maskz_mov_epi8(hi, _mm512_set1_epi8(4)));
+  } else {
+    static_assert(F == CodeFormat::kQ8);
+    return kTail ? _mm512_maskz_loadu_epi8(0xFFFFFFFFull, p) : _mm512_loadu_si512(p);
+  }
+}
+
+struct Tables {
+  __m512i t16;         // ≤16 levels: the u8 table in each 128-bit lane
+  __m512i t256[4];     // q8: 4 × 64 entries
+  float cb_scale = 1;  // centroid = (table - 128) · cb_scale
+};
+
+template <CodeFormat F, bool kAffine>
+TQ_AVX512_INLINE __m512i Lookup(__m512i c, const Tables& t) {
+  if constexpr (kAffine) {
+    return c;
+  } else if constexpr (F == CodeFormat::kQ8) {
+    const __m512i lo = _mm512_permutex2var_epi8(t.t256[0], c, t.t256[1]);
+    const __m512i hi = _mm512_permutex2var_epi8(t.t256[2], c, t.t256[3]);
+    return _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi);
+  } else {
+    return _mm512_shuffle_epi8(t.t16, c);
+  }
+}
+
+TQ_AVX512_INLINE float H2F(uint16_t h) { return _cvtsh_ss(h); }
+
+struct RowCtx {
+  const PackedMatrix* w;
+  const Tables* t;
+  int64_t units, full_steps;  // full_steps: steps with both units
+  bool odd;                   // a last step with u0 only
+};
+
+// Scale (fp16 group scale) of each lane of step s for row scales `sc`.
+template <CodeFormat F, bool kG64>
+TQ_AVX512_INLINE __m512 StepScale(const uint16_t* sc, int64_t s, int64_t g, bool tail) {
+  if constexpr (kG64) {
+    return _mm512_set1_ps(H2F(sc[(s * 64) / g]));
+  } else {
+    const int64_t u0 = 2 * s, u1 = tail ? u0 : u0 + 1;
+    return _mm512_mask_blend_ps(U1Lanes<F>(), _mm512_set1_ps(H2F(sc[(u0 * 32) / g])),
+                                _mm512_set1_ps(H2F(sc[(u1 * 32) / g])));
+  }
+}
+
+template <CodeFormat F, bool kAffine, bool kG64, int R, bool kTail>
+TQ_AVX512_INLINE void Step(const RowCtx& c, const TokenView& tv, int64_t s, const uint8_t* const* p,
+                           const uint16_t* const* sc, __m512* acc) {
+  const __m512i xv = _mm512_load_si512(tv.xq + s * 64);
+  const __m512i bv = _mm512_load_si512(tv.bias + s * 16);
+  const __m512 xs = _mm512_load_ps(tv.xs + s * 16);
+  for (int r = 0; r < R; ++r) {
+    const __m512i code = Expand<F, kTail>(p[r] + s * kStepBytes<F>);
+    const __m512i d = _mm512_dpbusd_epi32(bv, Lookup<F, kAffine>(code, *c.t), xv);
+    const __m512 scale = _mm512_mul_ps(xs, StepScale<F, kG64>(sc[r], s, c.w->group_size, kTail));
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), scale, acc[r]);
+  }
+}
+
+// y[0 .. R) = rows r0 .. r0+R-1 of Ŵ · one token (without bias).
+template <CodeFormat F, bool kAffine, bool kG64, int R>
+TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView& tv, float* y) {
+  const PackedMatrix& w = *c.w;
+  const int64_t groups = w.cols / w.group_size;
+  const uint8_t* p[R];
+  const uint16_t* sc[R];
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) {
+    p[r] = w.codes + (r0 + r) * w.row_bytes;
+    sc[r] = w.scales + (r0 + r) * groups;
+    acc[r] = _mm512_setzero_ps();
+  }
+  for (int64_t s = 0; s < c.full_steps; ++s) Step<F, kAffine, kG64, R, false>(c, tv, s, p, sc, acc);
+  if (c.odd) Step<F, kAffine, kG64, R, true>(c, tv, c.full_steps, p, sc, acc);
+  for (int r = 0; r < R; ++r) {
+    float v = _mm512_reduce_add_ps(acc[r]) * c.t->cb_scale;
+    if constexpr (kAffine) {  // + Σ_g min_g · Σx_g
+      const uint16_t* mn = w.mins + (r0 + r) * groups;
+      __m512 m = _mm512_setzero_ps();
+      int64_t j = 0;
+      for (; j + 16 <= groups; j += 16)
+        m = _mm512_fmadd_ps(
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mn + j))),
+            _mm512_loadu_ps(tv.gsum + j), m);
+      v += _mm512_reduce_add_ps(m);
+      for (; j < groups; ++j) v += H2F(mn[j]) * tv.gsum[j];
+    }
+    y[r] = v;
+  }
+}
+
+template <CodeFormat F, bool kAffine, bool kG64>
+void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
+               const Tables& t) {
+  const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
+  const int64_t units = cols / 32, steps = (units + 1) / 2, groups = cols / g;
+  const int64_t per_token = TokenFloats(steps, groups);
+  thread_local AlignedBuffer<float> buf;
+  if (buf.size() < size_t(per_token * n)) buf.resize(size_t(per_token * n));
+  TokenView tv[kFastDecodeMaxTokens];
+  for (int64_t i = 0; i < n; ++i)
+    PrepareToken<F>(x + i * cols, cols, g, !kAffine, buf.data() + i * per_token, &tv[i]);
+  const RowCtx ctx{&w, &t, units, units / 2, (units & 1) != 0};
+  auto body = [&](int64_t b, int64_t e) {
+    float out[4];
+    int64_t r = b;
+    for (; r + 4 <= e; r += 4)
+      for (int64_t i = 0; i < n; ++i) {
+        Rows<F, kAffine, kG64, 4>(ctx, r, tv[i], out);
+        for (int k = 0; k < 4; ++k) y[i * rows + r + k] = out[k] + (bias ? bias[r + k] : 0.0f);
+      }
+    for (; r < e; ++r)
+      for (int64_t i = 0; i < n; ++i) {
+        Rows<F, kAffine, kG64, 1>(ctx, r, tv[i], out);
+        y[i * rows + r] = out[0] + (bias ? bias[r] : 0.0f);
+      }
+  };
+  if (rows * cols < 65536 || rows < 8) {
+    body(0, rows);
+  } else {
+    // Dynamic tasks of whole 4-row blocks, ~8 per thread, so a thread slowed by other load does
+    // not hold the others up.
+    ThreadPool& pool = ThreadPool::Global();
+    const int64_t per = std::max<int64_t>(4, (rows / (8 * pool.size()) + 3) / 4 * 4);
+    const int64_t tasks = (rows + per - 1) / per;
+    pool.Run(tasks, [&](int64_t task, int) { body(task * per, std::min(rows, (task + 1) * per)); });
+  }
+}
+
+TQ_AVX512 void BuildTables(const PackedMatrix& w, Tables* t) {
+  if (w.method == QuantMethod::kAffine) return;
+  const int levels = quant::Traits(w.format).levels;
+  float amax = 0.0f;
+  for (int i = 0; i < levels; ++i) amax = std::max(amax, std::fabs(w.codebook[i]));
+  const float s = amax > 0.0f ? 127.0f / amax : 0.0f;
+  t->cb_scale = amax > 0.0f ? amax / 127.0f : 0.0f;
+  alignas(64) uint8_t tab[256] = {};
+  for (int i = 0; i < levels; ++i) tab[i] = uint8_t(128 + std::lrintf(w.codebook[i] * s));
+  if (levels <= 16) {
+    t->t16 = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(tab)));
+  } else {
+    for (int k = 0; k < 4; ++k) t->t256[k] = _mm512_load_si512(tab + 64 * k);
+  }
+}
+
+template <CodeFormat F>
+void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
+              const Tables& t) {
+  const bool affine = w.method == QuantMethod::kAffine, g64 = w.group_size % 64 == 0;
+  if (affine) {
+    g64 ? RunFormat<F, true, true>(x, n, w, bias, y, t)
+        : RunFormat<F, true, false>(x, n, w, bias, y, t);
+  } else {
+    g64 ? RunFormat<F, false, true>(x, n, w, bias, y, t)
+        : RunFormat<F, false, false>(x, n, w, bias, y, t);
+  }
+}
+
+}  // namespace
+
+bool Avx512Supports(const PackedMatrix& w) {
+  const CodeFormat f = w.format;
+  const bool fmt_ok =
+      f == CodeFormat::kQ2 || f == CodeFormat::kQ3 || f == CodeFormat::kQ4 || f == CodeFormat::kQ8;
+  return fmt_ok && w.group_size % 32 == 0 && w.cols % 32 == 0;
+}
+
+TQ_AVX512 void Avx512Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
+                            float* y) {
+  Tables t;
+  BuildTables(w, &t);
+  switch (w.format) {
+    case CodeFormat::kQ2:
+      return Dispatch<CodeFormat::kQ2>(x, n, w, bias, y, t);
+    case CodeFormat::kQ3:
+      return Dispatch<CodeFormat::kQ3>(x, n, w, bias, y, t);
+    case CodeFormat::kQ4:
+      return Dispatch<CodeFormat::kQ4>(x, n, w, bias, y, t);
+    case CodeFormat::kQ8:
+      return Dispatch<CodeFormat::kQ8>(x, n, w, bias, y, t);
+    default:
+      break;
+  }
+}
+
+}  // namespace tq::kernels::cpu::isa
+
+#else  // not x86-64: no AVX-512 kernel
+
+#include "kernels/cpu/packed_decode.h"
+
+namespace tq::kernels::cpu::isa {
+bool Avx512Supports(const PackedMatrix&) { return false; }
+void Avx512Decode(const float*, int64_t, const PackedMatrix&, const float*, float*) {}
+}  // namespace tq::kernels::cpu::isa
+
+#endif

@@ -1,0 +1,29 @@
+// Picks the int8 decode kernel of the active ISA (isa.h).
+#include "core/error.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/packed_decode.h"
+
+namespace tq::kernels::cpu {
+
+bool FastDecodeSupports(const PackedMatrix& w) {
+  switch (ActiveIsa()) {
+    case Isa::kAvx512:
+      return isa::Avx512Supports(w);
+    case Isa::kAvx2:
+      return isa::Avx2Supports(w);
+    case Isa::kScalar:
+      return false;
+  }
+  return false;
+}
+
+void FastPackedDecode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
+                      float* y) {
+  TQ_CHECK(n >= 1 && n <= kFastDecodeMaxTokens && FastDecodeSupports(w), "packed decode",
+           "{} tokens or {} [{}, {}] g{} not supported by the {} kernel", n,
+           quant::Traits(w.format).name, w.rows, w.cols, w.group_size, IsaName(ActiveIsa()));
+  if (ActiveIsa() == Isa::kAvx512) return isa::Avx512Decode(x, n, w, bias, y);
+  isa::Avx2Decode(x, n, w, bias, y);
+}
+
+}  // namespace tq::kernels::cpu

@@ -1,0 +1,37 @@
+#include "kernels/packed_ops.h"
+
+#include "core/error.h"
+#include "kernels/backend.h"
+#include "quant/packing.h"
+
+namespace tq::kernels {
+
+void CheckPackedMatrix(const PackedMatrix& w, const char* where) {
+  TQ_CHECK(w.rows > 0 && w.cols > 0 && w.group_size > 0 && w.cols % w.group_size == 0, where,
+           "packed matrix [{}, {}] with group size {}", w.rows, w.cols, w.group_size);
+  TQ_CHECK(w.row_bytes == int64_t(quant::PackedBytes(w.format, w.cols)), where,
+           "{} bytes per row for {} {} codes (expected {})", w.row_bytes, w.cols,
+           quant::Traits(w.format).name, quant::PackedBytes(w.format, w.cols));
+  TQ_CHECK(w.codes && w.scales, where, "missing codes or scales");
+  if (w.method == quant::QuantMethod::kAffine) {
+    TQ_CHECK(w.mins != nullptr && quant::Traits(w.format).code_bits > 0, where,
+             "affine needs minimums and a binary format");
+  } else {
+    TQ_CHECK(w.method == quant::QuantMethod::kCodebook && w.codebook != nullptr, where,
+             "codebook method needs a codebook");
+  }
+}
+
+static bool UseRef() { return ActiveKernels().name == "ref"; }
+
+void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y) {
+  if (UseRef()) return ref::PackedMatMul(x, n, w, bias, y);
+  cpu::PackedMatMul(x, n, w, bias, y);
+}
+
+void PackedDequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, float* out) {
+  if (UseRef()) return ref::PackedDequantizeRows(w, r0, count, out);
+  cpu::PackedDequantizeRows(w, r0, count, out);
+}
+
+}  // namespace tq::kernels

@@ -1,0 +1,50 @@
+// Matrix products on TurboQuant packed weights (docs/FORMAT.md): codes + fp16 group scales (+ fp16
+// minimums for the affine baseline) + a per-tensor codebook. The input is assumed already rotated
+// (the caller rotates once per sharing group); these kernels only see codes and scales.
+//
+// Dispatch follows the active table (backend.h): `ref` runs the scalar oracle
+// (ref/packed_matmul_ref.cc), anything else the cpu path (cpu/packed_matmul.cc).
+#pragma once
+
+#include <cstdint>
+
+#include "quant/format.h"
+#include "quant/quantized_matrix.h"
+
+namespace tq::kernels {
+
+// A non-owning view of one packed weight matrix W [rows = out, cols = in].
+struct PackedMatrix {
+  quant::QuantMethod method = quant::QuantMethod::kCodebook;  // kCodebook or kAffine
+  quant::CodeFormat format = quant::CodeFormat::kQ4;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t group_size = 0;            // divides cols
+  const uint8_t* codes = nullptr;    // [rows, row_bytes]: each row packed on its own
+  int64_t row_bytes = 0;             // quant::PackedBytes(format, cols)
+  const uint16_t* scales = nullptr;  // fp16 [rows, cols / group_size]
+  const uint16_t* mins = nullptr;    // fp16 [rows, cols / group_size], affine only
+  const float* codebook = nullptr;   // [levels], codebook method only
+};
+
+// Throws tq::Error naming `where` when the view is inconsistent (null pointers, sizes).
+void CheckPackedMatrix(const PackedMatrix& w, const char* where);
+
+// y [n, rows] = x [n, cols] · Ŵᵀ (+ bias[rows] when not null), Ŵ the dequantized matrix.
+// y must not alias x.
+void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y);
+
+// out [count, cols] = rows r0 .. r0+count-1 of Ŵ.
+void PackedDequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, float* out);
+
+namespace ref {
+void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y);
+void PackedDequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, float* out);
+}  // namespace ref
+
+namespace cpu {
+void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y);
+void PackedDequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, float* out);
+}  // namespace cpu
+
+}  // namespace tq::kernels

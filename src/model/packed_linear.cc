@@ -1,0 +1,229 @@
+#include "model/packed_linear.h"
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/aligned_buffer.h"
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "quant/packing.h"
+
+namespace tq {
+namespace {
+
+// x' = R x for n rows of `in`, into a per-thread buffer reused across calls.
+const float* RotateInput(const quant::HadamardRotation& rot, const float* x, int64_t n) {
+  thread_local AlignedBuffer<float> buf;
+  const size_t count = size_t(n * rot.dim());
+  if (buf.size() < count) buf.resize(count);
+  std::memcpy(buf.data(), x, count * sizeof(float));
+  rot.ForwardRows(buf.data(), n);
+  return buf.data();
+}
+
+bool Aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+std::shared_ptr<const quant::HadamardRotation> LoadRotation(const Checkpoint& ckpt,
+                                                            PackedCheckpointInfo& info,
+                                                            const std::string& group,
+                                                            const std::string& user, int64_t in) {
+  const std::string where = "checkpoint " + ckpt.dir();
+  auto it = info.rotations.find(group);
+  if (it == info.rotations.end()) {
+    const std::string name = group + ".signs";
+    TQ_CHECK(ckpt.Has(name), where,
+             "missing tensor '{}' (the signs of rotation group '{}' of '{}')", name, group, user);
+    const TensorView s = ckpt.View(name);
+    TQ_CHECK(s.dtype == DType::U8 && s.rank() == 2 && s.dim(0) > 0 && s.dim(1) > 0, where,
+             "tensor '{}' is {} {}, expected U8 [in / block, block / 8]", name, DTypeName(s.dtype),
+             ShapeToString(s.shape));
+    const int64_t block = s.dim(1) * 8, dim = s.dim(0) * block;
+    TQ_CHECK((block & (block - 1)) == 0, where,
+             "tensor '{}': Hadamard block {} (8 x {}) is not a power of two", name, block,
+             s.dim(1));
+    quant::HadamardSigns signs;
+    try {
+      signs = quant::HadamardSigns::FromBits({s.bytes(), s.nbytes()}, dim);
+    } catch (const Error& e) {
+      Fail(where, "tensor '{}': {}", name, e.what());
+    }
+    it = info.rotations
+             .emplace(group, std::make_shared<quant::HadamardRotation>(std::move(signs), block))
+             .first;
+  }
+  TQ_CHECK(it->second->dim() == in, where,
+           "rotation group '{}' has {} signs but '{}' has {} input features", group,
+           it->second->dim(), user, in);
+  return it->second;
+}
+
+}  // namespace
+
+std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& config_json,
+                                                           const std::string& where) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(config_json);
+  } catch (const std::exception& e) {
+    Fail(where, "invalid JSON: {}", e.what());
+  }
+  if (!j.is_object() || !j.contains("quantization")) return std::nullopt;
+  const nlohmann::json& q = j["quantization"];
+  TQ_CHECK(q.is_object(), where, "'quantization' must be an object");
+  TQ_CHECK(q.contains("mode") && q["mode"].is_string() && q["mode"] == "turboquant", where,
+           "quantization.mode must be \"turboquant\" (got {})",
+           q.contains("mode") ? q["mode"].dump() : "nothing");
+  TQ_CHECK(q.contains("format_version") && q["format_version"].is_number_integer(), where,
+           "quantization.format_version is missing or not an integer");
+  PackedCheckpointInfo info;
+  info.format_version = q["format_version"].get<int>();
+  TQ_CHECK(info.format_version == kPackedFormatVersion, where,
+           "quantization.format_version {} is not supported (this build reads version {})",
+           info.format_version, kPackedFormatVersion);
+  TQ_CHECK(q.contains("tensors") && q["tensors"].is_object(), where,
+           "quantization.tensors is missing or not an object");
+  for (const auto& [name, t] : q["tensors"].items()) {
+    TQ_CHECK(t.is_object(), where, "quantization.tensors.{} must be an object", name);
+    std::string group;
+    if (t.contains("rotation_group") && !t["rotation_group"].is_null()) {
+      TQ_CHECK(t["rotation_group"].is_string(), where,
+               "quantization.tensors.{}.rotation_group must be a string or null", name);
+      group = t["rotation_group"].get<std::string>();
+    }
+    info.rotation_group[name] = group;
+  }
+  return info;
+}
+
+PackedLinear::PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
+                           std::shared_ptr<const quant::HadamardRotation> rotation,
+                           std::vector<float> bias)
+    : w_(w),
+      codebook_(std::move(codebook)),
+      rotation_(std::move(rotation)),
+      bias_(std::move(bias)) {
+  if (w_.method == quant::QuantMethod::kCodebook) w_.codebook = codebook_.data();
+  kernels::CheckPackedMatrix(w_, "packed linear");
+  TQ_CHECK(bias_.empty() || int64_t(bias_.size()) == w_.rows, "packed linear",
+           "bias of {} for {} outputs", bias_.size(), w_.rows);
+  TQ_CHECK(!rotation_ || rotation_->dim() == w_.cols, "packed linear",
+           "rotation of {} for {} inputs", rotation_ ? rotation_->dim() : 0, w_.cols);
+}
+
+void PackedLinear::MatMul(const float* x, int64_t n, float* y) const {
+  MatMulRotated(rotation_ ? RotateInput(*rotation_, x, n) : x, n, y);
+}
+
+void PackedLinear::MatMulRotated(const float* xr, int64_t n, float* y) const {
+  kernels::PackedMatMul(xr, n, w_, bias_.empty() ? nullptr : bias_.data(), y);
+}
+
+void PackedLinear::DequantizeRows(int64_t r0, int64_t count, float* out) const {
+  TQ_CHECK(r0 >= 0 && count >= 0 && r0 + count <= w_.rows, "packed linear", "rows {}..{} of {}", r0,
+           r0 + count, w_.rows);
+  kernels::PackedDequantizeRows(w_, r0, count, out);
+}
+
+int64_t PackedLinear::WeightBytes() const {
+  const int64_t groups = w_.rows * (w_.cols / w_.group_size);
+  return w_.rows * w_.row_bytes + groups * 2 * (w_.mins ? 2 : 1) +
+         int64_t((codebook_.size() + bias_.size()) * sizeof(float));
+}
+
+bool PackedMatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
+                        std::span<float* const> ys) {
+  if (group.size() < 2) return false;
+  const quant::HadamardRotation* rot = nullptr;
+  for (size_t i = 0; i < group.size(); ++i) {
+    const auto* p = dynamic_cast<const PackedLinear*>(group[i]);
+    if (!p || !p->rotation() || (i > 0 && p->rotation() != rot)) return false;
+    rot = p->rotation();
+  }
+  const float* xr = RotateInput(*rot, x, n);  // once for the whole group
+  for (size_t i = 0; i < group.size(); ++i)
+    static_cast<const PackedLinear*>(group[i])->MatMulRotated(xr, n, ys[i]);
+  return true;
+}
+
+std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedCheckpointInfo& info,
+                                               const std::string& prefix, int64_t out, int64_t in,
+                                               bool bias) {
+  const std::string where = "checkpoint " + ckpt.dir();
+  const std::string codes_name = prefix + ".codes", scales_name = prefix + ".scales";
+  const std::string mins_name = prefix + ".mins", cb_name = prefix + ".codebook";
+  TQ_CHECK(ckpt.Has(codes_name), where, "missing tensor '{}'", codes_name);
+  TQ_CHECK(ckpt.Has(scales_name), where, "missing tensor '{}' (the group scales of '{}')",
+           scales_name, codes_name);
+  const TensorView codes = ckpt.View(codes_name), scales = ckpt.View(scales_name);
+  TQ_CHECK(codes.dtype == DType::U8 && codes.rank() == 2 && codes.dim(0) == out, where,
+           "tensor '{}' is {} {}, expected U8 [{}, bytes per row]", codes_name,
+           DTypeName(codes.dtype), ShapeToString(codes.shape), out);
+  TQ_CHECK(scales.dtype == DType::F16 && scales.rank() == 2 && scales.dim(0) == out &&
+               scales.dim(1) > 0 && in % scales.dim(1) == 0,
+           where, "tensor '{}' is {} {}, expected F16 [{}, groups] with groups dividing {}",
+           scales_name, DTypeName(scales.dtype), ShapeToString(scales.shape), out, in);
+  TQ_CHECK(Aligned(scales.data, 2), where, "tensor '{}' is not 2-byte aligned", scales_name);
+
+  kernels::PackedMatrix w;
+  w.rows = out;
+  w.cols = in;
+  w.group_size = in / scales.dim(1);
+  w.codes = codes.bytes();
+  w.scales = scales.as<uint16_t>();
+  std::vector<float> codebook;
+  const bool has_mins = ckpt.Has(mins_name), has_cb = ckpt.Has(cb_name);
+  TQ_CHECK(has_mins != has_cb, where,
+           "'{}' needs exactly one of '{}' (codebook method) and '{}' (affine method)", codes_name,
+           cb_name, mins_name);
+  if (has_cb) {
+    const TensorView cb = ckpt.View(cb_name);
+    TQ_CHECK(cb.dtype == DType::F32 && cb.rank() == 1, where,
+             "tensor '{}' is {} {}, expected F32 [levels]", cb_name, DTypeName(cb.dtype),
+             ShapeToString(cb.shape));
+    const auto f = quant::FormatForLevels(int(cb.dim(0)));
+    TQ_CHECK(f.has_value(), where,
+             "tensor '{}' has {} levels: no code format has that many (2, 3, 4, 8, 16, 256)",
+             cb_name, cb.dim(0));
+    w.method = quant::QuantMethod::kCodebook;
+    w.format = *f;
+    codebook.resize(size_t(cb.dim(0)));
+    std::memcpy(codebook.data(), cb.data, cb.nbytes());
+    for (float v : codebook)
+      TQ_CHECK(std::isfinite(v), where, "tensor '{}' has a non-finite level", cb_name);
+  } else {
+    const TensorView mins = ckpt.View(mins_name);
+    TQ_CHECK(mins.dtype == DType::F16 && mins.shape == scales.shape, where,
+             "tensor '{}' is {} {}, expected F16 {}", mins_name, DTypeName(mins.dtype),
+             ShapeToString(mins.shape), ShapeToString(scales.shape));
+    TQ_CHECK(Aligned(mins.data, 2), where, "tensor '{}' is not 2-byte aligned", mins_name);
+    w.method = quant::QuantMethod::kAffine;
+    w.mins = mins.as<uint16_t>();
+    bool found = false;
+    for (quant::CodeFormat f : {quant::CodeFormat::kQ2, quant::CodeFormat::kQ3,
+                                quant::CodeFormat::kQ4, quant::CodeFormat::kQ8}) {
+      if (int64_t(quant::PackedBytes(f, in)) == codes.dim(1)) {
+        w.format = f;
+        found = true;
+      }
+    }
+    TQ_CHECK(found, where, "tensor '{}': {} bytes per row of {} codes is no affine code width",
+             codes_name, codes.dim(1), in);
+  }
+  w.row_bytes = int64_t(quant::PackedBytes(w.format, in));
+  TQ_CHECK(codes.dim(1) == w.row_bytes, where,
+           "tensor '{}' has shape {}, expected [{}, {}] for {} {} codes per row", codes_name,
+           ShapeToString(codes.shape), out, w.row_bytes, in, quant::Traits(w.format).name);
+
+  auto it = info.rotation_group.find(prefix);
+  TQ_CHECK(it != info.rotation_group.end(), where,
+           "'{}' is packed but config.json quantization.tensors has no entry '{}'", codes_name,
+           prefix);
+  std::shared_ptr<const quant::HadamardRotation> rotation;
+  if (!it->second.empty()) rotation = LoadRotation(ckpt, info, it->second, prefix, in);
+  std::vector<float> b;
+  if (bias) b = LoadVector(ckpt, prefix + ".bias", out);
+  return std::make_unique<PackedLinear>(w, std::move(codebook), std::move(rotation), std::move(b));
+}
+
+}  // namespace tq

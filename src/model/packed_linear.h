@@ -1,0 +1,80 @@
+// TurboQuant packed linears (docs/FORMAT.md): W' = W·Rᵀ stored as codes + fp16 group scales + a
+// codebook (or the affine baseline's scales + minimums), plus one Hadamard sign vector per group
+// of linears that read the same input. y = W'·(R x): the input is rotated once per sharing group
+// (MatMulShared) and the weights are never un-rotated.
+//
+// The loader reads each tensor's format from the tensors themselves: the codebook's length gives
+// the code format (2/3/4/8/16/256 levels; 3 = ternary), the affine method's code width comes from
+// the codes' row length; config.json's `quantization` block names each linear's rotation group.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/packed_ops.h"
+#include "model/linear.h"
+#include "quant/hadamard.h"
+
+namespace tq {
+
+class Checkpoint;
+
+inline constexpr int kPackedFormatVersion = 1;
+
+// config.json's `quantization` block as the loader needs it.
+struct PackedCheckpointInfo {
+  int format_version = 0;
+  // Module prefix of every quantized tensor ("model.layers.0.self_attn.q_proj") -> the name of its
+  // rotation group ("model.layers.0.attn_in"; empty: not rotated). Its signs are
+  // "<group>.signs".
+  std::map<std::string, std::string> rotation_group;
+  // Rotations loaded so far, by group (shared by the group's linears).
+  std::map<std::string, std::shared_ptr<const quant::HadamardRotation>> rotations;
+};
+
+// Parses the `quantization` block of config.json text; nullopt when there is none. Throws
+// tq::Error naming `where` on an unknown mode or format_version or a malformed block.
+std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& config_json,
+                                                           const std::string& where);
+
+class PackedLinear final : public Linear {
+ public:
+  // `codebook` backs w.codebook (moved in); `rotation` may be null (not rotated).
+  PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
+               std::shared_ptr<const quant::HadamardRotation> rotation, std::vector<float> bias);
+  int64_t in_features() const override { return w_.cols; }
+  int64_t out_features() const override { return w_.rows; }
+  void MatMul(const float* x, int64_t n, float* y) const override;
+  int64_t WeightBytes() const override;
+
+  // y [n, out] = x' [n, in] · Ŵ'ᵀ (+ bias), x' already rotated by rotation().
+  void MatMulRotated(const float* xr, int64_t n, float* y) const;
+  const quant::HadamardRotation* rotation() const { return rotation_.get(); }
+  const kernels::PackedMatrix& matrix() const { return w_; }
+  // out [count, in] = rows r0.. of the dequantized (still rotated) weights.
+  void DequantizeRows(int64_t r0, int64_t count, float* out) const;
+
+ private:
+  kernels::PackedMatrix w_;
+  std::vector<float> codebook_;
+  std::shared_ptr<const quant::HadamardRotation> rotation_;
+  std::vector<float> bias_;
+};
+
+// Loads the packed linear with module prefix `prefix` of shape [out, in]; every tensor's dtype
+// and shape is checked and errors name the tensor. `bias`: "<prefix>.bias" is read too.
+std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedCheckpointInfo& info,
+                                               const std::string& prefix, int64_t out, int64_t in,
+                                               bool bias);
+
+// MatMulShared for a group of PackedLinears with one rotation: rotates x once. Returns false
+// (doing nothing) when the group is not such a group.
+bool PackedMatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
+                        std::span<float* const> ys);
+
+}  // namespace tq

@@ -1,0 +1,52 @@
+// Guards the quality table (docs/BENCHMARKS.md "Weight quantization"): tq-llama-21m converted with
+// the plain method at 4 and 2 bits (g64, RMS scales, 8-bit embeddings), perplexity on the first
+// 4,096 tokens of eval_brown against the bf16 model on the same tokens. The recorded bounds are the
+// measured increases plus a margin for rotation-seed noise; a broken quantizer, packing, rotation
+// or kernel lands far outside them.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "convert/convert.h"
+#include "convert_helpers.h"
+#include "core/mapped_file.h"
+#include "model/model.h"
+#include "runtime/perplexity.h"
+#include "testutil/testutil.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tq {
+namespace {
+
+double SlicePerplexity(const std::string& dir, const std::vector<int32_t>& ids) {
+  auto model = Model::Load(dir);
+  PerplexityOptions o;
+  o.max_tokens = 4096;
+  o.kv.dtype = KvDType::kF32;
+  o.progress = false;
+  return ComputePerplexity(*model, ids, o).ppl;
+}
+
+TEST(QualityGuard, LlamaPlainMethodOnABrownSlice) {
+  const std::string src = test::ModelDir("tq-llama-21m");
+  const std::string text = ReadFileToString(test::RequireFile(test::EvalFile("eval_brown.txt")));
+  std::vector<int32_t> ids = Tokenizer::Load(src)->Encode(text, /*add_special_tokens=*/false);
+  ids.resize(4096);
+  const double base = SlicePerplexity(src, ids);
+  test::TempDir tmp;
+  struct Row {
+    int bits;
+    double lo, hi;  // bounds on the relative increase over bf16
+  } rows[] = {{4, 0.002, 0.025}, {2, 0.15, 0.40}};
+  for (const Row& r : rows) {
+    const std::string out = tmp.file("q" + std::to_string(r.bits));
+    Convert(test::Options(src, out, r.bits));
+    const double inc = SlicePerplexity(out, ids) / base - 1;
+    std::printf("bits %d: bf16 %.3f, +%.2f%%\n", r.bits, base, 100 * inc);
+    EXPECT_GT(inc, r.lo) << r.bits << " bits";
+    EXPECT_LT(inc, r.hi) << r.bits << " bits";
+  }
+}
+
+}  // namespace
+}  // namespace tq

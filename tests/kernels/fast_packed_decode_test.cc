@@ -1,0 +1,197 @@
+// The int8 decode kernels (kernels/cpu/packed_decode.h) against the scalar oracle (kernels/ref)
+// for every ISA level this machine has × format × method × group size × awkward shapes, with the
+// NMSE bounds of kFastDecodeMaxNmse; and the ISA selection (isa.h).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/packed_decode.h"
+#include "kernels/packed_ops.h"
+#include "quant/codebook.h"
+#include "quant/packing.h"
+
+namespace tq::kernels {
+namespace {
+
+using cpu::Isa;
+using quant::CodeFormat;
+using quant::QuantMethod;
+
+struct Packed {
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> scales, mins;
+  std::vector<float> codebook;
+  PackedMatrix view;
+};
+
+// Random codes, scales (and minimums) for a [rows, cols] matrix with group size g.
+Packed RandomPacked(QuantMethod method, CodeFormat f, int64_t rows, int64_t cols, int64_t g,
+                    uint32_t seed) {
+  std::mt19937 rng(seed);
+  Packed o;
+  const int levels = quant::Traits(f).levels;
+  const int64_t rb = int64_t(quant::PackedBytes(f, cols));
+  std::vector<uint8_t> codes(static_cast<size_t>(cols));
+  o.codes.resize(size_t(rows * rb));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& c : codes) c = uint8_t(rng() % uint32_t(levels));
+    quant::PackCodes(f, codes.data(), cols, o.codes.data() + r * rb);
+  }
+  std::uniform_real_distribution<float> u(0.01f, 0.2f);
+  for (int64_t i = 0; i < rows * (cols / g); ++i) {
+    o.scales.push_back(F32ToF16(u(rng)));
+    if (method == QuantMethod::kAffine) o.mins.push_back(F32ToF16(-u(rng) * float(levels) / 2));
+  }
+  if (method == QuantMethod::kCodebook) o.codebook = quant::GaussianCodebook(f).levels;
+  o.view = {method,
+            f,
+            rows,
+            cols,
+            g,
+            o.codes.data(),
+            rb,
+            o.scales.data(),
+            o.mins.empty() ? nullptr : o.mins.data(),
+            o.codebook.empty() ? nullptr : o.codebook.data()};
+  return o;
+}
+
+class IsaScope {
+ public:
+  explicit IsaScope(Isa isa) : saved_(cpu::ActiveIsa()) { cpu::SetActiveIsa(isa); }
+  ~IsaScope() { cpu::SetActiveIsa(saved_); }
+
+ private:
+  Isa saved_;
+};
+
+std::vector<Isa> SimdLevels() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::kAvx2, Isa::kAvx512})
+    if (i <= cpu::DetectedIsa()) v.push_back(i);
+  return v;
+}
+
+double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    den += double(want[i]) * want[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Per output: |got - want| <= 0.02 · Σ_c |ŵ_rc·x_c| (two int8 roundings, each <= 1/254 of a
+// block maximum). Per (isa, format, method): the NMSE over all shapes and tokens <= the format's
+// kFastDecodeMaxNmse (a single output can be near zero, so NMSE is only meaningful in aggregate).
+TEST(FastPackedDecode, MatchesRefForEveryIsaFormatGroupAndShape) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  int covered = 0;
+  for (Isa isa : SimdLevels()) {
+    IsaScope scope(isa);
+    for (QuantMethod m : {QuantMethod::kCodebook, QuantMethod::kAffine}) {
+      for (CodeFormat f : {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8}) {
+        double num = 0, den = 0;
+        const std::string name = std::string(cpu::IsaName(isa)) + " " +
+                                 std::string(quant::Traits(f).name) +
+                                 (m == QuantMethod::kAffine ? " affine" : "");
+        for (int64_t g : {32, 64, 128}) {
+          for (int64_t rows : {1, 7, 257}) {
+            for (int64_t cols : {g, 3 * g, 5 * g, 2048 + g}) {
+              const Packed o = RandomPacked(m, f, rows, cols, g, uint32_t(rows * 131 + cols));
+              if (!cpu::FastDecodeSupports(o.view)) continue;
+              ++covered;
+              std::vector<float> bias(static_cast<size_t>(rows)), wd(size_t(rows * cols));
+              for (auto& b : bias) b = nd(rng);
+              ref::PackedDequantizeRows(o.view, 0, rows, wd.data());
+              for (int64_t n : {1, 3, 7}) {
+                std::vector<float> x(size_t(n * cols));
+                for (auto& v : x) v = nd(rng);
+                std::vector<float> want(size_t(n * rows)), got(want.size());
+                const float* b = n == 3 ? bias.data() : nullptr;
+                ref::PackedMatMul(x.data(), n, o.view, b, want.data());
+                cpu::FastPackedDecode(x.data(), n, o.view, b, got.data());
+                for (int64_t t = 0; t < n; ++t) {
+                  for (int64_t r = 0; r < rows; ++r) {
+                    double mag = 0;
+                    for (int64_t c = 0; c < cols; ++c)
+                      mag += std::fabs(double(wd[size_t(r * cols + c)]) * x[size_t(t * cols + c)]);
+                    const size_t i = size_t(t * rows + r);
+                    const double bb = b ? b[r] : 0.0;
+                    ASSERT_NEAR(got[i], want[i], 0.02 * mag + 1e-5 * std::fabs(bb))
+                        << name << " g" << g << " [" << rows << ", " << cols << "] n=" << n
+                        << " token " << t << " row " << r;
+                    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+                    den += (want[i] - bb) * (want[i] - bb);
+                  }
+                }
+              }
+            }
+          }
+        }
+        if (den == 0) continue;
+        std::printf("%s: NMSE %.2e (bound %.0e)\n", name.c_str(), num / den,
+                    cpu::kFastDecodeMaxNmse[int(f)]);
+        EXPECT_LE(num / den, cpu::kFastDecodeMaxNmse[int(f)]) << name;
+      }
+    }
+  }
+  if (cpu::DetectedIsa() == Isa::kAvx512) {
+    EXPECT_GT(covered, 0);
+  }
+}
+
+// Through the public entry point: the dispatch takes the int8 kernel for one token and the
+// generic path when forced to scalar; both agree with the oracle.
+TEST(FastPackedDecode, PackedMatMulDispatchFollowsIsa) {
+  const Packed o = RandomPacked(QuantMethod::kCodebook, CodeFormat::kQ4, 300, 512, 64, 5);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(512), want(300), got(300);
+  for (auto& v : x) v = nd(rng);
+  ref::PackedMatMul(x.data(), 1, o.view, nullptr, want.data());
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    IsaScope scope(isa);
+    EXPECT_LE(cpu::ActiveIsa(), cpu::DetectedIsa());
+    cpu::PackedMatMul(x.data(), 1, o.view, nullptr, got.data());
+    EXPECT_LE(Nmse(got, want), cpu::kFastDecodeMaxNmse[int(CodeFormat::kQ4)]) << cpu::IsaName(isa);
+    if (cpu::ActiveIsa() == Isa::kScalar) {
+      EXPECT_FALSE(cpu::FastDecodeSupports(o.view));
+    }
+  }
+}
+
+TEST(FastPackedDecode, UnsupportedCallIsAnError) {
+  const Packed o = RandomPacked(QuantMethod::kCodebook, CodeFormat::kTernary, 4, 160, 32, 1);
+  std::vector<float> x(160), y(4);
+  EXPECT_FALSE(cpu::FastDecodeSupports(o.view));
+  EXPECT_THROW(cpu::FastPackedDecode(x.data(), 1, o.view, nullptr, y.data()), Error);
+}
+
+TEST(Isa, NamesParseAndUnknownIsAnError) {
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+    EXPECT_EQ(cpu::ParseIsa(cpu::IsaName(i)), i);
+  try {
+    cpu::ParseIsa("sse9");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sse9"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("TURBOQUANT_ISA"), std::string::npos);
+  }
+  const Isa saved = cpu::ActiveIsa();
+  EXPECT_EQ(cpu::SetActiveIsa(Isa::kAvx512), cpu::DetectedIsa());
+  EXPECT_EQ(cpu::SetActiveIsa(Isa::kScalar), Isa::kScalar);
+  cpu::SetActiveIsa(saved);
+}
+
+}  // namespace
+}  // namespace tq::kernels

@@ -1,0 +1,132 @@
+// PackedLinear: y = Ŵ'(R x) equals the dense product with the dequantized, un-rotated weights;
+// a sharing group rotates once and gives the same results as separate calls.
+#include "model/packed_linear.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "quant/group_quantizer.h"
+#include "quant/packing.h"
+
+namespace tq {
+namespace {
+
+struct Made {
+  quant::QuantizedMatrix q;
+  std::unique_ptr<PackedLinear> linear;
+  std::vector<float> dense;  // [out, in] = dequantized Ŵ' R
+};
+
+Made Make(int64_t out, int64_t in, quant::CodeFormat f,
+          std::shared_ptr<const quant::HadamardRotation> rot, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd;
+  std::vector<float> w(size_t(out * in));
+  for (auto& v : w) v = nd(rng);
+  if (rot) rot->ForwardRows(w.data(), out);
+  quant::QuantSpec spec;
+  spec.format = f;
+  spec.group_size = 32;
+  spec.scale.mode = quant::ScaleMode::kRms;
+  Made m;
+  m.q = quant::Quantize(w.data(), out, in, spec);
+  m.dense.resize(w.size());
+  quant::Dequantize(m.q, m.dense.data());
+  if (rot) rot->InverseRows(m.dense.data(), out);
+  kernels::PackedMatrix v;
+  v.format = f;
+  v.rows = out;
+  v.cols = in;
+  v.group_size = 32;
+  v.codes = m.q.codes.data();
+  v.row_bytes = int64_t(quant::PackedBytes(f, in));
+  v.scales = m.q.scales.data();
+  m.linear = std::make_unique<PackedLinear>(v, m.q.codebook, rot, std::vector<float>{});
+  return m;
+}
+
+std::vector<float> DenseProduct(const std::vector<float>& w, int64_t out, int64_t in,
+                                const std::vector<float>& x, int64_t n) {
+  std::vector<float> y(size_t(n * out));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t o = 0; o < out; ++o) {
+      double acc = 0;
+      for (int64_t i = 0; i < in; ++i) acc += double(w[size_t(o * in + i)]) * x[size_t(t * in + i)];
+      y[size_t(t * out + o)] = float(acc);
+    }
+  return y;
+}
+
+TEST(PackedLinear, EqualsDenseDequantizedProduct) {
+  const int64_t in = 96;  // blockwise rotation: 3 blocks of 32
+  auto rot = std::make_shared<quant::HadamardRotation>(quant::HadamardRotation::Make(in, 5));
+  for (quant::CodeFormat f : {quant::CodeFormat::kQ2, quant::CodeFormat::kQ3,
+                              quant::CodeFormat::kQ4, quant::CodeFormat::kTernary}) {
+    const Made m = Make(40, in, f, rot, 1);
+    std::mt19937 rng(2);
+    std::normal_distribution<float> nd;
+    for (int64_t n : {1, 5, 20}) {
+      std::vector<float> x(size_t(n * in)), y(size_t(n * 40));
+      for (auto& v : x) v = nd(rng);
+      m.linear->MatMul(x.data(), n, y.data());
+      const std::vector<float> want = DenseProduct(m.dense, 40, in, x, n);
+      // Few tokens take the int8 decode kernels (kernels/cpu/packed_decode.h): error about 1% of
+      // the output scale; many tokens the float path.
+      double max_abs = 0;
+      for (float v : want) max_abs = std::max(max_abs, double(std::fabs(v)));
+      const double tol = n <= 7 ? 2e-2 * max_abs : 1e-3;
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], tol) << i;
+    }
+  }
+}
+
+TEST(PackedLinear, SharedGroupRotatesOnceWithTheSameResult) {
+  const int64_t in = 128;
+  auto rot = std::make_shared<quant::HadamardRotation>(quant::HadamardRotation::Make(in, 9));
+  const Made a = Make(24, in, quant::CodeFormat::kQ4, rot, 3);
+  const Made b = Make(8, in, quant::CodeFormat::kQ3, rot, 4);
+  std::vector<float> x(size_t(3 * in));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i));
+  std::vector<float> ya(3 * 24), yb(3 * 8), sa(3 * 24), sb(3 * 8);
+  a.linear->MatMul(x.data(), 3, ya.data());
+  b.linear->MatMul(x.data(), 3, yb.data());
+  const Linear* group[] = {a.linear.get(), b.linear.get()};
+  float* outs[] = {sa.data(), sb.data()};
+  ASSERT_TRUE(PackedMatMulShared(group, x.data(), 3, outs));
+  EXPECT_EQ(ya, sa);
+  EXPECT_EQ(yb, sb);
+  // Different rotations: not a sharing group (MatMulShared falls back to separate calls).
+  auto other = std::make_shared<quant::HadamardRotation>(quant::HadamardRotation::Make(in, 10));
+  const Made c = Make(8, in, quant::CodeFormat::kQ3, other, 4);
+  const Linear* mixed[] = {a.linear.get(), c.linear.get()};
+  EXPECT_FALSE(PackedMatMulShared(mixed, x.data(), 3, outs));
+}
+
+TEST(PackedLinear, QuantizationBlockParsing) {
+  EXPECT_FALSE(ParseQuantizationBlock(R"({"model_type": "llama"})", "cfg").has_value());
+  const auto info = ParseQuantizationBlock(
+      R"({"quantization": {"mode": "turboquant", "format_version": 1, "tensors": {
+          "a": {"rotation_group": "g"}, "b": {"rotation_group": null}}}})",
+      "cfg");
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->rotation_group.at("a"), "g");
+  EXPECT_EQ(info->rotation_group.at("b"), "");
+  for (const char* bad :
+       {R"({"quantization": {"mode": "turboquant", "format_version": 7, "tensors": {}}})",
+        R"({"quantization": {"mode": "other", "format_version": 1, "tensors": {}}})",
+        R"({"quantization": {"mode": "turboquant", "format_version": "1", "tensors": {}}})",
+        R"({"quantization": {"mode": "turboquant", "format_version": 1}})",
+        R"({"quantization": {"mode": "turboquant", "format_version": 1, "tensors": {"a": 3}}})",
+        R"({"quantization": {"mode": "turboquant", "format_version": 1,
+               "tensors": {"a": {"rotation_group": 5}}}})",
+        R"({"quantization": 1})", R"({"quantization": )"}) {
+    EXPECT_THROW(ParseQuantizationBlock(bad, "cfg"), Error) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace tq
