@@ -38,6 +38,16 @@ int Run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--budget-bpw", o.budget_bpw,
                  "choose bits and group per linear for this average bits per linear weight");
+  std::string objective = "weight";
+  app.add_option("--budget-objective", objective,
+                 "budget: weigh each tensor's relative error by its size (weight) or not (tensor)")
+      ->capture_default_str();
+  app.add_option("--budget-sensitive", o.budget_sensitive_weight,
+                 "budget: error weight of v_proj / down_proj")
+      ->capture_default_str();
+  app.add_option("--budget-edge", o.budget_edge_weight,
+                 "budget: error weight multiplier of the first and last layer")
+      ->capture_default_str();
   app.add_option("--rotation", rotation, "hadamard | none")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the sign vectors")->capture_default_str();
   app.add_flag("--streaming", o.streaming, "one source tensor in memory at a time");
@@ -65,6 +75,9 @@ int Run(int argc, char** argv) {
     r.rotation = *rk;
     if (o.budget_bpw < 0 || (o.budget_bpw > 0 && o.budget_bpw < 1.6))
       throw UsageError(fmt::format("--budget-bpw {}", o.budget_bpw), "must be >= 1.6");
+    if (objective != "weight" && objective != "tensor")
+      throw UsageError("--budget-objective " + objective, "must be weight or tensor");
+    o.budget_per_weight = objective == "weight";
     if (threads > 0) ThreadPool::SetGlobalThreads(threads);
     const ConvertSummary s = Convert(o);
     std::fprintf(stderr,

@@ -101,6 +101,7 @@ std::vector<BudgetChoice> AllocateBitBudget(
     const TensorDecision& d = recipe.tensors[idx[k]];
     weight[k] = double(NumElements(d.shape));
     imp[k] = Importance(d, num_layers, opts);
+    if (opts.objective == BudgetOptions::Objective::kPerWeight) imp[k] *= weight[k];
     size_t best = 0;
     for (size_t c = 1; c < cands[k].size(); ++c)
       if (cands[k][c].bits_per_weight < cands[k][best].bits_per_weight) best = c;

@@ -3,7 +3,8 @@
 // tensor's own quantization error (quant::QuantizationError on its rotated weights; no
 // calibration data).
 //
-// Objective: minimise Σ_t importance_t · relative_error_t(choice) subject to the bit budget,
+// Objective: minimise Σ_t importance_t · n_t · relative_error_t(choice) (n_t = the tensor's weight
+// count; kPerTensor drops n_t) subject to the bit budget,
 // greedily: start every tensor at its cheapest candidate, then repeatedly take the upgrade with
 // the largest error reduction per added bit until the budget is spent. relative_error is
 // ‖W - Ŵ‖² / ‖W‖² (the relative output perturbation for an isotropic input); importance weighs
@@ -24,6 +25,9 @@ struct BudgetOptions {
   double target_bits = 4.25;  // per linear weight: codes + scales
   quant::ScaleMode scale = quant::ScaleMode::kMseSearch;
   uint64_t seed = 0;
+  // kPerTensor: every tensor's relative error counts alike (small tensors are cheap to improve);
+  // kPerWeight: it is weighted by the tensor's size (all weights count alike).
+  enum class Objective { kPerTensor, kPerWeight } objective = Objective::kPerWeight;
   double sensitive_weight = 2.0;   // importance of v_proj / down_proj
   double edge_layer_weight = 2.0;  // importance multiplier of the first and last layer
   std::vector<int> bits = {2, 3, 4, 8};

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -76,15 +77,20 @@ class SourceReader {
   }
   std::vector<uint8_t> Read(const TensorInfo& t) const {
     std::vector<uint8_t> buf(t.nbytes);
-    size_t done = 0;
-    while (done < buf.size()) {
+    ReadRange(t, 0, buf.size(), buf.data());
+    return buf;
+  }
+  // Bytes [begin, begin + n) of tensor t.
+  void ReadRange(const TensorInfo& t, uint64_t begin, uint64_t n, uint8_t* dst) const {
+    TQ_CHECK(begin + n <= t.nbytes, "convert", "read past tensor '{}'", t.name);
+    uint64_t done = 0;
+    while (done < n) {
       const ssize_t r =
-          ::pread(fds_.at(t.shard), buf.data() + done, buf.size() - done, off_t(t.offset + done));
+          ::pread(fds_.at(t.shard), dst + done, size_t(n - done), off_t(t.offset + begin + done));
       TQ_CHECK(r > 0, "convert", "reading tensor '{}' from {}: {}", t.name, files_.at(t.shard),
                r == 0 ? "unexpected end of file" : std::strerror(errno));
-      done += size_t(r);
+      done += uint64_t(r);
     }
-    return buf;
   }
 
  private:
@@ -124,12 +130,19 @@ class Rotations {
 };
 
 // The output tensors of one source tensor (layout only when `data` is null).
+// Copies bytes [begin, begin + n) of the current source tensor to dst.
+using ReadFn = std::function<void(uint64_t begin, uint64_t n, uint8_t* dst)>;
+
 std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& o, bool signs_first,
-                                 const uint8_t* data, const quant::HadamardRotation* rot) {
+                                 const ReadFn* read, const quant::HadamardRotation* rot) {
+  const bool data = read != nullptr;
   std::vector<OutTensor> outs;
   if (!d.quantize) {
     OutTensor t{d.name, d.dtype, d.shape, {}};
-    if (data) t.bytes.assign(data, data + t.nbytes());
+    if (data) {
+      t.bytes.resize(t.nbytes());
+      (*read)(0, t.bytes.size(), t.bytes.data());
+    }
     outs.push_back(std::move(t));
     return outs;
   }
@@ -139,10 +152,27 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
   const int64_t groups = cols / d.group_size;
   quant::QuantizedMatrix q;
   if (data) {
-    std::vector<float> w(size_t(rows * cols));
-    ToF32(TensorView{data, d.dtype, d.shape}, w.data());
-    if (rot) rot->ForwardRows(w.data(), rows);  // W' = W Rᵀ
-    q = quant::Quantize(w.data(), rows, cols, SpecFor(d, o), d.name);
+    // In row chunks of at most o.chunk_floats fp32 values (rows are quantized independently), so
+    // a large tensor (an embedding) never exists in fp32 as a whole.
+    const int64_t chunk = std::max<int64_t>(1, o.chunk_floats / cols);
+    const uint64_t row_bytes = uint64_t(cols) * DTypeSize(d.dtype);
+    std::vector<uint8_t> raw(size_t(std::min(rows, chunk)) * row_bytes);
+    std::vector<float> w(size_t(std::min(rows, chunk) * cols));
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t count = std::min(chunk, rows - r0);
+      (*read)(uint64_t(r0) * row_bytes, uint64_t(count) * row_bytes, raw.data());
+      ToF32(TensorView{raw.data(), d.dtype, {count, cols}}, w.data());
+      if (rot) rot->ForwardRows(w.data(), count);  // W' = W Rᵀ
+      quant::QuantizedMatrix part = quant::Quantize(w.data(), count, cols, SpecFor(d, o), d.name);
+      if (r0 == 0) {
+        q = std::move(part);
+        q.rows = rows;
+        continue;
+      }
+      q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
+      q.scales.insert(q.scales.end(), part.scales.begin(), part.scales.end());
+      q.mins.insert(q.mins.end(), part.mins.begin(), part.mins.end());
+    }
   }
   outs.push_back({p + ".codes",
                   DType::U8,
@@ -281,6 +311,10 @@ ConvertSummary Convert(const ConvertOptions& o) {
     bo.scale = o.scale;
     bo.seed = o.seed;
     bo.progress = o.progress;
+    bo.objective = o.budget_per_weight ? BudgetOptions::Objective::kPerWeight
+                                       : BudgetOptions::Objective::kPerTensor;
+    bo.sensitive_weight = o.budget_sensitive_weight;
+    bo.edge_layer_weight = o.budget_edge_weight;
     AllocateBitBudget(recipe, bo, [&](const TensorDecision& d) {
       return reader.Read(infos[size_t(&d - recipe.tensors.data())]);
     });
@@ -361,12 +395,19 @@ ConvertSummary Convert(const ConvertOptions& o) {
   };
   for (size_t i = 0; i < recipe.tensors.size(); ++i) {
     const TensorDecision& d = recipe.tensors[i];
-    std::vector<uint8_t> data = o.streaming ? reader.Read(infos[i]) : std::move(all_source[i]);
+    // Streaming: straight from the file, one row chunk at a time; else from the loaded source.
+    const ReadFn read = [&](uint64_t begin, uint64_t n, uint8_t* dst) {
+      if (o.streaming) {
+        reader.ReadRange(infos[i], begin, n, dst);
+      } else {
+        std::memcpy(dst, all_source[i].data() + begin, n);
+      }
+    };
     const quant::HadamardRotation* rot = nullptr;
     bool first = false;
     if (d.quantize && d.rotation_block > 0) std::tie(rot, first) = rotations.Get(d);
-    std::vector<OutTensor> outs = OutputsOf(d, o, first, data.data(), rot);
-    data = {};
+    std::vector<OutTensor> outs = OutputsOf(d, o, first, &read, rot);
+    if (!o.streaming) all_source[i] = {};
     if (d.quantize) ++sum.quantized_tensors;
     if (o.streaming) {
       write(i, outs);

@@ -21,12 +21,17 @@ struct ConvertOptions {
   std::string out_dir;
   QuantRecipeOptions recipe;
   quant::ScaleMode scale = quant::ScaleMode::kMseSearch;  // --scale rms | mse
-  double budget_bpw = 0;   // > 0: choose bits and group per linear (budget.h)
-  uint64_t seed = 0;       // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
+  double budget_bpw = 0;                 // > 0: choose bits and group per linear (budget.h)
+  bool budget_per_weight = true;         // BudgetOptions::Objective::kPerWeight
+  double budget_sensitive_weight = 2.0;  // BudgetOptions::sensitive_weight
+  double budget_edge_weight = 2.0;       // BudgetOptions::edge_layer_weight
+  uint64_t seed = 0;                     // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
   bool streaming = false;  // one source tensor in memory at a time (else the whole model)
   bool force = false;      // replace an existing out_dir
   bool progress = true;
   uint64_t shard_bytes = uint64_t(2) << 30;  // shard the output above this many bytes
+  // Tensors are converted to fp32 and quantized in row chunks of at most this many values.
+  int64_t chunk_floats = int64_t(16) << 20;
   // Test hook: throw after writing this many source tensors (simulates an interruption).
   int64_t fail_after_tensors = -1;
 };
