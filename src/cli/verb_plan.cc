@@ -30,9 +30,9 @@ int Run(int argc, char** argv) {
   app.add_option("--context", o.context, "tokens in the KV cache")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  auto* o_bits = app.add_option("--bits", bits,
-                                "project a TurboQuant conversion at B bits (2, 3, 4, 8); "
-                                "default: the weights as stored");
+  app.add_option("--bits", bits,
+                 "project a TurboQuant conversion at B bits (2, 3, 4, 8); "
+                 "default: the weights as stored");
   std::vector<CLI::Option*> recipe_flags = {
       app.add_option("--group-size", r.group_size, "with --bits: group size (32, 64, 128)"),
       app.add_option("--method", method, "with --bits: turboquant or affine")
@@ -80,7 +80,6 @@ int Run(int argc, char** argv) {
         if (f->count() > 0)
           throw UsageError(f->get_name(), "only applies to a projected conversion (add --bits)");
     }
-    (void)o_bits;
     o.kv.dtype = *ParseKvDType(kv_dtype);
     ApplyKvFlags(kv_flags, &o.kv);
     o.ram_gb = ram_gb;

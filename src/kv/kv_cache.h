@@ -40,8 +40,9 @@ struct KvCacheOptions {
   int64_t sink = 0;      // the first `sink` positions stay fp16
   int64_t window = 0;    // the most recent `window` positions stay fp16 (coded in blocks of 32)
   int64_t boundary = 0;  // the first and last `boundary` layers are plain fp16 caches
-  KvScale scale = KvScale::kNorm;
-  KvCodebook codebook = KvCodebook::kGaussian;
+  // Defaults: what measured best on the shared models (docs/BENCHMARKS.md, "KV cache").
+  KvScale scale = KvScale::kMse;
+  KvCodebook codebook = KvCodebook::kSphere;
   uint64_t seed = 0x6b76717475726271ull;  // rotation signs (stored in the cache object)
 
   bool compressed() const { return k_bits > 0 || v_bits > 0; }

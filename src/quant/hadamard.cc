@@ -6,6 +6,15 @@
 #include "core/thread_pool.h"
 #include "quant/rng.h"
 
+// The transform is cloned per x86 ISA level (AVX-512, AVX2, baseline) and the loader picks one:
+// the butterfly loops vectorise with the wider registers.
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define TQ_FWHT_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TQ_FWHT_CLONES
+#endif
+
 namespace tq::quant {
 namespace {
 
@@ -18,12 +27,12 @@ void CheckRotation(const HadamardSigns& signs, int64_t block, const char* where)
 }
 
 // x[0..n) <- diag(s) x * scale, then blockwise FWHT.
-void ForwardOne(const int8_t* s, int64_t n, int64_t block, float scale, float* x) {
+TQ_FWHT_CLONES void ForwardOne(const int8_t* s, int64_t n, int64_t block, float scale, float* x) {
   for (int64_t i = 0; i < n; ++i) x[i] *= scale * float(s[i]);
   for (int64_t b0 = 0; b0 < n; b0 += block) Fwht(x + b0, block);
 }
 
-void InverseOne(const int8_t* s, int64_t n, int64_t block, float scale, float* x) {
+TQ_FWHT_CLONES void InverseOne(const int8_t* s, int64_t n, int64_t block, float scale, float* x) {
   for (int64_t b0 = 0; b0 < n; b0 += block) Fwht(x + b0, block);
   for (int64_t i = 0; i < n; ++i) x[i] *= scale * float(s[i]);
 }
@@ -38,7 +47,7 @@ int64_t HadamardBlockSize(int64_t n, int64_t max_block) {
   return b;
 }
 
-void Fwht(float* x, int64_t n) {
+TQ_FWHT_CLONES void Fwht(float* x, int64_t n) {
   // Two butterfly stages per pass over memory (radix 4): half the loads and stores of radix 2.
   int64_t h = 1;
   for (; 4 * h <= n; h *= 4) {

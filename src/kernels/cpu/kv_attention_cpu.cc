@@ -2,7 +2,9 @@
 // (kv_attention_body.inc), with an AVX-512 build of the whole task (codes decoded by a 16-entry
 // register lookup, vpermps, for 2-4 bits and by a convert for the uniform 8-bit tier) and a
 // portable build for other CPUs. Parallel over (kv head, block of query rows).
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>

@@ -24,6 +24,9 @@
 #define TQ_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c,bmi2")))
 #define TQ_AVX512_INLINE TQ_AVX512 inline __attribute__((always_inline))
+#define TQ_AVX512_LAMBDA                                                                       \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c,bmi2"), \
+                 always_inline))
 
 namespace tq::kernels::cpu::isa {
 namespace {
@@ -109,10 +112,13 @@ void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, float*
 template <CodeFormat F, bool kTail>
 TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
   if constexpr (F == CodeFormat::kQ4) {
-    const __m256i v = kTail ? _mm256_maskz_loadu_epi8(0xFFFF, p)
-                            : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
-    return _mm512_and_si512(z, _mm512_set1_epi8(0x0F));
+    // Both halves hold the 32 bytes (a broadcast load); the upper half is shifted by 4.
+    const __m512i z =
+        kTail ? _mm512_broadcast_i64x4(_mm256_maskz_loadu_epi8(0xFFFF, p))
+              : _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll,
+                                        0x0004000400040004ll, 0x0004000400040004ll, 0, 0, 0, 0);
+    return _mm512_and_si512(_mm512_srlv_epi16(z, sh), _mm512_set1_epi8(0x0F));
   } else if constexpr (F == CodeFormat::kQ2) {
     const __m128i v = kTail ? _mm_maskz_loadu_epi8(0xFF, p)
                             : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -176,37 +182,28 @@ struct RowCtx {
   bool odd;                   // a last step with u0 only
 };
 
-// Scale (fp16 group scale) of each lane of step s for row scales `sc`.
-template <CodeFormat F, bool kG64>
-TQ_AVX512_INLINE __m512 StepScale(const uint16_t* sc, int64_t s, int64_t g, bool tail) {
-  if constexpr (kG64) {
-    return _mm512_set1_ps(H2F(sc[(s * 64) / g]));
-  } else {
-    const int64_t u0 = 2 * s, u1 = tail ? u0 : u0 + 1;
-    return _mm512_mask_blend_ps(U1Lanes<F>(), _mm512_set1_ps(H2F(sc[(u0 * 32) / g])),
-                                _mm512_set1_ps(H2F(sc[(u1 * 32) / g])));
-  }
-}
-
-template <CodeFormat F, bool kAffine, bool kG64, int R, bool kTail>
+template <CodeFormat F, bool kAffine, int R, bool kTail>
 TQ_AVX512_INLINE void Step(const RowCtx& c, const TokenView& tv, int64_t s, const uint8_t* const* p,
-                           const uint16_t* const* sc, __m512* acc) {
+                           const __m512* ws, __m512* acc) {
   const __m512i xv = _mm512_load_si512(tv.xq + s * 64);
   const __m512i bv = _mm512_load_si512(tv.bias + s * 16);
   const __m512 xs = _mm512_load_ps(tv.xs + s * 16);
   for (int r = 0; r < R; ++r) {
     const __m512i code = Expand<F, kTail>(p[r] + s * kStepBytes<F>);
     const __m512i d = _mm512_dpbusd_epi32(bv, Lookup<F, kAffine>(code, *c.t), xv);
-    const __m512 scale = _mm512_mul_ps(xs, StepScale<F, kG64>(sc[r], s, c.w->group_size, kTail));
-    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), scale, acc[r]);
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(xs, ws[r]), acc[r]);
   }
 }
 
-// y[0 .. R) = rows r0 .. r0+R-1 of Ŵ · one token (without bias).
-template <CodeFormat F, bool kAffine, bool kG64, int R>
+// y[0 .. R) = rows r0 .. r0+R-1 of Ŵ · one token (without bias). Group size 32 (kG32: a step
+// spans two groups) or a multiple of 64 (a group spans whole steps). Scales are converted 16
+// groups at a time into wsf and broadcast from there.
+template <CodeFormat F, bool kAffine, bool kG32, int R>
 TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView& tv, float* y) {
   const PackedMatrix& w = *c.w;
   const int64_t groups = w.cols / w.group_size;
+  const int64_t spg = kG32 ? 1 : w.group_size / 64;  // steps per group
+  const int64_t steps = c.full_steps + (c.odd ? 1 : 0);
   const uint8_t* p[R];
   const uint16_t* sc[R];
   __m512 acc[R];
@@ -215,8 +212,37 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView& tv, float* y) 
     sc[r] = w.scales + (r0 + r) * groups;
     acc[r] = _mm512_setzero_ps();
   }
-  for (int64_t s = 0; s < c.full_steps; ++s) Step<F, kAffine, kG64, R, false>(c, tv, s, p, sc, acc);
-  if (c.odd) Step<F, kAffine, kG64, R, true>(c, tv, c.full_steps, p, sc, acc);
+  alignas(64) float wsf[R][16];
+  int64_t s = 0;
+  auto run = [&](const __m512* ws) TQ_AVX512_LAMBDA {
+    if (s < c.full_steps) {
+      Step<F, kAffine, R, false>(c, tv, s, p, ws, acc);
+    } else {
+      Step<F, kAffine, R, true>(c, tv, s, p, ws, acc);
+    }
+    ++s;
+  };
+  for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+    const int gn = int(std::min<int64_t>(16, groups - g0));
+    const __mmask16 m = __mmask16((1u << gn) - 1);
+    for (int r = 0; r < R; ++r)
+      _mm512_store_ps(wsf[r], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sc[r] + g0)));
+    __m512 ws[R];
+    if constexpr (kG32) {
+      for (int j = 0; j < gn; j += 2) {
+        const int j1 = j + 1 < gn ? j + 1 : j;
+        for (int r = 0; r < R; ++r)
+          ws[r] = _mm512_mask_blend_ps(U1Lanes<F>(), _mm512_set1_ps(wsf[r][j]),
+                                       _mm512_set1_ps(wsf[r][j1]));
+        run(ws);
+      }
+    } else {
+      for (int j = 0; j < gn; ++j) {
+        for (int r = 0; r < R; ++r) ws[r] = _mm512_set1_ps(wsf[r][j]);
+        for (int64_t k = 0; k < spg && s < steps; ++k) run(ws);
+      }
+    }
+  }
   for (int r = 0; r < R; ++r) {
     float v = _mm512_reduce_add_ps(acc[r]) * c.t->cb_scale;
     if constexpr (kAffine) {  // + Σ_g min_g · Σx_g
@@ -234,7 +260,7 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView& tv, float* y) 
   }
 }
 
-template <CodeFormat F, bool kAffine, bool kG64>
+template <CodeFormat F, bool kAffine, bool kG32>
 void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
                const Tables& t) {
   const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
@@ -251,12 +277,12 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
     int64_t r = b;
     for (; r + 4 <= e; r += 4)
       for (int64_t i = 0; i < n; ++i) {
-        Rows<F, kAffine, kG64, 4>(ctx, r, tv[i], out);
+        Rows<F, kAffine, kG32, 4>(ctx, r, tv[i], out);
         for (int k = 0; k < 4; ++k) y[i * rows + r + k] = out[k] + (bias ? bias[r + k] : 0.0f);
       }
     for (; r < e; ++r)
       for (int64_t i = 0; i < n; ++i) {
-        Rows<F, kAffine, kG64, 1>(ctx, r, tv[i], out);
+        Rows<F, kAffine, kG32, 1>(ctx, r, tv[i], out);
         y[i * rows + r] = out[0] + (bias ? bias[r] : 0.0f);
       }
   };
@@ -291,12 +317,12 @@ TQ_AVX512 void BuildTables(const PackedMatrix& w, Tables* t) {
 template <CodeFormat F>
 void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
               const Tables& t) {
-  const bool affine = w.method == QuantMethod::kAffine, g64 = w.group_size % 64 == 0;
+  const bool affine = w.method == QuantMethod::kAffine, g32 = w.group_size == 32;
   if (affine) {
-    g64 ? RunFormat<F, true, true>(x, n, w, bias, y, t)
+    g32 ? RunFormat<F, true, true>(x, n, w, bias, y, t)
         : RunFormat<F, true, false>(x, n, w, bias, y, t);
   } else {
-    g64 ? RunFormat<F, false, true>(x, n, w, bias, y, t)
+    g32 ? RunFormat<F, false, true>(x, n, w, bias, y, t)
         : RunFormat<F, false, false>(x, n, w, bias, y, t);
   }
 }
@@ -307,7 +333,7 @@ bool Avx512Supports(const PackedMatrix& w) {
   const CodeFormat f = w.format;
   const bool fmt_ok =
       f == CodeFormat::kQ2 || f == CodeFormat::kQ3 || f == CodeFormat::kQ4 || f == CodeFormat::kQ8;
-  return fmt_ok && w.group_size % 32 == 0 && w.cols % 32 == 0;
+  return fmt_ok && (w.group_size == 32 || w.group_size % 64 == 0) && w.cols % 32 == 0;
 }
 
 TQ_AVX512 void Avx512Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,

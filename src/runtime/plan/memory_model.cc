@@ -71,10 +71,6 @@ int64_t WorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
   return floats * 4 + routing;
 }
 
-bool IsTurboQuantCheckpoint(const ModelConfig& c) {
-  return c.raw_json.find("\"quantization\"") != std::string::npos;
-}
-
 std::string RecipeSummary(const QuantRecipeOptions& o) {
   std::string s = fmt::format("projected: {} {}-bit g{}",
                               o.method == quant::QuantMethod::kAffine ? "affine" : "turboquant",
