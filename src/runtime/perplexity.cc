@@ -46,9 +46,13 @@ TQ_CPU_CLONES double SumExp(const float* x, int64_t n, float mx) {
 
 }  // namespace
 
+double LogSumExp(const float* x, int64_t n) {
+  const float mx = MaxOf(x, n);
+  return std::log(SumExp(x, n, mx)) + double(mx);
+}
+
 double NegLogLikelihood(const float* logits, int64_t vocab, int32_t target) {
-  const float max_l = MaxOf(logits, vocab);
-  return std::log(SumExp(logits, vocab, max_l)) + double(max_l) - double(logits[target]);
+  return LogSumExp(logits, vocab) - double(logits[target]);
 }
 
 PerplexityResult ComputePerplexity(Model& model, std::span<const int32_t> tokens,
