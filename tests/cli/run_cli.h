@@ -1,4 +1,4 @@
-// Runs the turboquant binary (TQ_CLI_PATH) with shell-quoted arguments; captures stdout, stderr
+// Runs the turboquant binary with shell-quoted arguments; captures stdout, stderr
 // and the exit code.
 #pragma once
 
@@ -18,10 +18,19 @@ struct CliResult {
   std::string err;  // stderr
 };
 
+// The binary under test: TQ_CLI_PATH where the test target defines it, else the build tree's.
+inline std::string CliPath() {
+#ifdef TQ_CLI_PATH
+  return TQ_CLI_PATH;
+#else
+  return RequireFile(BinaryDir() + "/src/cli/turboquant");
+#endif
+}
+
 inline CliResult RunCli(const std::string& args) {
   TempDir dir;
   const std::string err_file = dir.file("stderr");
-  const std::string cmd = std::string(TQ_CLI_PATH) + " " + args + " 2>" + err_file;
+  const std::string cmd = CliPath() + " " + args + " 2>" + err_file;
   FILE* p = popen(cmd.c_str(), "r");
   CliResult r{-1, "", ""};
   if (!p) return r;

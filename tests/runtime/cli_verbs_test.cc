@@ -1,47 +1,21 @@
 // The runtime verbs through the built binary: stdout carries only the result (generated text,
 // JSON), statistics and progress go to stderr, errors give the documented exit codes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/run_cli.h"
 #include "core/mapped_file.h"
 #include "testutil/testutil.h"
 
 namespace tq {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result RunCli(const std::string& args) {
-  const std::string bin = test::RequireFile(test::BinaryDir() + "/src/cli/turboquant");
-  test::TempDir dir;
-  const std::string err_file = dir.file("stderr");
-  const std::string cmd = bin + " " + args + " 2>" + err_file;
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, "", ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = ReadFileToString(err_file);
-  return r;
-}
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using Result = test::CliResult;
+using test::RunCli;
+const auto Quote = test::ShellQuote;
 
 TEST(CliVerbs, GenerateGreedyPrintsOnlyTheContinuation) {
   const std::string dir = test::ModelDir("tq-llama-21m");
