@@ -1,9 +1,12 @@
 // turboquant generate --model DIR (--prompt STR | --chat STR) [--max-tokens N] [--temp T]
-//   [--top-k K] [--top-p P] [--min-p P] [--rep-penalty R] [--seed S] [--stop STR]...
+//   [--top-k K] [--top-p P] [--min-p P] [--rep-penalty R] [--presence-penalty P]
+//   [--frequency-penalty F] [--seed S] [--stop STR]...
 //   [--threads N] [--kv-dtype f16|bf16|f32] [--ctx N] [--truncate]
 // The generated text alone goes to stdout, streamed; statistics go to stderr.
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -26,7 +29,7 @@ int Run(int argc, char** argv) {
   CLI::App app("Generate text from a prompt, streamed to stdout", argv[0]);
   std::string model_dir, prompt, chat;
   int64_t max_tokens = 256, ctx = 0;
-  float temp = 0, top_p = 1, min_p = 0, rep = 1;
+  float temp = 0, top_p = 1, min_p = 0, rep = 1, presence = 0, frequency = 0;
   int32_t top_k = 0;
   uint64_t seed = 0;
   std::vector<std::string> stop;
@@ -39,16 +42,17 @@ int Run(int argc, char** argv) {
   app.add_option("--max-tokens", max_tokens, "tokens to generate at most")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  // Sampling flags are range-checked in CheckSamplingFlags (usage errors naming the flag).
   auto* o_temp = app.add_option("--temp", temp,
-                                "temperature (0 = greedy; default from "
-                                "generation_config.json)")
-                     ->check(CLI::NonNegativeNumber);
-  auto* o_top_k =
-      app.add_option("--top-k", top_k, "top-k (0 = off)")->check(CLI::NonNegativeNumber);
-  auto* o_top_p = app.add_option("--top-p", top_p, "top-p")->check(CLI::Range(0.0, 1.0));
-  auto* o_min_p = app.add_option("--min-p", min_p, "min-p")->check(CLI::Range(0.0, 1.0));
-  auto* o_rep = app.add_option("--rep-penalty", rep, "repetition penalty (1 = off)")
-                    ->check(CLI::PositiveNumber);
+                                "temperature (0 = greedy; default from generation_config.json)");
+  auto* o_top_k = app.add_option("--top-k", top_k, "top-k (0 = off)");
+  auto* o_top_p = app.add_option("--top-p", top_p, "top-p, in (0, 1]");
+  auto* o_min_p = app.add_option("--min-p", min_p, "min-p, in [0, 1]");
+  auto* o_rep = app.add_option("--rep-penalty", rep, "repetition penalty (1 = off)");
+  auto* o_presence = app.add_option("--presence-penalty", presence,
+                                    "OpenAI presence penalty over generated tokens, in [-2, 2]");
+  auto* o_frequency = app.add_option("--frequency-penalty", frequency,
+                                     "OpenAI frequency penalty over generated tokens, in [-2, 2]");
   auto* o_seed = app.add_option("--seed", seed, "sampling seed (default: random)");
   app.add_option("--stop", stop, "stop string (repeatable)")->take_all()->allow_extra_args(false);
   app.add_option("--ctx", ctx, "context length (default: the model's max_position_embeddings)")
@@ -59,6 +63,18 @@ int Run(int argc, char** argv) {
     if (o_prompt->count() == 0 && o_chat->count() == 0) {
       throw UsageError("generate", "one of --prompt or --chat is required");
     }
+    auto check = [](const CLI::Option* o, const char* want, bool ok, double v) {
+      if (o->count() && !ok) {
+        throw UsageError("generate", fmt::format("{} must be {} (got {})", o->get_name(), want, v));
+      }
+    };
+    check(o_temp, "a finite number >= 0", std::isfinite(temp) && temp >= 0, temp);
+    check(o_top_k, ">= 0 (0 = off)", top_k >= 0, top_k);
+    check(o_top_p, "in (0, 1]", top_p > 0 && top_p <= 1, top_p);
+    check(o_min_p, "in [0, 1]", min_p >= 0 && min_p <= 1, min_p);
+    check(o_rep, "a finite number > 0", std::isfinite(rep) && rep > 0, rep);
+    check(o_presence, "in [-2, 2]", presence >= -2 && presence <= 2, presence);
+    check(o_frequency, "in [-2, 2]", frequency >= -2 && frequency <= 2, frequency);
     ApplyThreads(rt);
     Timer load;
     auto tokenizer = Tokenizer::Load(model_dir);
@@ -71,20 +87,20 @@ int Run(int argc, char** argv) {
     opts.sampling = SamplingParamsFromConfig(gen_config);
     if (o_temp->count()) opts.sampling.temperature = temp;
     if (o_top_k->count()) opts.sampling.top_k = top_k;
-    if (o_top_p->count()) {
-      if (top_p <= 0) throw UsageError("generate", "--top-p must be in (0, 1]");
-      opts.sampling.top_p = top_p;
-    }
+    if (o_top_p->count()) opts.sampling.top_p = top_p;
     if (o_min_p->count()) opts.sampling.min_p = min_p;
     if (o_rep->count()) opts.sampling.repetition_penalty = rep;
+    if (o_presence->count()) opts.sampling.presence_penalty = presence;
+    if (o_frequency->count()) opts.sampling.frequency_penalty = frequency;
     opts.sampling.seed = o_seed->count() ? seed : std::random_device{}();
     opts.stop = stop;
 
     std::vector<int32_t> ids;
     if (o_chat->count()) {
       // The rendered template holds its special tokens: encode without adding them again.
-      const nlohmann::json messages =
-          nlohmann::json::array({{{"role", "user"}, {"content", chat}}});
+      // ordered_json: keys stay as written ("role" first), as in Python's dict.
+      const nlohmann::ordered_json messages =
+          nlohmann::ordered_json::array({{{"role", "user"}, {"content", chat}}});
       ids = tokenizer->Encode(RenderChatPrompt(tok_config, messages), false);
     } else {
       ids = tokenizer->Encode(prompt, true);

@@ -10,10 +10,11 @@ namespace tq {
 
 struct TokenizerConfig;
 
-// `messages` is [{"role": ..., "content": ...}, ...]; throws tq::Error when the model has no
-// chat template.
-std::string RenderChatPrompt(const TokenizerConfig& config, const nlohmann::json& messages,
+// `messages` is [{"role": ..., "content": ...}, ...]; `tools` a list, or null for Python's None
+// (a list, even [], selects a "tool_use" template). Object keys keep their order (ordered_json),
+// so `tojson` prints them as Hugging Face does. Throws tq::Error when the model has no template.
+std::string RenderChatPrompt(const TokenizerConfig& config, const nlohmann::ordered_json& messages,
                              bool add_generation_prompt = true,
-                             const nlohmann::json& tools = nlohmann::json());
+                             const nlohmann::ordered_json& tools = nlohmann::ordered_json());
 
 }  // namespace tq

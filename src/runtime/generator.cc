@@ -34,14 +34,10 @@ Sequence::Sequence(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
       max_tokens_(opts.max_tokens),
       eos_ids_(eos_ids.begin(), eos_ids.end()),
       sampler_(opts.sampling, vocab_size),
-      detok_([&tokenizer, skip = opts.skip_special_tokens](std::span<const int32_t> ids) {
-        return tokenizer.Decode(ids, skip);
-      }),
-      stops_(opts.stop) {
+      text_([&tokenizer, skip = opts.skip_special_tokens](
+                std::span<const int32_t> ids) { return tokenizer.Decode(ids, skip); },
+            opts.stop, prompt) {
   sampler_.AddPrompt(prompt);
-  // The last prompt tokens anchor leading-space rules for the first generated token.
-  const size_t ctx = std::min(prompt.size(), kDetokenizerContext);
-  detok_.Reset(prompt.subspan(prompt.size() - ctx));
   generated_.reserve(size_t(std::max<int64_t>(0, std::min<int64_t>(max_tokens_, 1 << 16))));
   if (max_tokens_ <= 0) reason_ = FinishReason::kLength;
 }
@@ -49,15 +45,7 @@ Sequence::Sequence(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
 int32_t Sequence::Sample(float* logits) { return sampler_.Sample(logits); }
 
 void Sequence::FlushInto(std::string* out) {
-  if (!stops_.stopped()) {
-    const auto r = stops_.Push(detok_.Flush());
-    out->append(r.text);
-    if (r.stopped) {
-      reason_ = FinishReason::kStop;
-      return;
-    }
-    out->append(stops_.Flush());
-  }
+  if (text_.Finish(out)) reason_ = FinishReason::kStop;
 }
 
 std::string_view Sequence::Append(int32_t token) {
@@ -72,7 +60,7 @@ std::string_view Sequence::Append(int32_t token) {
     reason_ = FinishReason::kEos;
     return out_;
   }
-  const auto r = stops_.Push(detok_.Push(token));
+  const auto r = text_.Push(token);
   out_.append(r.text);
   if (r.stopped) {
     reason_ = FinishReason::kStop;

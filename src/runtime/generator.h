@@ -11,9 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/detokenizer.h"
 #include "runtime/sampler.h"
-#include "runtime/stop_strings.h"
+#include "runtime/text_stream.h"
 
 namespace tq {
 
@@ -59,8 +58,7 @@ class Sequence {
   int64_t max_tokens_;
   std::vector<int32_t> eos_ids_;
   Sampler sampler_;
-  IncrementalDetokenizer detok_;
-  StopStringMatcher stops_;
+  TextStream text_;  // detokenizer + stop strings
   std::vector<int32_t> generated_;
   std::string out_;
   FinishReason reason_ = FinishReason::kNone;

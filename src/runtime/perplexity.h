@@ -37,7 +37,10 @@ struct PerplexityResult {
 PerplexityResult ComputePerplexity(Model& model, std::span<const int32_t> tokens,
                                    const PerplexityOptions& opts);
 
-// -log softmax(logits)[target] in double precision.
+// -log softmax(logits)[target] = LogSumExp(logits) - logits[target].
 double NegLogLikelihood(const float* logits, int64_t vocab, int32_t target);
+// log(sum_i e^x[i]) over x [n], n >= 1: the max in float, e^(x - max) with a 16-lane float exp
+// (~2e-7 relative) summed per block of 256 in float and across blocks in double.
+double LogSumExp(const float* x, int64_t n);
 
 }  // namespace tq

@@ -1,6 +1,7 @@
 #include "runtime/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -48,6 +49,7 @@ Sampler::Sampler(const SamplingParams& params, int64_t vocab_size)
   output_counts_.assign(size_t(vocab_), 0);
   touched_.reserve(size_t(vocab_));
   candidates_.resize(size_t(vocab_));
+  probs_.resize(size_t(vocab_));
   Reset();
 }
 
@@ -89,6 +91,21 @@ void Sampler::ApplyPenalties(float* logits) const {
   }
 }
 
+namespace {
+
+// Buckets of d = s_i - s_max <= 0 (log-probability relative to the best token), 1/8 nat wide over
+// [-32, 0]; everything below -32 (and NaN) falls in the last one. Monotone: a larger d never gets
+// a larger bucket, so "bucket <= b" selects every token at least as likely as any token of b.
+constexpr int kBuckets = 257;
+constexpr float kBucketsPerNat = 8.0f;
+
+inline int Bucket(float d) {
+  const float x = -d * kBucketsPerNat;
+  return x < float(kBuckets - 1) ? int(x) : kBuckets - 1;  // x >= 0 (or -0); NaN -> last
+}
+
+}  // namespace
+
 int64_t Sampler::Filter(const float* logits, double* total) {
   const float inv_t = 1.0f / params_.temperature;
   float max_l = -std::numeric_limits<float>::infinity();
@@ -98,49 +115,92 @@ int64_t Sampler::Filter(const float* logits, double* total) {
   const float min_p_log =
       params_.min_p > 0.0f ? std::log(params_.min_p) : -std::numeric_limits<float>::infinity();
   auto* c = candidates_.data();
+  auto greater = [](const auto& a, const auto& b) { return a.first > b.first; };
+  const bool use_top_k = params_.top_k > 0 && params_.top_k < vocab_;
+  const bool use_top_p = params_.top_p < 1.0f;
   int64_t n = 0;
   double z = 0.0;  // normaliser of the distribution top-p sees (after top-k)
-  const bool use_top_k = params_.top_k > 0 && params_.top_k < vocab_;
   if (use_top_k) {
-    for (int64_t i = 0; i < vocab_; ++i) c[i] = {logits[i], int32_t(i)};
+    // Count tokens per bucket, then select only the buckets that hold the k best: nth_element
+    // then runs over that prefix instead of the whole vocabulary. Same set, same order.
+    std::array<int64_t, kBuckets> count{};
+    for (int64_t i = 0; i < vocab_; ++i) count[size_t(Bucket(logits[i] * inv_t - max_s))]++;
     const int64_t k = params_.top_k;
-    auto greater = [](const auto& a, const auto& b) { return a.first > b.first; };
-    std::nth_element(c, c + k - 1, c + vocab_, greater);
+    int last = 0;  // the counts add up to vocab_ > k, so this stops at the last bucket at worst
+    int64_t seen = count[0];
+    while (seen < k) seen += count[size_t(++last)];
+    for (int64_t i = 0; i < vocab_; ++i) {
+      if (Bucket(logits[i] * inv_t - max_s) <= last) c[n++] = {logits[i], int32_t(i)};
+    }
+    std::nth_element(c, c + k - 1, c + n, greater);
     std::sort(c, c + k, greater);
     n = k;
     for (int64_t i = 0; i < n; ++i) {
       c[i].first = std::exp(c[i].first * inv_t - max_s);
       z += c[i].first;
     }
-  } else {
+  } else if (!use_top_p) {
+    // No top-p: the normaliser is not needed, so tokens below min-p cost no exp.
     for (int64_t i = 0; i < vocab_; ++i) {
       const float d = logits[i] * inv_t - max_s;
-      const float p = std::exp(d);
-      z += p;
-      if (d >= min_p_log) c[n++] = {p, int32_t(i)};
+      if (d >= min_p_log) c[n++] = {std::exp(d), int32_t(i)};
     }
-  }
-  // Walk in descending order: keep a token while the mass strictly before it is < top_p
-  // (HF: drop tokens whose ascending cumulative mass is <= 1 - top_p), and while p >= min_p*p_max.
-  const bool use_top_p = params_.top_p < 1.0f;
-  if (!use_top_p && !use_top_k) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; ++i) sum += c[i].first;
     *total = sum;
-    return n;
+    return n;  // unsorted: the draw walks them in vocabulary order
+  } else {
+    // Top-p needs the mass of the whole vocabulary. Tokens at least kFirstCut as likely as the
+    // best are collected on the way; when they carry the nucleus's mass (the usual case), the
+    // nucleus is among them and only they are sorted.
+    constexpr float kFirstCut = 1.0f / 1024;
+    float* p = probs_.data();
+    double first_mass = 0.0;
+    int64_t below = 0;  // min-p survivors under the cut
+    for (int64_t i = 0; i < vocab_; ++i) {
+      const float d = logits[i] * inv_t - max_s;
+      p[i] = std::exp(d);
+      z += p[i];
+      if (d >= min_p_log) {
+        if (p[i] >= kFirstCut) {
+          c[n++] = {p[i], int32_t(i)};
+          first_mass += p[i];
+        } else {
+          ++below;
+        }
+      }
+    }
+    // The walk below sums in another order: ask for a little more than top_p * z.
+    const double want = double(params_.top_p) * z * (1.0 + 1e-6);
+    if (below > 0 && !(first_mass >= want)) {
+      // A flat distribution: a histogram of the mass by bucket tells which buckets can hold the
+      // nucleus (one bucket extra for rounding), and only those tokens are collected.
+      std::array<double, kBuckets> mass{};
+      for (int64_t i = 0; i < vocab_; ++i) mass[size_t(Bucket(logits[i] * inv_t - max_s))] += p[i];
+      int last = kBuckets - 1;
+      double seen = 0.0;
+      for (int b = 0; b < kBuckets - 1; ++b) {
+        seen += mass[size_t(b)];
+        if (seen >= want) {
+          last = std::min(b + 1, kBuckets - 1);
+          break;
+        }
+      }
+      n = 0;
+      for (int64_t i = 0; i < vocab_; ++i) {
+        const float d = logits[i] * inv_t - max_s;
+        if (d >= min_p_log && Bucket(d) <= last) c[n++] = {p[i], int32_t(i)};
+      }
+    }
+    std::sort(c, c + n, greater);
   }
+  // Walk in descending order: keep a token while the mass strictly before it is < top_p
+  // (HF: drop tokens whose ascending cumulative mass is <= 1 - top_p), and while p >= min_p*p_max.
   const double p_limit = double(params_.top_p) * z;
   const float min_keep = params_.min_p > 0.0f ? params_.min_p : 0.0f;  // relative to p_max = 1
-  auto greater = [](const auto& a, const auto& b) { return a.first > b.first; };
-  int64_t sorted = use_top_k ? n : 0;
   double before = 0.0;
   int64_t kept = 0;
   for (int64_t i = 0; i < n; ++i) {
-    if (i == sorted) {  // sort lazily: usually the top-p set is a few dozen tokens
-      const int64_t next = std::min(n, std::max<int64_t>(64, sorted * 4));
-      std::partial_sort(c + i, c + next, c + n, greater);
-      sorted = next;
-    }
     if (use_top_p && before >= p_limit && i > 0) break;
     if (c[i].first < min_keep && i > 0) break;
     before += c[i].first;

@@ -53,8 +53,10 @@ class Sampler {
 
  private:
   void ApplyPenalties(float* logits) const;
-  // Fills candidates_ with the surviving (token, prob) pairs sorted by probability, descending,
-  // not renormalized; returns their count and sets *total to their probability sum.
+  // Fills candidates_ with the surviving (token, prob) pairs, not renormalized, sorted by
+  // probability (descending) when top-k or top-p is on, in vocabulary order otherwise; returns
+  // their count and sets *total to their probability sum. Only the tokens that can survive are
+  // sorted (a bucket histogram of s_i - s_max bounds them), so the cost is about one pass.
   int64_t Filter(const float* logits, double* total);
 
   SamplingParams params_;
@@ -64,6 +66,7 @@ class Sampler {
   std::vector<int32_t> output_counts_;                 // [vocab] occurrences in the output
   std::vector<int32_t> touched_;                       // distinct tokens with in_context_ set
   std::vector<std::pair<float, int32_t>> candidates_;  // [vocab] scratch
+  std::vector<float> probs_;                           // [vocab] scratch: exp(s_i - s_max)
 };
 
 // Index of the largest value (the first one on ties).

@@ -11,7 +11,7 @@
 namespace tq::server {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // JSON type names as OpenAI's errors spell them.
 std::string TypeName(const json& v) {
@@ -283,7 +283,7 @@ GenerationRequest ParseChatRequest(const json& body) {
   ParseCommon(body, r);
   if (const json* t = Field(body, "tools")) {
     if (!t->is_array()) WrongType("tools", "an array", *t);
-    if (!t->empty()) r.tools = *t;
+    r.tools = *t;  // [] stays []: the template sees an empty list, not None
   }
   if (const json* k = Field(body, "chat_template_kwargs")) {
     if (!k->is_object()) WrongType("chat_template_kwargs", "an object", *k);

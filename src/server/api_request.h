@@ -44,10 +44,11 @@ struct GenerationRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;  // as sent ("" when absent)
   // Chat: messages normalized to [{"role", "content": string, ...}] (content-part arrays joined),
-  // ready for the chat template. tools / template_kwargs: null when absent.
-  nlohmann::json messages;
-  nlohmann::json tools;
-  nlohmann::json template_kwargs;
+  // ready for the chat template. tools / template_kwargs: null when absent (tools=[] stays []).
+  // ordered_json keeps keys as the client sent them: a template's tojson prints them so.
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tools;
+  nlohmann::ordered_json template_kwargs;
   bool add_generation_prompt = true;
   // Completions: one or more prompts (each becomes one choice).
   std::vector<Prompt> prompts;
@@ -71,23 +72,23 @@ constexpr int kMaxTopLogprobs = 20;
 constexpr int kMaxPrompts = 64;
 
 // Parses a request body; malformed JSON or a non-object -> 400.
-nlohmann::json ParseJsonBody(const std::string& body);
+nlohmann::ordered_json ParseJsonBody(const std::string& body);
 
-GenerationRequest ParseChatRequest(const nlohmann::json& body);
-GenerationRequest ParseCompletionRequest(const nlohmann::json& body);
+GenerationRequest ParseChatRequest(const nlohmann::ordered_json& body);
+GenerationRequest ParseCompletionRequest(const nlohmann::ordered_json& body);
 
 // POST /tokenize: {"content"|"prompt": string} or {"messages": [...]}, "add_special" /
 // "add_special_tokens" (default true for text, false for messages: the template adds them).
 struct TokenizeRequest {
   std::string text;
   bool has_messages = false;
-  nlohmann::json messages;  // normalized like chat messages
+  nlohmann::ordered_json messages;  // normalized like chat messages
   bool add_special = true;
   bool with_pieces = false;
 };
-TokenizeRequest ParseTokenizeRequest(const nlohmann::json& body);
+TokenizeRequest ParseTokenizeRequest(const nlohmann::ordered_json& body);
 
 // POST /detokenize: {"tokens": [int...]}.
-std::vector<int32_t> ParseDetokenizeRequest(const nlohmann::json& body);
+std::vector<int32_t> ParseDetokenizeRequest(const nlohmann::ordered_json& body);
 
 }  // namespace tq::server

@@ -11,18 +11,15 @@ class ChoiceSink : public SequenceSink {
              const std::vector<std::string>& stop, bool logprobs)
       : gen_(std::move(gen)),
         index_(index),
-        detok_([text = &gen_->text_](std::span<const int32_t> ids) {
-          return text->Decode(ids, /*skip_special=*/true);
-        }),
-        stop_(stop),
-        logprobs_(logprobs) {
-    const size_t n = std::min(prompt.size(), kDetokenizerContext);
-    detok_.Reset(prompt.subspan(prompt.size() - n));
-  }
+        stream_(
+            [text = &gen_->text_](std::span<const int32_t> ids) {
+              return text->Decode(ids, /*skip_special=*/true);
+            },
+            stop, prompt),
+        logprobs_(logprobs) {}
 
   bool OnToken(int32_t token, const TokenLogprobs* lp) override {
-    const std::string_view piece = detok_.Push(token);
-    const StopStringMatcher::Result r = stop_.Push(piece);
+    const StopStringMatcher::Result r = stream_.Push(token);
     LogprobEntry entry;
     if (logprobs_ && lp) {
       const int32_t id[1] = {token};
@@ -47,15 +44,7 @@ class ChoiceSink : public SequenceSink {
   void OnFinish(FinishReason reason, const SequenceStats& stats,
                 const std::string& error) override {
     std::string tail;
-    if (!stop_.stopped() && reason != FinishReason::kError) {
-      const StopStringMatcher::Result r = stop_.Push(detok_.Flush());
-      tail.append(r.text);
-      if (r.stopped) {
-        reason = FinishReason::kStop;
-      } else {
-        tail.append(stop_.Flush());
-      }
-    }
+    if (reason != FinishReason::kError && stream_.Finish(&tail)) reason = FinishReason::kStop;
     {
       std::lock_guard lk(gen_->mu_);
       ChoiceOutput& c = gen_->choices_[index_];
@@ -74,8 +63,7 @@ class ChoiceSink : public SequenceSink {
  private:
   std::shared_ptr<Generation> gen_;
   size_t index_;
-  IncrementalDetokenizer detok_;
-  StopStringMatcher stop_;
+  TextStream stream_;  // detokenizer + stop strings
   bool logprobs_;
 };
 

@@ -13,9 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/detokenizer.h"
 #include "runtime/sampler.h"
-#include "runtime/stop_strings.h"
+#include "runtime/text_stream.h"
 #include "server/engine.h"
 #include "server/text_model.h"
 

@@ -355,7 +355,7 @@ void HttpServer::HandleDetokenize(const std::string& body, httplib::Response& re
 
 void HttpServer::HandleGeneration(const std::string& raw, httplib::Response& res, bool chat) {
   Guard(res, [&] {
-    const json body = ParseJsonBody(raw);
+    const auto body = ParseJsonBody(raw);
     const GenerationRequest r = chat ? ParseChatRequest(body) : ParseCompletionRequest(body);
     CheckModel(r.model);
 

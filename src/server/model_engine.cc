@@ -72,10 +72,13 @@ std::string ModelTextModel::Decode(std::span<const int32_t> ids, bool skip_speci
   return tokenizer_->Decode(ids, skip_special);
 }
 
-std::string ModelTextModel::RenderChat(const nlohmann::json& messages, const nlohmann::json& tools,
+std::string ModelTextModel::RenderChat(const nlohmann::ordered_json& messages,
+                                       const nlohmann::ordered_json& tools,
                                        bool add_generation_prompt,
-                                       const nlohmann::json& template_kwargs) const {
-  const bool has_tools = tools.is_array() && !tools.empty();
+                                       const nlohmann::ordered_json& template_kwargs) const {
+  // As transformers' apply_chat_template: `tools` is None when the request has none, and the
+  // list as given otherwise ([] included), which also selects a "tool_use" template.
+  const bool has_tools = !tools.is_null();
   const ChatTemplate* tmpl = nullptr;
   if (has_tools && templates_.count("tool_use")) {
     tmpl = &templates_.at("tool_use");
@@ -88,7 +91,7 @@ std::string ModelTextModel::RenderChat(const nlohmann::json& messages, const nlo
     Fail("chat template",
          "this model has no chat template (tokenizer_config.json); use /v1/completions");
   }
-  nlohmann::json extra = nlohmann::json::object();
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
   if (tok_config_.bos_token) extra["bos_token"] = *tok_config_.bos_token;
   if (tok_config_.eos_token) extra["eos_token"] = *tok_config_.eos_token;
   if (tok_config_.unk_token) extra["unk_token"] = *tok_config_.unk_token;
@@ -96,8 +99,7 @@ std::string ModelTextModel::RenderChat(const nlohmann::json& messages, const nlo
   if (template_kwargs.is_object()) {
     for (const auto& [k, v] : template_kwargs.items()) extra[k] = v;
   }
-  return tmpl->Render(messages, has_tools ? tools : nlohmann::json(nullptr), add_generation_prompt,
-                      extra);
+  return tmpl->Render(messages, tools, add_generation_prompt, extra);
 }
 
 }  // namespace tq::server

@@ -50,9 +50,9 @@ class ModelTextModel : public TextModel {
   int64_t vocab_size() const override { return vocab_; }
   std::vector<int32_t> Encode(const std::string& text, bool add_special) const override;
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
-  std::string RenderChat(const nlohmann::json& messages, const nlohmann::json& tools,
-                         bool add_generation_prompt,
-                         const nlohmann::json& template_kwargs) const override;
+  std::string RenderChat(const nlohmann::ordered_json& messages,
+                         const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                         const nlohmann::ordered_json& template_kwargs) const override;
   std::vector<int32_t> EosTokens() const override { return eos_; }
   SamplingParams DefaultSampling() const override { return defaults_; }
 

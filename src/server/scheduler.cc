@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "runtime/perplexity.h"
 
 namespace tq::server {
 
@@ -35,11 +36,7 @@ double SecondsBetween(std::chrono::steady_clock::time_point a,
 // log-softmax of `logits` [vocab] into `out`; the chosen token's logprob and the top `k`.
 void ComputeLogprobs(const float* logits, int64_t vocab, int k, int32_t chosen, float* out,
                      int32_t* index, TokenLogprobs& lp) {
-  float mx = logits[0];
-  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - mx);
-  const float lse = mx + float(std::log(sum));
+  const float lse = float(LogSumExp(logits, vocab));
   for (int64_t i = 0; i < vocab; ++i) out[i] = logits[i] - lse;
   lp.logprob = out[chosen];
   lp.top.clear();

@@ -20,9 +20,9 @@ class TextModel {
   virtual std::string Decode(std::span<const int32_t> ids, bool skip_special) const = 0;
   // The chat template applied to normalized messages (see api_request.h). Errors (a template
   // that raises, a missing template) are tq::Error; the server answers 400 with the message.
-  virtual std::string RenderChat(const nlohmann::json& messages, const nlohmann::json& tools,
-                                 bool add_generation_prompt,
-                                 const nlohmann::json& template_kwargs) const = 0;
+  virtual std::string RenderChat(const nlohmann::ordered_json& messages,
+                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                 const nlohmann::ordered_json& template_kwargs) const = 0;
   virtual std::vector<int32_t> EosTokens() const = 0;
   // Sampling used for fields a request leaves out (generation_config.json).
   virtual SamplingParams DefaultSampling() const = 0;

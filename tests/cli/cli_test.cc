@@ -1,39 +1,15 @@
 // The binary's contract: verbs with --help, exit code 2 for usage errors, errors on stderr.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
-#include "testutil/testutil.h"
+#include "cli/run_cli.h"
 
 namespace tq {
 namespace {
 
-struct Result {
-  int code;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-Result RunCli(const std::string& args) {
-  test::TempDir dir;
-  const std::string err_file = dir.file("stderr");
-  const std::string cmd = std::string(TQ_CLI_PATH) + " " + args + " 2>" + err_file;
-  FILE* p = popen(cmd.c_str(), "r");
-  Result r{-1, "", ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  FILE* e = fopen(err_file.c_str(), "r");
-  while (e && (n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
-  if (e) fclose(e);
-  return r;
-}
+using Result = test::CliResult;
+using test::RunCli;
 
 TEST(Cli, NoArgumentsIsAUsageError) {
   const auto r = RunCli("");

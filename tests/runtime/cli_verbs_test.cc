@@ -97,6 +97,41 @@ TEST(CliVerbs, GenerateErrors) {
   EXPECT_NE(truncated.err.find("prompt truncated"), std::string::npos) << truncated.err;
 }
 
+TEST(CliVerbs, GenerateSamplingFlagErrorsAreUsageErrors) {
+  const std::string dir = test::ModelDir("tq-llama-21m");
+  const std::pair<const char*, const char*> bad[] = {
+      {"--temp -1", "--temp"},
+      {"--temp nan", "--temp"},
+      {"--temp inf", "--temp"},
+      {"--top-k -5", "--top-k"},
+      {"--top-p 0", "--top-p"},
+      {"--top-p 1.5", "--top-p"},
+      {"--top-p nan", "--top-p"},
+      {"--min-p 2", "--min-p"},
+      {"--rep-penalty 0", "--rep-penalty"},
+      {"--presence-penalty 3", "--presence-penalty"},
+      {"--frequency-penalty -2.5", "--frequency-penalty"},
+      {"--top-k x", "--top-k"}};
+  for (const auto& [args, flag] : bad) {
+    const Result r = RunCli("generate --model " + dir + " --prompt hi --max-tokens 1 " + args);
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << args;
+  }
+}
+
+TEST(CliVerbs, GeneratePresenceAndFrequencyPenalties) {
+  const std::string dir = test::ModelDir("tq-llama-21m");
+  const std::string base = "generate --model " + dir + " --prompt 'the the the' --temp 0 " +
+                           "--max-tokens 16 --threads 2";
+  const Result plain = RunCli(base);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  // A huge frequency penalty forbids repeating any generated token under greedy decoding.
+  const Result pen = RunCli(base + " --frequency-penalty 2 --presence-penalty 2");
+  ASSERT_EQ(pen.code, 0) << pen.err;
+  EXPECT_NE(pen.out, plain.out);
+}
+
 TEST(CliVerbs, PerplexityJson) {
   const Result r = RunCli("perplexity --model " + test::ModelDir("tq-qwen3moe-17m") + " --file " +
                           test::EvalFile("eval_other.txt") + " --ctx 100 --max-tokens 250 --json");

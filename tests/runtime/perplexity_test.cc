@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -42,6 +44,18 @@ TEST(Perplexity, NegLogLikelihoodIsLogSoftmax) {
   // Large logits do not overflow.
   const float big[] = {1000.0f, 1000.0f};
   EXPECT_NEAR(NegLogLikelihood(big, 2, 0), std::log(2.0), 1e-12);
+}
+
+TEST(Perplexity, LogSumExpOverAVocabularyAgreesWithDouble) {
+  std::vector<float> x(50021);  // not a multiple of the 256-entry blocks
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(std::sin(double(i) * 0.37) * 12.0);
+  x[777] = -INFINITY;  // a masked entry
+  double mx = -INFINITY, sum = 0;
+  for (float v : x) mx = std::max(mx, double(v));
+  for (float v : x) sum += std::exp(double(v) - mx);
+  const double want = std::log(sum) + mx;
+  EXPECT_NEAR(LogSumExp(x.data(), int64_t(x.size())), want, 1e-6 * std::abs(want));
+  EXPECT_NEAR(NegLogLikelihood(x.data(), int64_t(x.size()), 5), want - double(x[5]), 1e-6);
 }
 
 TEST(Perplexity, ProtocolMatchesNaiveComputation) {

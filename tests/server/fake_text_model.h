@@ -27,8 +27,8 @@ class FakeTextModel : public TextModel {
     }
     return s;
   }
-  std::string RenderChat(const nlohmann::json& messages, const nlohmann::json&, bool add_gen,
-                         const nlohmann::json&) const override {
+  std::string RenderChat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json&,
+                         bool add_gen, const nlohmann::ordered_json&) const override {
     std::string s = "<s>";
     for (const auto& m : messages) {
       if (m["role"] == "fail") throw std::runtime_error("template failed");
