@@ -23,4 +23,9 @@ KvDType KvDTypeFromFlag(const std::string& name) {
   throw UsageError("--kv-dtype", "expected f16, bf16 or f32, got '" + name + "'");
 }
 
+void ApplyKvOptions(const RuntimeFlags& flags, KvCacheOptions* kv) {
+  kv->dtype = KvDTypeFromFlag(flags.kv_dtype);
+  ApplyKvFlags(flags.kv, kv);
+}
+
 }  // namespace tq::cli

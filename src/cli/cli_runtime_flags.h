@@ -21,5 +21,7 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags);
 void ApplyThreads(const RuntimeFlags& flags);
 // "f16" | "bf16" | "f32" -> KvDType; tq::UsageError otherwise.
 KvDType KvDTypeFromFlag(const std::string& name);
+// --kv-dtype and the --kv-* compression flags into `kv` (its max_tokens is left alone).
+void ApplyKvOptions(const RuntimeFlags& flags, KvCacheOptions* kv);
 
 }  // namespace tq::cli

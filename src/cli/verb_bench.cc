@@ -38,8 +38,7 @@ int Run(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object on stdout");
   return RunApp(app, argc, argv, [&] {
     ApplyThreads(rt);
-    o.kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
-    ApplyKvFlags(rt.kv, &o.kv);
+    ApplyKvOptions(rt, &o.kv);
     o.fill = fill == "prefill"     ? BenchOptions::Fill::kPrefill
              : fill == "synthetic" ? BenchOptions::Fill::kSynthetic
                                    : BenchOptions::Fill::kAuto;

@@ -119,8 +119,7 @@ int Run(int argc, char** argv) {
                    static_cast<long long>(dropped));
     }
     KvCacheOptions kv;
-    kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
-    ApplyKvFlags(rt.kv, &kv);
+    ApplyKvOptions(rt, &kv);
     kv.max_tokens = int64_t(ids.size()) + opts.max_tokens;
     auto cache = model->NewCache(kv);
 

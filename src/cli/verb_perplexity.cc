@@ -34,8 +34,7 @@ int Run(int argc, char** argv) {
   app.add_flag("--json", json, "print one JSON object on stdout");
   return RunApp(app, argc, argv, [&] {
     ApplyThreads(rt);
-    o.kv.dtype = KvDTypeFromFlag(rt.kv_dtype);
-    ApplyKvFlags(rt.kv, &o.kv);
+    ApplyKvOptions(rt, &o.kv);
     const std::string text = ReadFileToString(file);
     Timer load;
     auto tokenizer = Tokenizer::Load(model_dir);
