@@ -13,6 +13,8 @@ ctest --preset release -j "$(nproc)" --timeout 600
 if [ "${1:-}" = "--asan" ]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$(nproc)"
-  # Unit tests only: end-to-end model runs are too slow under the sanitizers.
-  ctest --preset asan -j "$(nproc)" --timeout 900 -LE slow
+  # Unit tests only. Left out: the e2e server test (label slow), PlanAccuracy (it compares
+  # projected memory with measured RSS, which ASan's shadow memory inflates) and QualityGuard
+  # (a perplexity measurement); the release run above covers them.
+  ctest --preset asan -j "$(nproc)" --timeout 900 -LE slow -E '^(PlanAccuracy|QualityGuard)\.'
 fi
