@@ -1,38 +1,16 @@
 // The KV compression flags (cli_kv_flags.h) on perplexity/bench/generate: bad values and
 // combinations are usage errors (exit 2) naming the flag; a compressed run works and says so.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
+#include "cli/run_cli.h"
 #include "testutil/testutil.h"
 
 namespace tq {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result RunTq(const std::string& args) {
-  test::TempDir dir;
-  const std::string err_file = dir.file("stderr");
-  FILE* p = popen((std::string(TQ_CLI_PATH) + " " + args + " 2>" + err_file).c_str(), "r");
-  Result r{-1, "", ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  FILE* e = fopen(err_file.c_str(), "r");
-  while (e && (n = fread(buf.data(), 1, buf.size(), e)) > 0) r.err.append(buf.data(), n);
-  if (e) fclose(e);
-  return r;
-}
+using test::RunCli;
 
 std::string Ppl(const std::string& flags) {
   return "perplexity --model " + test::ModelDir("tq-llama-21m") + " --file " +
@@ -55,18 +33,20 @@ TEST(KvFlags, BadValuesAndCombinationsNameTheFlag) {
       {"--kv-bits 4 --kv-window -1", "--kv-window"},
   };
   for (auto [flags, name] : cases) {
-    const Result r = RunTq(Ppl(flags));
+    const test::CliResult r = RunCli(Ppl(flags));
     EXPECT_EQ(r.code, 2) << flags << "\n" << r.err;
     EXPECT_NE(r.err.find(name), std::string::npos) << flags << "\n" << r.err;
   }
 }
 
 TEST(KvFlags, CompressedPerplexityAndBenchRun) {
-  const Result r = RunTq(Ppl("--kv-k-bits 8 --kv-v-bits 3.5 --kv-window 8 --kv-scale mse --json"));
+  const test::CliResult r =
+      RunCli(Ppl("--kv-k-bits 8 --kv-v-bits 3.5 --kv-window 8 --kv-scale mse --json"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"ppl\""), std::string::npos);
-  const Result b = RunTq("bench --model " + test::ModelDir("tq-llama-21m") +
-                       " --prompt-tokens 16 --gen-tokens 2 --threads 1 --kv-bits 4 --json");
+  const test::CliResult b =
+      RunCli("bench --model " + test::ModelDir("tq-llama-21m") +
+             " --prompt-tokens 16 --gen-tokens 2 --threads 1 --kv-bits 4 --json");
   ASSERT_EQ(b.code, 0) << b.err;
   // 6 layers x 2 kv heads x (32 + 2 + 32 + 2) bytes.
   EXPECT_NE(b.out.find("\"kv_bytes_per_token\":816"), std::string::npos) << b.out;
