@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC="${1:-../shared/models/tq-llama-21m}"
-TQ=build/release/src/cli/turboquant
+TQ=${TQ_BIN:-build/release/src/cli/turboquant}
 [ -x "$TQ" ] || { echo "demo: $TQ not built; run ./scripts/setup.sh first" >&2; exit 1; }
 OUT="$(mktemp -d)/$(basename "$SRC")-tq4"
 trap 'rm -rf "$(dirname "$OUT")"' EXIT
@@ -20,4 +20,7 @@ else
   MODEL="$SRC"
 fi
 echo "== generate"
-"$TQ" generate --model "$MODEL" --prompt "The meaning of the word" --max-tokens 48 --temp 0
+# Sampled with a fixed seed: a 21M-parameter model loops under greedy decoding.
+"$TQ" generate --model "$MODEL" --prompt "Once upon a time, there was" --max-tokens 64 \
+  --temp 0.7 --top-p 0.9 --rep-penalty 1.15 --seed 1
+echo
