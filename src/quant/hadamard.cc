@@ -9,8 +9,7 @@
 // The transform is cloned per x86 ISA level (AVX-512, AVX2, baseline) and the loader picks one:
 // the butterfly loops vectorise with the wider registers.
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define TQ_FWHT_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define TQ_FWHT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TQ_FWHT_CLONES
 #endif
