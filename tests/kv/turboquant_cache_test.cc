@@ -156,13 +156,11 @@ TEST_P(CacheVsDecompressed, RefAndCpuMatchTheDecompressedCache) {
   EXPECT_GT(tq->stats().k_count, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, CacheVsDecompressed,
-                         ::testing::Values(Config{4, 4, 0, 0, KvScale::kNorm},
-                                           Config{8, 3, 0, 0, KvScale::kMse},
-                                           Config{3.5, 2.5, 4, 0, KvScale::kMse},
-                                           Config{4, 3, 3, 40, KvScale::kNorm},
-                                           Config{2, 8, 0, 7, KvScale::kMse},
-                                           Config{4, 3, 2, 0, KvScale::kMse, 16}));
+INSTANTIATE_TEST_SUITE_P(
+    Configs, CacheVsDecompressed,
+    ::testing::Values(Config{4, 4, 0, 0, KvScale::kNorm}, Config{8, 3, 0, 0, KvScale::kMse},
+                      Config{3.5, 2.5, 4, 0, KvScale::kMse}, Config{4, 3, 3, 40, KvScale::kNorm},
+                      Config{2, 8, 0, 7, KvScale::kMse}, Config{4, 3, 2, 0, KvScale::kMse, 16}));
 
 TEST(TurboQuantKvCache, EightBitsIsCloseToFloat) {
   KvCacheOptions o;

@@ -7,9 +7,11 @@
 #endif
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "core/aligned_buffer.h"
 #include "core/half.h"
@@ -41,8 +43,8 @@ struct KeyInt8 {
   bool ok = false;
   quant::CodeFormat format = quant::CodeFormat::kQ8;
   bool uniform = false;
-  int64_t step_bytes = 0;                // packed bytes of 64 codes
-  alignas(16) uint8_t table[16] = {};    // round(level / level_step) + 128
+  int64_t step_bytes = 0;              // packed bytes of 64 codes
+  alignas(16) uint8_t table[16] = {};  // round(level / level_step) + 128
   float level_step = 0, lo = 0, step = 0;
 };
 
@@ -56,7 +58,7 @@ struct QueryInt8 {
 };
 
 void QuantizeQueries(const KeyInt8& kf, const float* qr, int64_t rows, int64_t d,
-                            const QueryInt8& out) {
+                     const QueryInt8& out) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = qr + r * d;
     float amax = 0;
@@ -76,14 +78,17 @@ void QuantizeQueries(const KeyInt8& kf, const float* qr, int64_t rows, int64_t d
   }
 }
 
-
 struct Tables {
   SegmentTable k[2], v[2];
   bool fast = false;  // every segment and scale group a whole number of 32-code units
   KeyInt8 kint8;      // int8 key scoring (kv_attention_int8.inc), when ok
 };
 
-std::atomic<bool> g_int8_scoring{true};
+// $TQ_KV_INT8=0 starts with int8 scoring off (measurements of its effect on quality and speed).
+std::atomic<bool> g_int8_scoring{[] {
+  const char* env = std::getenv("TQ_KV_INT8");
+  return !(env && std::string_view(env) == "0");
+}()};
 
 // Int8 scoring applies to one-segment, one-scale keys of 64..256 channels (a multiple of 64),
 // 2-4 bits (lookup) or 8 bits (uniform).
@@ -424,8 +429,8 @@ inline bool PrepareQueries(const Tables& t, const float* qr, int64_t rows, int64
   return true;
 }
 inline bool ScoreCoded(const Tables& t, const QueryInt8& qi, int64_t rows, int64_t d,
-                       int64_t code_bytes, const uint8_t* codes, const uint16_t* scales,
-                       int64_t nt, float* s) {
+                       int64_t code_bytes, const uint8_t* codes, const uint16_t* scales, int64_t nt,
+                       float* s) {
   ScoreCodedKeys(t.kint8, qi, rows, d, code_bytes, codes, scales, nt, s);
   return true;
 }
