@@ -39,9 +39,8 @@ template <CodeFormat F>
 constexpr int PosToCode(int p) {
   const int lane = p >> 4, b = p & 15;
   if constexpr (F == CodeFormat::kQ4) return (lane & 1) * 32 + (lane >> 1) * 16 + b;
-  if constexpr (F == CodeFormat::kQ2 || F == CodeFormat::kQ3)
-    return (b >> 3) * 32 + 8 * lane + (b & 7);
-  return p;  // q8
+  if constexpr (F == CodeFormat::kQ2) return (b >> 3) * 32 + 8 * lane + (b & 7);
+  return p;  // q3, q8: natural order
 }
 template <CodeFormat F>
 constexpr int kStepBytes = 2 * quant::Traits(F).bytes_per_unit;
@@ -108,6 +107,13 @@ void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, float*
   *tv = {xq, bias, xs, gsum};
 }
 
+// q3: the srlv_epi16 count of each qword (0, 2, 4, 6, 0, 2, 4, 6): qwords 0..3 hold u0's
+// low-bit bytes, 4..7 u1's.
+TQ_AVX512_INLINE __m512i Q3Shifts() {
+  constexpr int64_t k = 0x0001000100010001ll;
+  return _mm512_set_epi64(6 * k, 4 * k, 2 * k, 0, 6 * k, 4 * k, 2 * k, 0);
+}
+
 // The code indices of one step; kTail: only u0 exists (the row's last, odd unit).
 template <CodeFormat F, bool kTail>
 TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
@@ -129,25 +135,23 @@ TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
                          2 * 0x0001000100010001ll, 2 * 0x0001000100010001ll, 0, 0));
     return _mm512_and_si512(z, _mm512_set1_epi8(0x03));
   } else if constexpr (F == CodeFormat::kQ3) {
+    // Step bytes: u0 low bits [0, 8), u0 bit 2 [8, 12), u1 low bits [12, 20), u1 bit 2 [20, 24).
+    // One vpermq puts u0's 8 low-bit bytes in qwords 0..3 and u1's in 4..7; qword q is shifted
+    // by 2·(q mod 4) so byte p holds code p (natural order); bit 2 comes from a mask register.
+    // (A 24-byte masked load + vpermb measured 15% slower than two 8-byte loads.)
     uint64_t lo0, lo1 = 0;
-    uint32_t h0, h1 = 0;
     std::memcpy(&lo0, p, 8);
+    if constexpr (!kTail) std::memcpy(&lo1, p + 12, 8);
+    const __m512i v = _mm512_castsi128_si512(_mm_set_epi64x(int64_t(lo1), int64_t(lo0)));
+    const __m512i z = _mm512_and_si512(
+        _mm512_srlv_epi16(_mm512_permutexvar_epi64(_mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0), v),
+                          Q3Shifts()),
+        _mm512_set1_epi8(0x03));
+    uint32_t h0, h1 = 0;
     std::memcpy(&h0, p + 8, 4);
-    if constexpr (!kTail) {
-      std::memcpy(&lo1, p + 12, 8);
-      std::memcpy(&h1, p + 20, 4);
-    }
-    const __m128i v = _mm_set_epi64x(int64_t(lo1), int64_t(lo0));
-    __m512i z = _mm512_srlv_epi16(
-        _mm512_broadcast_i32x4(v),
-        _mm512_set_epi64(6 * 0x0001000100010001ll, 6 * 0x0001000100010001ll,
-                         4 * 0x0001000100010001ll, 4 * 0x0001000100010001ll,
-                         2 * 0x0001000100010001ll, 2 * 0x0001000100010001ll, 0, 0));
-    z = _mm512_and_si512(z, _mm512_set1_epi8(0x03));
-    // Byte p = 16·lane + b holds bit (8·lane + b%8) of h0 (b < 8) or h1 (b >= 8).
-    const __mmask64 hi =
-        _pdep_u64(h0, 0x00FF00FF00FF00FFull) | _pdep_u64(h1, 0xFF00FF00FF00FF00ull);
-    return _mm512_or_si512(z, _mm512_maskz_mov_epi8(hi, _mm512_set1_epi8(4)));
+    if constexpr (!kTail) std::memcpy(&h1, p + 20, 4);
+    const __mmask64 hi = __mmask64(h0) | (__mmask64(h1) << 32);
+    return _mm512_mask_add_epi8(z, hi, z, _mm512_set1_epi8(4));  // bit 2 is clear: add = or
   } else {
     static_assert(F == CodeFormat::kQ8);
     return kTail ? _mm512_maskz_loadu_epi8(0xFFFFFFFFull, p) : _mm512_loadu_si512(p);
