@@ -186,7 +186,7 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
 void HotArgs(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
     for (int f = 0; f < 4; ++f)
-      for (int n : {1, 2, 4, 8, 16}) b->Args({f, t, n});
+      for (int n : {1, 2, 4, 8, 16, 17}) b->Args({f, t, n});  // 17: the tiled path
   b->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.2);
 }
 
