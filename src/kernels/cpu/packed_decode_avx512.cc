@@ -136,17 +136,15 @@ TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
     return _mm512_and_si512(z, _mm512_set1_epi8(0x03));
   } else if constexpr (F == CodeFormat::kQ3) {
     // Step bytes: u0 low bits [0, 8), u0 bit 2 [8, 12), u1 low bits [12, 20), u1 bit 2 [20, 24).
-    // One vpermq puts u0's 8 low-bit bytes in qwords 0..3 and u1's in 4..7; qword q is shifted
+    // u0's 8 low-bit bytes go to qwords 0..3 and u1's to 4..7; qword q is shifted
     // by 2·(q mod 4) so byte p holds code p (natural order); bit 2 comes from a mask register.
     // (A 24-byte masked load + vpermb measured 15% slower than two 8-byte loads.)
     uint64_t lo0, lo1 = 0;
     std::memcpy(&lo0, p, 8);
     if constexpr (!kTail) std::memcpy(&lo1, p + 12, 8);
-    const __m512i v = _mm512_castsi128_si512(_mm_set_epi64x(int64_t(lo1), int64_t(lo0)));
-    const __m512i z = _mm512_and_si512(
-        _mm512_srlv_epi16(_mm512_permutexvar_epi64(_mm512_set_epi64(1, 1, 1, 1, 0, 0, 0, 0), v),
-                          Q3Shifts()),
-        _mm512_set1_epi8(0x03));
+    // Broadcast loads, the upper half merged by a masked broadcast (no port-5 shuffle).
+    const __m512i v = _mm512_mask_set1_epi64(_mm512_set1_epi64(int64_t(lo0)), 0xF0, int64_t(lo1));
+    const __m512i z = _mm512_and_si512(_mm512_srlv_epi16(v, Q3Shifts()), _mm512_set1_epi8(0x03));
     uint32_t h0, h1 = 0;
     std::memcpy(&h0, p + 8, 4);
     if constexpr (!kTail) std::memcpy(&h1, p + 20, 4);
@@ -212,8 +210,8 @@ TQ_AVX512_INLINE void PrefetchStep(const uint8_t* pf, int64_t s) {
   if (pf == nullptr) return;
   constexpr int kBytes = R * kStepBytes<F>;
   const char* a = reinterpret_cast<const char*>(pf) + s * kBytes;
-  for (int k = 0; k < kBytes; k += 64) _mm_prefetch(a + k, _MM_HINT_T0);
-  if constexpr (kBytes % 64 != 0) _mm_prefetch(a + kBytes - 1, _MM_HINT_T0);
+  for (int k = 0; k < kBytes; k += 64) _mm_prefetch(a + k, _MM_HINT_T1);
+  if constexpr (kBytes % 64 != 0) _mm_prefetch(a + kBytes - 1, _MM_HINT_T1);
 }
 
 // y[t · ystride + r] = row r0 + r of Ŵ · token t (without bias), r < R, t < N. Group size 32
