@@ -1,0 +1,238 @@
+// AMX bf16 GEMM (amx_gemm.h). Tiles: C 0..3, A (weights) 4..5, B (activations) 6..7; every tile
+// is configured 16 rows x 64 bytes. A block of 32 weight rows x 32 tokens keeps four C tiles for
+// a k block; per 32 k it loads two A and two B tiles for four tdpbf16ps (16x16x32 MACs each).
+#include "kernels/cpu/amx_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/aligned_buffer.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/isa.h"
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#define TQ_AMX_BUILD 1
+#define TQ_AMX                                                                  \
+  __attribute__((                                                               \
+      target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma," \
+             "f16c")))
+#endif
+
+namespace tq::kernels::cpu::amx {
+
+bool Active() { return ActiveIsa() >= Isa::kAmx; }
+
+#if defined(TQ_AMX_BUILD)
+namespace {
+
+constexpr int64_t kKb = 512;        // k block: a panel's bf16 weights [<=256][512] stay in L2
+constexpr int64_t kMaxPanel = 256;  // weight rows per task
+
+int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+TQ_AMX void ConfigureTiles() {
+  TileConfig c;
+  for (int i = 0; i < 8; ++i) {
+    c.colsb[i] = 64;
+    c.rows[i] = 16;
+  }
+  _tile_loadconfig(&c);
+}
+
+// C (+)= A · B over kchunks x 32 k for 32 weight rows x 16·NT tokens. a: bf16 rows at lda
+// elements; b: the activations' hi (and lo) at the block's first k pair and token; ldb = n_pad
+// pairs; c: fp32 [32 rows][ldc tokens].
+template <int NT, bool kSplit>
+TQ_AMX void Block(const uint16_t* a, int64_t lda, const uint16_t* bhi, const uint16_t* blo,
+                  int64_t ldb, int64_t kchunks, float* c, int64_t ldc, bool zero) {
+  const int64_t lda_b = lda * 2, ldb_b = ldb * 4, ldc_b = ldc * 4;
+  if (zero) {
+    _tile_zero(0);
+    _tile_zero(2);
+    if constexpr (NT == 2) {
+      _tile_zero(1);
+      _tile_zero(3);
+    }
+  } else {
+    _tile_loadd(0, c, ldc_b);
+    _tile_loadd(2, c + 16 * ldc, ldc_b);
+    if constexpr (NT == 2) {
+      _tile_loadd(1, c + 16, ldc_b);
+      _tile_loadd(3, c + 16 * ldc + 16, ldc_b);
+    }
+  }
+  for (int64_t kk = 0; kk < kchunks; ++kk) {
+    _tile_loadd(4, a + kk * 32, lda_b);
+    _tile_loadd(5, a + 16 * lda + kk * 32, lda_b);
+    const int64_t boff = kk * 16 * ldb * 2;  // 16 k pairs per chunk
+    _tile_loadd(6, bhi + boff, ldb_b);
+    if constexpr (NT == 2) _tile_loadd(7, bhi + boff + 32, ldb_b);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(2, 5, 6);
+    if constexpr (NT == 2) {
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    if constexpr (kSplit) {
+      _tile_loadd(6, blo + boff, ldb_b);
+      if constexpr (NT == 2) _tile_loadd(7, blo + boff + 32, ldb_b);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (NT == 2) {
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+    }
+  }
+  _tile_stored(0, c, ldc_b);
+  _tile_stored(2, c + 16 * ldc, ldc_b);
+  if constexpr (NT == 2) {
+    _tile_stored(1, c + 16, ldc_b);
+    _tile_stored(3, c + 16 * ldc + 16, ldc_b);
+  }
+}
+
+using BlockFn = void (*)(const uint16_t*, int64_t, const uint16_t*, const uint16_t*, int64_t,
+                         int64_t, float*, int64_t, bool);
+
+// Tokens t0 .. t1-1 of x into the B layout (pad tokens are written by the caller).
+TQ_AMX void PackTokens(const float* x, int64_t t0, int64_t t1, int64_t k, int64_t n_pad,
+                       uint16_t* hi, uint16_t* lo) {
+  // dword d of a 32-k chunk (k pair d) goes to pair row d: offset d · n_pad dwords.
+  const __m512i idx =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(int(n_pad)));
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* row = x + t * k;
+    for (int64_t k0 = 0; k0 < k; k0 += 32) {
+      const __m512 x0 = _mm512_loadu_ps(row + k0), x1 = _mm512_loadu_ps(row + k0 + 16);
+      const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);  // k0 .. k0+31 in order
+      const int64_t off = ((k0 / 2) * n_pad + t) * 2;
+      _mm512_i32scatter_epi32(hi + off, idx, __m512i(h), 4);
+      if (lo) {
+        const __m512 h0 = _mm512_cvtpbh_ps(__m256bh(_mm512_castsi512_si256(__m512i(h))));
+        const __m512 h1 = _mm512_cvtpbh_ps(__m256bh(_mm512_extracti64x4_epi64(__m512i(h), 1)));
+        const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
+        _mm512_i32scatter_epi32(lo + off, idx, __m512i(l), 4);
+      }
+    }
+  }
+}
+
+struct Scratch {
+  AlignedBuffer<float> c;     // [panel rows, n_pad]
+  AlignedBuffer<uint16_t> w;  // [panel rows, kKb]
+};
+
+TQ_AMX void RunPanel(const Activations& a, int64_t rows, int64_t r0, int64_t count,
+                     const WeightRows& w, const float* bias, float* y) {
+  thread_local Scratch s;
+  const int64_t n_pad = a.n_pad, k = a.k, cnt_pad = RoundUp(count, 32);
+  if (s.c.size() < size_t(cnt_pad * n_pad)) s.c.resize(size_t(cnt_pad * n_pad));
+  if (s.w.size() < size_t(cnt_pad * kKb)) s.w.resize(size_t(cnt_pad * kKb));
+  const bool two = n_pad % 32 == 0;
+  const BlockFn block = two ? (a.lo ? &Block<2, true> : &Block<2, false>)
+                            : (a.lo ? &Block<1, true> : &Block<1, false>);
+  const int64_t tb = two ? 32 : 16;
+  ConfigureTiles();
+  for (int64_t k0 = 0; k0 < k; k0 += kKb) {
+    const int64_t kc = std::min(kKb, k - k0);
+    int64_t ld = kc;
+    const uint16_t* wp = w(r0, count, k0, kc, s.w.data(), &ld);
+    if (cnt_pad != count) {  // the last panel: rows past the matrix read zeros
+      if (wp != s.w.data()) {
+        for (int64_t r = 0; r < count; ++r)
+          std::memcpy(s.w.data() + r * kc, wp + r * ld, size_t(kc) * 2);
+        wp = s.w.data();
+        ld = kc;
+      }
+      std::memset(s.w.data() + count * ld, 0, size_t((cnt_pad - count) * ld) * 2);
+    }
+    const int64_t pair0 = k0 / 2 * n_pad * 2;
+    for (int64_t t0 = 0; t0 < n_pad; t0 += tb) {
+      for (int64_t j = 0; j < cnt_pad; j += 32) {
+        block(wp + j * ld, ld, a.hi + pair0 + t0 * 2, a.lo ? a.lo + pair0 + t0 * 2 : nullptr, n_pad,
+              kc / 32, s.c.data() + j * n_pad + t0, n_pad, k0 == 0);
+      }
+    }
+  }
+  _tile_release();
+  for (int64_t t = 0; t < a.n; ++t) {
+    float* yt = y + t * rows + r0;
+    const float* ct = s.c.data() + t;
+    for (int64_t i = 0; i < count; ++i) yt[i] = ct[i * n_pad] + (bias ? bias[r0 + i] : 0.0f);
+  }
+}
+
+}  // namespace
+
+Activations PrepareActivations(const float* x, int64_t n, int64_t k, bool split) {
+  TQ_CHECK(Active() && n >= 1 && k % kKMultiple == 0, "amx gemm",
+           "{} tokens of {} columns (needs the amx level and a multiple of 32)", n, k);
+  thread_local AlignedBuffer<uint16_t> hi, lo;
+  const int64_t n_pad = RoundUp(n, n <= 16 ? 16 : 32);
+  if (hi.size() < size_t(k * n_pad)) hi.resize(size_t(k * n_pad));
+  if (split && lo.size() < size_t(k * n_pad)) lo.resize(size_t(k * n_pad));
+  uint16_t* h = hi.data();
+  uint16_t* l = split ? lo.data() : nullptr;
+  if (n_pad != n) {  // zero pad tokens
+    for (int64_t p = 0; p < k / 2; ++p) {
+      std::memset(h + (p * n_pad + n) * 2, 0, size_t(n_pad - n) * 4);
+      if (l) std::memset(l + (p * n_pad + n) * 2, 0, size_t(n_pad - n) * 4);
+    }
+  }
+  constexpr int64_t kTokensPerTask = 16;
+  const int64_t tasks = (n + kTokensPerTask - 1) / kTokensPerTask;
+  auto body = [&](int64_t task, int) {
+    PackTokens(x, task * kTokensPerTask, std::min(n, (task + 1) * kTokensPerTask), k, n_pad, h, l);
+  };
+  if (n * k < (int64_t(1) << 16)) {
+    for (int64_t t = 0; t < tasks; ++t) body(t, 0);
+  } else {
+    ThreadPool::Global().Run(tasks, body);
+  }
+  return {h, l, n, n_pad, k};
+}
+
+void Gemm(const Activations& a, int64_t rows, const WeightRows& w, const float* bias, float* y) {
+  TQ_CHECK(Active() && a.k % kKMultiple == 0 && rows >= 1, "amx gemm",
+           "[{}, {}] weights (needs the amx level and a multiple of 32 columns)", rows, a.k);
+  ThreadPool& pool = ThreadPool::Global();
+  // About two panels per thread, 32..256 rows each.
+  const int64_t panel = std::clamp<int64_t>(
+      RoundUp((rows + 2 * pool.size() - 1) / (2 * pool.size()), 32), 32, kMaxPanel);
+  const int64_t tasks = (rows + panel - 1) / panel;
+  auto body = [&](int64_t task, int) {
+    const int64_t r0 = task * panel;
+    RunPanel(a, rows, r0, std::min(panel, rows - r0), w, bias, y);
+  };
+  if (tasks == 1) {
+    body(0, 0);
+  } else {
+    pool.Run(tasks, body);
+  }
+}
+
+#else  // no AMX in this build: Active() is never true
+
+Activations PrepareActivations(const float*, int64_t, int64_t, bool) {
+  Fail("amx gemm", "not built for this target");
+}
+void Gemm(const Activations&, int64_t, const WeightRows&, const float*, float*) {
+  Fail("amx gemm", "not built for this target");
+}
+
+#endif
+
+}  // namespace tq::kernels::cpu::amx
