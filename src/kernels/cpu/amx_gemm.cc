@@ -20,6 +20,7 @@
   __attribute__((                                                               \
       target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma," \
              "f16c")))
+#define TQ_AMX_INLINE TQ_AMX inline __attribute__((always_inline))
 #endif
 
 namespace tq::kernels::cpu::amx {
@@ -106,26 +107,61 @@ TQ_AMX void Block(const uint16_t* a, int64_t lda, const uint16_t* bhi, const uin
 using BlockFn = void (*)(const uint16_t*, int64_t, const uint16_t*, const uint16_t*, int64_t,
                          int64_t, float*, int64_t, bool);
 
-// Tokens t0 .. t1-1 of x into the B layout (pad tokens are written by the caller).
-TQ_AMX void PackTokens(const float* x, int64_t t0, int64_t t1, int64_t k, int64_t n_pad,
+// Transposes 16 x 16 dwords: r[i] lane j -> r[j] lane i (4 rounds of 16 shuffles).
+TQ_AMX_INLINE void Transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // r[4i + j], 128-bit lane L: column 4L + j of rows 4i .. 4i+3.
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i a = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x88);
+    const __m512i b = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xdd);
+    const __m512i c = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512i d = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xdd);
+    t[j] = _mm512_shuffle_i32x4(a, c, 0x88);
+    t[8 + j] = _mm512_shuffle_i32x4(a, c, 0xdd);
+    t[4 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
+    t[12 + j] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+// Tokens t0 .. t0+15 of x (rows >= n are zeros) into the B layout: per 32 k, each token's 16 k
+// pairs (one zmm of bf16 pairs) are transposed so every pair row gets 16 tokens in one store.
+TQ_AMX void PackTokens(const float* x, int64_t n, int64_t t0, int64_t k, int64_t n_pad,
                        uint16_t* hi, uint16_t* lo) {
-  // dword d of a 32-k chunk (k pair d) goes to pair row d: offset d · n_pad dwords.
-  const __m512i idx =
-      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                         _mm512_set1_epi32(int(n_pad)));
-  for (int64_t t = t0; t < t1; ++t) {
-    const float* row = x + t * k;
-    for (int64_t k0 = 0; k0 < k; k0 += 32) {
-      const __m512 x0 = _mm512_loadu_ps(row + k0), x1 = _mm512_loadu_ps(row + k0 + 16);
-      const __m512bh h = _mm512_cvtne2ps_pbh(x1, x0);  // k0 .. k0+31 in order
-      const int64_t off = ((k0 / 2) * n_pad + t) * 2;
-      _mm512_i32scatter_epi32(hi + off, idx, __m512i(h), 4);
-      if (lo) {
-        const __m512 h0 = _mm512_cvtpbh_ps(__m256bh(_mm512_castsi512_si256(__m512i(h))));
-        const __m512 h1 = _mm512_cvtpbh_ps(__m256bh(_mm512_extracti64x4_epi64(__m512i(h), 1)));
-        const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0));
-        _mm512_i32scatter_epi32(lo + off, idx, __m512i(l), 4);
+  const int valid = int(std::min<int64_t>(16, n - t0));
+  for (int64_t k0 = 0; k0 < k; k0 += 32) {
+    __m512i h[16], l[16];
+    for (int i = 0; i < 16; ++i) {
+      if (i >= valid) {
+        h[i] = l[i] = _mm512_setzero_si512();
+        continue;
       }
+      const float* row = x + (t0 + i) * k + k0;
+      const __m512 x0 = _mm512_loadu_ps(row), x1 = _mm512_loadu_ps(row + 16);
+      const __m512bh b = _mm512_cvtne2ps_pbh(x1, x0);  // k0 .. k0+31 in order
+      h[i] = __m512i(b);
+      if (lo) {
+        const __m512 h0 = _mm512_cvtpbh_ps(__m256bh(_mm512_castsi512_si256(h[i])));
+        const __m512 h1 = _mm512_cvtpbh_ps(__m256bh(_mm512_extracti64x4_epi64(h[i], 1)));
+        l[i] = __m512i(_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0)));
+      }
+    }
+    Transpose16(h);
+    const int64_t off = ((k0 / 2) * n_pad + t0) * 2;  // pair row k0/2, token t0
+    for (int p = 0; p < 16; ++p) _mm512_store_si512(hi + off + p * n_pad * 2, h[p]);
+    if (lo) {
+      Transpose16(l);
+      for (int p = 0; p < 16; ++p) _mm512_store_si512(lo + off + p * n_pad * 2, l[p]);
     }
   }
 }
@@ -168,10 +204,20 @@ TQ_AMX void RunPanel(const Activations& a, int64_t rows, int64_t r0, int64_t cou
     }
   }
   _tile_release();
-  for (int64_t t = 0; t < a.n; ++t) {
-    float* yt = y + t * rows + r0;
-    const float* ct = s.c.data() + t;
-    for (int64_t i = 0; i < count; ++i) yt[i] = ct[i * n_pad] + (bias ? bias[r0 + i] : 0.0f);
+  // y[t, r0 + i] = c[i, t] (+ bias): 16 x 16 blocks transposed in registers.
+  for (int64_t i0 = 0; i0 < count; i0 += 16) {
+    const int ni = int(std::min<int64_t>(16, count - i0));
+    const __mmask16 m = __mmask16((1u << ni) - 1);
+    const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + r0 + i0) : _mm512_setzero_ps();
+    for (int64_t t0 = 0; t0 < a.n; t0 += 16) {
+      __m512i v[16];
+      for (int i = 0; i < 16; ++i) v[i] = _mm512_load_si512(s.c.data() + (i0 + i) * n_pad + t0);
+      Transpose16(v);
+      const int nt = int(std::min<int64_t>(16, a.n - t0));
+      for (int t = 0; t < nt; ++t)
+        _mm512_mask_storeu_ps(y + (t0 + t) * rows + r0 + i0, m,
+                              _mm512_add_ps(_mm512_castsi512_ps(v[t]), bv));
+    }
   }
 }
 
@@ -186,17 +232,8 @@ Activations PrepareActivations(const float* x, int64_t n, int64_t k, bool split)
   if (split && lo.size() < size_t(k * n_pad)) lo.resize(size_t(k * n_pad));
   uint16_t* h = hi.data();
   uint16_t* l = split ? lo.data() : nullptr;
-  if (n_pad != n) {  // zero pad tokens
-    for (int64_t p = 0; p < k / 2; ++p) {
-      std::memset(h + (p * n_pad + n) * 2, 0, size_t(n_pad - n) * 4);
-      if (l) std::memset(l + (p * n_pad + n) * 2, 0, size_t(n_pad - n) * 4);
-    }
-  }
-  constexpr int64_t kTokensPerTask = 16;
-  const int64_t tasks = (n + kTokensPerTask - 1) / kTokensPerTask;
-  auto body = [&](int64_t task, int) {
-    PackTokens(x, task * kTokensPerTask, std::min(n, (task + 1) * kTokensPerTask), k, n_pad, h, l);
-  };
+  const int64_t tasks = n_pad / 16;  // 16 tokens each (pad tokens written as zeros)
+  auto body = [&](int64_t task, int) { PackTokens(x, n, task * 16, k, n_pad, h, l); };
   if (n * k < (int64_t(1) << 16)) {
     for (int64_t t = 0; t < tasks; ++t) body(t, 0);
   } else {

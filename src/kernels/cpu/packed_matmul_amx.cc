@@ -84,13 +84,15 @@ TQ_DQ void DequantBlock(const PackedMatrix& w, int64_t r0, int64_t count, int64_
     const uint16_t* sc = w.scales + (r0 + r) * groups;
     const uint16_t* mn = kAffine ? w.mins + (r0 + r) * groups : nullptr;
     uint16_t* out = buf + r * kc;
+    // The group of column c is gi; `left` units remain in it (no division per unit).
+    int64_t gi = k0 / g, left = (g - k0 % g) / 32;
     for (int64_t c = k0; c < k0 + kc; c += 32) {
       __m512i i0, i1;
       Expand<F>(codes + (c / 32) * kBytes, &i0, &i1);
-      const __m512 s = _mm512_set1_ps(_cvtsh_ss(sc[c / g]));
+      const __m512 s = _mm512_set1_ps(_cvtsh_ss(sc[gi]));
       __m512 v0, v1;
       if constexpr (kAffine) {
-        const __m512 m = _mm512_set1_ps(_cvtsh_ss(mn[c / g]));
+        const __m512 m = _mm512_set1_ps(_cvtsh_ss(mn[gi]));
         v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), s, m);
         v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), s, m);
       } else if constexpr (F == CodeFormat::kQ8) {
@@ -101,6 +103,10 @@ TQ_DQ void DequantBlock(const PackedMatrix& w, int64_t r0, int64_t count, int64_
         v1 = _mm512_mul_ps(_mm512_permutexvar_ps(i1, cbv), s);
       }
       _mm512_storeu_si512(out + (c - k0), __m512i(_mm512_cvtne2ps_pbh(v1, v0)));
+      if (--left == 0) {
+        ++gi;
+        left = g / 32;
+      }
     }
   }
 }
@@ -134,7 +140,8 @@ DequantFn DequantFor(const PackedMatrix& w) {
 }  // namespace
 
 bool AmxPackedSupports(const PackedMatrix& w) {
-  return amx::Active() && w.cols % amx::kKMultiple == 0 && DequantFor(w) != nullptr;
+  return amx::Active() && w.cols % amx::kKMultiple == 0 && w.group_size % 32 == 0 &&
+         DequantFor(w) != nullptr;
 }
 
 void AmxPackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
