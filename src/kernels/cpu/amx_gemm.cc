@@ -52,8 +52,8 @@ TQ_AMX void ConfigureTiles() {
 }
 
 // C (+)= A · B over kchunks x 32 k for 32 weight rows x 16·NT tokens. a: bf16 rows at lda
-// elements; b: the activations' hi (and lo) at the block's first k pair and token; ldb = n_pad
-// pairs; c: fp32 [32 rows][ldc tokens].
+// elements; b: the activations' hi (and lo) of one token block at the block's first k pair
+// (rows of ldb pairs); c: fp32 [32 rows][ldc tokens].
 template <int NT, bool kSplit>
 TQ_AMX void Block(const uint16_t* a, int64_t lda, const uint16_t* bhi, const uint16_t* blo,
                   int64_t ldb, int64_t kchunks, float* c, int64_t ldc, bool zero) {
@@ -136,8 +136,8 @@ TQ_AMX_INLINE void Transpose16(__m512i r[16]) {
 
 // Tokens t0 .. t0+15 of x (rows >= n are zeros) into the B layout: per 32 k, each token's 16 k
 // pairs (one zmm of bf16 pairs) are transposed so every pair row gets 16 tokens in one store.
-TQ_AMX void PackTokens(const float* x, int64_t n, int64_t t0, int64_t k, int64_t n_pad,
-                       uint16_t* hi, uint16_t* lo) {
+TQ_AMX void PackTokens(const float* x, int64_t n, int64_t t0, int64_t k, int64_t tb, uint16_t* hi,
+                       uint16_t* lo) {
   const int valid = int(std::min<int64_t>(16, n - t0));
   for (int64_t k0 = 0; k0 < k; k0 += 32) {
     __m512i h[16], l[16];
@@ -157,49 +157,45 @@ TQ_AMX void PackTokens(const float* x, int64_t n, int64_t t0, int64_t k, int64_t
       }
     }
     Transpose16(h);
-    const int64_t off = ((k0 / 2) * n_pad + t0) * 2;  // pair row k0/2, token t0
-    for (int p = 0; p < 16; ++p) _mm512_store_si512(hi + off + p * n_pad * 2, h[p]);
+    // token block t0 / tb, pair row k0 / 2, lane t0 % tb
+    const int64_t off = ((t0 / tb) * (k / 2) + k0 / 2) * tb * 2 + (t0 % tb) * 2;
+    for (int p = 0; p < 16; ++p) _mm512_store_si512(hi + off + p * tb * 2, h[p]);
     if (lo) {
       Transpose16(l);
-      for (int p = 0; p < 16; ++p) _mm512_store_si512(lo + off + p * n_pad * 2, l[p]);
+      for (int p = 0; p < 16; ++p) _mm512_store_si512(lo + off + p * tb * 2, l[p]);
     }
   }
 }
 
 struct Scratch {
-  AlignedBuffer<float> c;     // [panel rows, n_pad]
-  AlignedBuffer<uint16_t> w;  // [panel rows, kKb]
+  AlignedBuffer<float> c;     // [panel rows, n_pad + 16]
+  AlignedBuffer<uint16_t> w;  // [panel rows, kKb + 32]
 };
 
 TQ_AMX void RunPanel(const Activations& a, int64_t rows, int64_t r0, int64_t count,
                      const WeightRows& w, const float* bias, float* y) {
   thread_local Scratch s;
   const int64_t n_pad = a.n_pad, k = a.k, cnt_pad = RoundUp(count, 32);
-  if (s.c.size() < size_t(cnt_pad * n_pad)) s.c.resize(size_t(cnt_pad * n_pad));
-  if (s.w.size() < size_t(cnt_pad * kKb)) s.w.resize(size_t(cnt_pad * kKb));
-  const bool two = n_pad % 32 == 0;
+  // Row strides one cache line past a power of two, so the 16 rows of a tile do not all fall
+  // into the same few L1 sets.
+  const int64_t ldc = n_pad + 16, ldw = std::min(kKb, k) + 32;
+  if (s.c.size() < size_t(cnt_pad * ldc)) s.c.resize(size_t(cnt_pad * ldc));
+  if (s.w.size() < size_t(cnt_pad * ldw)) s.w.resize(size_t(cnt_pad * ldw));
+  const int64_t tb = a.tb;
+  const bool two = tb == 32;
   const BlockFn block = two ? (a.lo ? &Block<2, true> : &Block<2, false>)
                             : (a.lo ? &Block<1, true> : &Block<1, false>);
-  const int64_t tb = two ? 32 : 16;
   ConfigureTiles();
+  if (cnt_pad != count)  // the last panel: rows past the matrix read zeros
+    std::memset(s.w.data() + count * ldw, 0, size_t((cnt_pad - count) * ldw) * 2);
   for (int64_t k0 = 0; k0 < k; k0 += kKb) {
     const int64_t kc = std::min(kKb, k - k0);
-    int64_t ld = kc;
-    const uint16_t* wp = w(r0, count, k0, kc, s.w.data(), &ld);
-    if (cnt_pad != count) {  // the last panel: rows past the matrix read zeros
-      if (wp != s.w.data()) {
-        for (int64_t r = 0; r < count; ++r)
-          std::memcpy(s.w.data() + r * kc, wp + r * ld, size_t(kc) * 2);
-        wp = s.w.data();
-        ld = kc;
-      }
-      std::memset(s.w.data() + count * ld, 0, size_t((cnt_pad - count) * ld) * 2);
-    }
-    const int64_t pair0 = k0 / 2 * n_pad * 2;
+    w(r0, count, k0, kc, s.w.data(), ldw);
     for (int64_t t0 = 0; t0 < n_pad; t0 += tb) {
+      const int64_t boff = ((t0 / tb) * (k / 2) + k0 / 2) * tb * 2;
       for (int64_t j = 0; j < cnt_pad; j += 32) {
-        block(wp + j * ld, ld, a.hi + pair0 + t0 * 2, a.lo ? a.lo + pair0 + t0 * 2 : nullptr, n_pad,
-              kc / 32, s.c.data() + j * n_pad + t0, n_pad, k0 == 0);
+        block(s.w.data() + j * ldw, ldw, a.hi + boff, a.lo ? a.lo + boff : nullptr, tb, kc / 32,
+              s.c.data() + j * ldc + t0, ldc, k0 == 0);
       }
     }
   }
@@ -211,7 +207,7 @@ TQ_AMX void RunPanel(const Activations& a, int64_t rows, int64_t r0, int64_t cou
     const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + r0 + i0) : _mm512_setzero_ps();
     for (int64_t t0 = 0; t0 < a.n; t0 += 16) {
       __m512i v[16];
-      for (int i = 0; i < 16; ++i) v[i] = _mm512_load_si512(s.c.data() + (i0 + i) * n_pad + t0);
+      for (int i = 0; i < 16; ++i) v[i] = _mm512_load_si512(s.c.data() + (i0 + i) * ldc + t0);
       Transpose16(v);
       const int nt = int(std::min<int64_t>(16, a.n - t0));
       for (int t = 0; t < nt; ++t)
@@ -227,19 +223,19 @@ Activations PrepareActivations(const float* x, int64_t n, int64_t k, bool split)
   TQ_CHECK(Active() && n >= 1 && k % kKMultiple == 0, "amx gemm",
            "{} tokens of {} columns (needs the amx level and a multiple of 32)", n, k);
   thread_local AlignedBuffer<uint16_t> hi, lo;
-  const int64_t n_pad = RoundUp(n, n <= 16 ? 16 : 32);
+  const int64_t tb = n <= 16 ? 16 : 32, n_pad = RoundUp(n, tb);
   if (hi.size() < size_t(k * n_pad)) hi.resize(size_t(k * n_pad));
   if (split && lo.size() < size_t(k * n_pad)) lo.resize(size_t(k * n_pad));
   uint16_t* h = hi.data();
   uint16_t* l = split ? lo.data() : nullptr;
   const int64_t tasks = n_pad / 16;  // 16 tokens each (pad tokens written as zeros)
-  auto body = [&](int64_t task, int) { PackTokens(x, n, task * 16, k, n_pad, h, l); };
+  auto body = [&](int64_t task, int) { PackTokens(x, n, task * 16, k, tb, h, l); };
   if (n * k < (int64_t(1) << 16)) {
     for (int64_t t = 0; t < tasks; ++t) body(t, 0);
   } else {
     ThreadPool::Global().Run(tasks, body);
   }
-  return {h, l, n, n_pad, k};
+  return {h, l, n, n_pad, tb, k};
 }
 
 void Gemm(const Activations& a, int64_t rows, const WeightRows& w, const float* bias, float* y) {

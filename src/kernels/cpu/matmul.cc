@@ -8,7 +8,8 @@
 // accumulates acc[MR rows][TB tokens] += w[r][k] * xt[k][:] — MR broadcasts and NV vector loads
 // per k for MR*NV FMAs. Tasks are (row chunk, token block) pairs spread over the thread pool.
 // With the amx level, many rows against BF16 weights run on AMX tiles instead (amx_gemm.h), the
-// weights read in place and x carried as two bf16 (hi + lo) so the result keeps fp32-grade inputs.
+// weights copied per block into a tile-friendly stride and x carried as two bf16 (hi + lo) so the
+// result keeps fp32-grade inputs.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -286,9 +287,9 @@ void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) 
       const uint16_t* wb = o.w->as<uint16_t>();
       amx::Gemm(
           a, o.w->dim(0),
-          [&](int64_t r0, int64_t, int64_t k0, int64_t, uint16_t*, int64_t* ld) {
-            *ld = in;
-            return wb + r0 * in + k0;
+          [&](int64_t r0, int64_t count, int64_t k0, int64_t kc, uint16_t* buf, int64_t ld) {
+            for (int64_t r = 0; r < count; ++r)
+              std::memcpy(buf + r * ld, wb + (r0 + r) * in + k0, size_t(kc) * 2);
           },
           o.bias, o.y);
     }

@@ -68,10 +68,10 @@ TQ_DQ_INLINE void Expand(const uint8_t* p, __m512i* i0, __m512i* i1) {
   }
 }
 
-// buf [count][kc] = rows r0.. of Ŵ, columns k0 .. k0+kc-1 (k0, kc multiples of 32), in bf16.
+// buf [count][ld] = rows r0.. of Ŵ, columns k0 .. k0+kc-1 (k0, kc multiples of 32), in bf16.
 template <CodeFormat F, bool kAffine>
 TQ_DQ void DequantBlock(const PackedMatrix& w, int64_t r0, int64_t count, int64_t k0, int64_t kc,
-                        uint16_t* buf) {
+                        uint16_t* buf, int64_t ld) {
   constexpr int64_t kBytes = quant::Traits(F).bytes_per_unit;
   const int64_t g = w.group_size, groups = w.cols / g;
   alignas(64) float cb16[16] = {};
@@ -79,11 +79,18 @@ TQ_DQ void DequantBlock(const PackedMatrix& w, int64_t r0, int64_t count, int64_
     for (int i = 0; i < quant::Traits(F).levels; ++i) cb16[i] = w.codebook[i];
   }
   const __m512 cbv = _mm512_load_ps(cb16);
+  constexpr int64_t kAhead = 4;  // rows: the block's codes are short runs the prefetcher misses
+  const int64_t run = kc / 32 * kBytes, first = k0 / 32 * kBytes;
   for (int64_t r = 0; r < count; ++r) {
+    if (r + kAhead < count) {
+      const uint8_t* next = w.codes + (r0 + r + kAhead) * w.row_bytes + first;
+      for (int64_t b = 0; b < run; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(next + b), _MM_HINT_T0);
+    }
     const uint8_t* codes = w.codes + (r0 + r) * w.row_bytes;
     const uint16_t* sc = w.scales + (r0 + r) * groups;
     const uint16_t* mn = kAffine ? w.mins + (r0 + r) * groups : nullptr;
-    uint16_t* out = buf + r * kc;
+    uint16_t* out = buf + r * ld;
     // The group of column c is gi; `left` units remain in it (no division per unit).
     int64_t gi = k0 / g, left = (g - k0 % g) / 32;
     for (int64_t c = k0; c < k0 + kc; c += 32) {
@@ -111,7 +118,8 @@ TQ_DQ void DequantBlock(const PackedMatrix& w, int64_t r0, int64_t count, int64_
   }
 }
 
-using DequantFn = void (*)(const PackedMatrix&, int64_t, int64_t, int64_t, int64_t, uint16_t*);
+using DequantFn = void (*)(const PackedMatrix&, int64_t, int64_t, int64_t, int64_t, uint16_t*,
+                           int64_t);
 
 template <CodeFormat F>
 DequantFn Pick(bool affine) {
@@ -152,10 +160,8 @@ void AmxPackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const flo
   const amx::Activations a = amx::PrepareActivations(x, n, w.cols, /*split=*/false);
   amx::Gemm(
       a, w.rows,
-      [&](int64_t r0, int64_t count, int64_t k0, int64_t kc, uint16_t* buf, int64_t* ld) {
-        dq(w, r0, count, k0, kc, buf);
-        *ld = kc;
-        return static_cast<const uint16_t*>(buf);
+      [&](int64_t r0, int64_t count, int64_t k0, int64_t kc, uint16_t* buf, int64_t ld) {
+        dq(w, r0, count, k0, kc, buf, ld);
       },
       bias, y);
 }
