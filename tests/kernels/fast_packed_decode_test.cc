@@ -113,7 +113,7 @@ TEST(FastPackedDecode, MatchesRefForEveryIsaFormatGroupAndShape) {
               std::vector<float> bias(static_cast<size_t>(rows)), wd(size_t(rows * cols));
               for (auto& b : bias) b = nd(rng);
               ref::PackedDequantizeRows(o.view, 0, rows, wd.data());
-              for (int64_t n : {1, 3, 7}) {
+              for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{6}, cpu::kFastDecodeMaxTokens}) {
                 std::vector<float> x(size_t(n * cols));
                 for (auto& v : x) v = nd(rng);
                 std::vector<float> want(size_t(n * rows)), got(want.size());

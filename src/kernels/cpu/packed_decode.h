@@ -14,7 +14,7 @@
 namespace tq::kernels::cpu {
 
 // Tokens up to which PackedMatMul takes the int8 path.
-inline constexpr int64_t kFastDecodeMaxTokens = 7;
+inline constexpr int64_t kFastDecodeMaxTokens = 16;
 
 // Normalised MSE of the int8 path's output against the float product (kernels/ref), per format
 // (index: quant::CodeFormat), for Gaussian-like activations; measured in
