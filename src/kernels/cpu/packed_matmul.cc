@@ -157,8 +157,8 @@ void PackedDequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, floa
 void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y) {
   CheckPackedMatrix(w, "packed matmul cpu");
   const int64_t rows = w.rows, cols = w.cols;
-  if (n <= kFastDecodeMaxTokens && FastDecodeSupports(w)) return FastPackedDecode(x, n, w, bias, y);
   if (n >= kAmxMinTokens && AmxPackedSupports(w)) return AmxPackedMatMul(x, n, w, bias, y);
+  if (n <= kFastDecodeMaxTokens && FastDecodeSupports(w)) return FastPackedDecode(x, n, w, bias, y);
   if (n < kFewTokens) {
     auto body = [&](int64_t b, int64_t e) {
       RowScratch& s = Scratch(cols);
