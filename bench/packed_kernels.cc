@@ -28,7 +28,8 @@ using tq::kernels::cpu::Isa;
 using tq::quant::CodeFormat;
 
 constexpr int64_t kRows = 8192, kCols = 2048, kGroup = 64;
-const CodeFormat kFormats[] = {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8};
+const CodeFormat kFormats[] = {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8,
+                               CodeFormat::kTernary};
 
 size_t PoolBytes() {
   const char* env = std::getenv("TQ_PK_MIB");
@@ -173,7 +174,7 @@ void BM_Read(benchmark::State& state) {
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
-    for (int f = 0; f < 4; ++f)
+    for (int f = 0; f < 5; ++f)
       for (int isa : {2, 1, 0}) b->Args({f, isa, t});
   b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 }
@@ -185,7 +186,7 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
 
 void HotArgs(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
-    for (int f = 0; f < 4; ++f)
+    for (int f = 0; f < 5; ++f)
       for (int n : {1, 2, 4, 8, 16, 17}) b->Args({f, t, n});  // 17: the tiled path
   b->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.2);
 }

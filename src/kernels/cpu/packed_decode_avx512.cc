@@ -390,6 +390,7 @@ void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bia
 
 bool Avx512Supports(const PackedMatrix& w) {
   const CodeFormat f = w.format;
+  if (f == CodeFormat::kTernary) return Avx512TernarySupports(w);
   const bool fmt_ok =
       f == CodeFormat::kQ2 || f == CodeFormat::kQ3 || f == CodeFormat::kQ4 || f == CodeFormat::kQ8;
   return fmt_ok && (w.group_size == 32 || w.group_size % 64 == 0) && w.cols % 32 == 0;
@@ -397,6 +398,7 @@ bool Avx512Supports(const PackedMatrix& w) {
 
 TQ_AVX512 void Avx512Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
                             float* y) {
+  if (w.format == CodeFormat::kTernary) return Avx512TernaryDecode(x, n, w, bias, y);
   Tables t;
   BuildTables(w, &t);
   switch (w.format) {
