@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "kernels/cpu/packed_decode.h"
+#include "kernels/cpu/packed_matmul_amx.h"
 #include "quant/packing.h"
 
 namespace tq {
@@ -127,7 +128,9 @@ void PackedLinear::MatMul(const float* x, int64_t n, float* y) const {
 void PackedLinear::MatMulRotated(const float* xr, int64_t n, float* y) const {
   const float* bias = bias_.empty() ? nullptr : bias_.data();
   const int64_t chunk = kernels::cpu::kFastDecodeMaxTokens;
-  if (n > chunk && n <= kDecodeSplitMaxRows && kernels::cpu::FastDecodeSupports(w_)) {
+  // With the amx level the whole batch is one AMX call (kernels/cpu/packed_matmul_amx.h).
+  if (n > chunk && n <= kDecodeSplitMaxRows && kernels::cpu::FastDecodeSupports(w_) &&
+      !kernels::cpu::AmxPackedSupports(w_)) {
     for (int64_t r0 = 0; r0 < n; r0 += chunk) {
       kernels::PackedMatMul(xr + r0 * w_.cols, std::min(chunk, n - r0), w_, bias, y + r0 * w_.rows);
     }
