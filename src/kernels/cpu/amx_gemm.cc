@@ -30,7 +30,7 @@ bool Active() { return ActiveIsa() >= Isa::kAmx; }
 #if defined(TQ_AMX_BUILD)
 namespace {
 
-constexpr int64_t kKb = 512;        // k block: a panel's bf16 weights [<=256][512] stay in L2
+constexpr int64_t kKb = 256;  // k block: one token block of B (16 KB) + a 32-row A block fit L1
 constexpr int64_t kMaxPanel = 256;  // weight rows per task
 
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
