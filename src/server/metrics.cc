@@ -83,9 +83,14 @@ std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
   w.One("cached_prompt_tokens_total", "counter", "Prompt tokens reused from a kept KV cache.",
         double(s.cached_tokens_total));
   w.One("generated_tokens_total", "counter", "Tokens generated.", double(s.generated_tokens_total));
-  w.One("decode_steps_total", "counter", "Batched decode steps.", double(s.decode_steps_total));
-  w.One("decode_seconds_total", "counter", "Time spent in batched decode.", s.decode_seconds_total);
-  w.One("prefill_seconds_total", "counter", "Time spent in prefill.", s.prefill_seconds_total);
+  w.One("decode_steps_total", "counter",
+        "Steps (passes over the weights) that decoded a token for running sequences.",
+        double(s.decode_steps_total));
+  w.One("decode_seconds_total", "counter",
+        "Time in decode steps (including prompt chunks batched into them).",
+        s.decode_seconds_total);
+  w.One("prefill_seconds_total", "counter", "Time in steps that only prefilled prompts.",
+        s.prefill_seconds_total);
   w.Family("time_to_first_token_seconds", "summary", "Submit to first token, per sequence.");
   w.Sample("time_to_first_token_seconds_sum", s.ttft_seconds_sum);
   w.Sample("time_to_first_token_seconds_count", double(s.ttft_count));
