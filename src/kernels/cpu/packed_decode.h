@@ -1,5 +1,6 @@
 // Packed-weight matrix-vector products for few tokens (decode, 1-16), with int8 activations:
-// each token's (rotated) input is quantized to int8 per 32 values once per call, codes become
+// each token's (rotated) input is quantized to int8 per 32 values (AVX-512 with groups of 64+:
+// per 64, so a step's float factor is one scalar) once per call, codes become
 // int8 centroid values through a byte shuffle of the per-tensor codebook (scaled to int8 once per
 // call), integer dot products accumulate per 32-code unit (VNNI vpdpbusd on AVX-512, maddubs on
 // AVX2), and one fp32 scale per unit (fp16 group scale × activation scale) brings them to float.
