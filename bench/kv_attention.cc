@@ -1,11 +1,12 @@
 // Decode attention (n = 1) of one layer over a KV cache of C positions, fp16 vs TurboQuant codes
 // (Llama-3.2-1B attention shape: 32 query heads, 8 kv heads, head_dim 64). Counter: KV bytes of
-// the layer read per second.
+// the layer read per second. Args: context, threads. $TQ_KV_INT8=0: fp32 key scores.
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 
 namespace tq {
@@ -13,6 +14,7 @@ namespace {
 
 void BM_KvDecodeAttention(benchmark::State& state, double k_bits, double v_bits) {
   const int64_t context = state.range(0);
+  ThreadPool::SetGlobalThreads(int(state.range(1)));
   KvLayout layout;
   layout.num_layers = 1;
   layout.num_heads = 32;
@@ -41,7 +43,9 @@ void BM_KvDecodeAttention(benchmark::State& state, double k_bits, double v_bits)
 }
 
 void Contexts(benchmark::internal::Benchmark* b) {
-  b->Arg(512)->Arg(4096)->Arg(32768)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  for (int64_t c : {512, 4096, 32768})
+    for (int64_t t : {1, 2}) b->Args({c, t});
+  b->UseRealTime()->Unit(benchmark::kMicrosecond);
 }
 
 BENCHMARK_CAPTURE(BM_KvDecodeAttention, f16, 0, 0)->Apply(Contexts);
