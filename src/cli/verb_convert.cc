@@ -32,6 +32,11 @@ int Run(int argc, char** argv) {
                  "layers kept at --protect-bits, e.g. 0-1,22-23");
   app.add_option("--protect-bits", r.protect_bits, "bits of protected layers (16 = keep)")
       ->capture_default_str();
+  app.add_option("--tensor-bits", r.tensor_bits,
+                 "per-tensor bits of decoder linears, e.g. 'down_proj=4,layers.0.=8' (last wins)");
+  app.add_option("--max-rotation-block", r.max_hadamard_block,
+                 "largest Hadamard block (a power of two >= 32)")
+      ->capture_default_str();
   app.add_option("--embed-bits", r.embed_bits, "embedding / LM head: 4, 8 or 16 (= keep)")
       ->capture_default_str();
   app.add_option("--scale", scale, "group scale: rms | mse (MSE-optimal search)")
