@@ -30,7 +30,7 @@ bool Active() { return ActiveIsa() >= Isa::kAmx; }
 #if defined(TQ_AMX_BUILD)
 namespace {
 
-constexpr int64_t kKb = 512;        // k block: a panel's bf16 weights [<=256][512] stay in L2
+constexpr int64_t kKb = 256;  // k block: one token block of B (16 KB) + a 32-row A block fit L1
 constexpr int64_t kMaxPanel = 256;  // weight rows per task
 
 int64_t RoundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -168,8 +168,9 @@ TQ_AMX void PackTokens(const float* x, int64_t n, int64_t t0, int64_t k, int64_t
 }
 
 struct Scratch {
-  AlignedBuffer<float> c;     // [panel rows, n_pad + 16]
-  AlignedBuffer<uint16_t> w;  // [panel rows, kKb + 32]
+  AlignedBuffer<float> c;      // [panel rows, n_pad + 16]
+  AlignedBuffer<uint16_t> w;   // [panel rows, kKb + 32]
+  AlignedBuffer<float> stage;  // [16 tokens, panel rows + 16]
 };
 
 TQ_AMX void RunPanel(const Activations& a, int64_t rows, int64_t r0, int64_t count,
@@ -200,19 +201,32 @@ TQ_AMX void RunPanel(const Activations& a, int64_t rows, int64_t r0, int64_t cou
     }
   }
   _tile_release();
-  // y[t, r0 + i] = c[i, t] (+ bias): 16 x 16 blocks transposed in registers.
-  for (int64_t i0 = 0; i0 < count; i0 += 16) {
-    const int ni = int(std::min<int64_t>(16, count - i0));
-    const __mmask16 m = __mmask16((1u << ni) - 1);
-    const __m512 bv = bias ? _mm512_maskz_loadu_ps(m, bias + r0 + i0) : _mm512_setzero_ps();
-    for (int64_t t0 = 0; t0 < a.n; t0 += 16) {
+  // y[t, r0 + i] = c[i, t] (+ bias): per 16 tokens, 16 x 16 blocks are transposed in registers
+  // into a staging buffer [16][ldst], then each token's row segment is written to y in one
+  // sequential run (16 interleaved store streams 2^k bytes apart thrash L1 and stall the stores).
+  const int64_t ldst = cnt_pad + 16;
+  if (s.stage.size() < size_t(16 * ldst)) s.stage.resize(size_t(16 * ldst));
+  for (int64_t t0 = 0; t0 < a.n; t0 += 16) {
+    for (int64_t i0 = 0; i0 < cnt_pad; i0 += 16) {
       __m512i v[16];
       for (int i = 0; i < 16; ++i) v[i] = _mm512_load_si512(s.c.data() + (i0 + i) * ldc + t0);
       Transpose16(v);
-      const int nt = int(std::min<int64_t>(16, a.n - t0));
-      for (int t = 0; t < nt; ++t)
-        _mm512_mask_storeu_ps(y + (t0 + t) * rows + r0 + i0, m,
-                              _mm512_add_ps(_mm512_castsi512_ps(v[t]), bv));
+      for (int t = 0; t < 16; ++t) _mm512_store_si512(s.stage.data() + t * ldst + i0, v[t]);
+    }
+    const int64_t nt = std::min<int64_t>(16, a.n - t0);
+    for (int64_t t = 0; t < nt; ++t) {
+      const float* src = s.stage.data() + t * ldst;
+      float* dst = y + (t0 + t) * rows + r0;
+      int64_t i = 0;
+      for (; i + 16 <= count; i += 16) {
+        const __m512 b = bias ? _mm512_loadu_ps(bias + r0 + i) : _mm512_setzero_ps();
+        _mm512_storeu_ps(dst + i, _mm512_add_ps(_mm512_load_ps(src + i), b));
+      }
+      if (i < count) {
+        const __mmask16 m = __mmask16((1u << (count - i)) - 1);
+        const __m512 b = bias ? _mm512_maskz_loadu_ps(m, bias + r0 + i) : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_add_ps(_mm512_load_ps(src + i), b));
+      }
     }
   }
 }

@@ -10,7 +10,7 @@
 // fp32-grade activations at twice the tile work); without it, x is rounded to bf16 (relative
 // error <= 2^-9 per element).
 // Blocking: each task owns a panel of <= 256 weight rows (multithreaded over rows), walks k in
-// blocks of 512 and all tokens per block; C lives in a per-task fp32 buffer [panel rows][n_pad]
+// blocks of 256 and all tokens per block; C lives in a per-task fp32 buffer [panel rows][n_pad]
 // in L2 and is transposed into y once at the end. No allocation per call (thread-local scratch).
 #pragma once
 
