@@ -47,10 +47,7 @@ std::optional<KvCodebook> ParseKvCodebook(std::string_view s);
 inline constexpr int64_t kDefaultMaxAppend = 512;
 
 struct KvCacheOptions {
-  int64_t max_tokens = 4096;  // positions 0 .. max_tokens-1 (the context)
-  // The most tokens one forward pass appends (Model::Forward chunks prompts by it): sizes the
-  // sliding-window layers' buffers (KvLayerSlots).
-  int64_t max_append = kDefaultMaxAppend;
+  int64_t max_tokens = 4096;      // positions 0 .. max_tokens-1 (the context)
   KvDType dtype = KvDType::kF16;  // the plain cache, and the fp16-kept parts stay fp16
 
   // TurboQuant codec. k_bits = v_bits = 0: a plain cache of `dtype`. Otherwise both in
@@ -63,6 +60,9 @@ struct KvCacheOptions {
   KvScale scale = KvScale::kMse;
   KvCodebook codebook = KvCodebook::kSphere;
   uint64_t seed = 0x6b76717475726271ull;  // rotation signs (stored in the cache object)
+  // The most tokens one forward pass appends (Model::Forward chunks prompts by it): sizes the
+  // sliding-window layers' buffers (KvLayerSlots). Last, so positional initializers still work.
+  int64_t max_append = kDefaultMaxAppend;
 
   bool compressed() const { return k_bits > 0 || v_bits > 0; }
 };

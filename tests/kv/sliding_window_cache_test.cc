@@ -71,15 +71,15 @@ TEST(SlidingWindowCache, RingMatchesFullCacheForChunksSmallerAndLargerThanTheWin
   for (int64_t max_append : {1, 2, 4, 7, 12, 20}) {
     SCOPED_TRACE("max_append " + std::to_string(max_append));
     const KvCacheOptions ring_opts{
-        .max_tokens = 400, .max_append = max_append, .dtype = KvDType::kF32};
+        .max_tokens = 400, .dtype = KvDType::kF32, .max_append = max_append};
     auto ring = MakeKvCache(layout, ring_opts);
-    auto full = MakeKvCache(layout, {.max_tokens = 400, .max_append = 400, .dtype = KvDType::kF32});
+    auto full = MakeKvCache(layout, {.max_tokens = 400, .dtype = KvDType::kF32, .max_append = 400});
     Twin twin(*ring, *full, uint64_t(max_append));
     // Prefill in chunks of every size up to max_append (several wraps of both windows), then
     // decode one token at a time.
-    for (int64_t n = max_append, total = 0; total<150; n = n> 1 ? n - 1 : max_append) {
+    int64_t n = max_append;
+    for (int64_t total = 0; total < 150; total += n, n = n == 1 ? max_append : n - 1) {
       twin.Step(n);
-      total += n;
       if (HasFatalFailure()) return;
     }
     for (int i = 0; i < 40; ++i) twin.Step(1);
@@ -117,9 +117,9 @@ TEST(SlidingWindowCache, BytesStopGrowingAfterTheWindow) {
 
 TEST(SlidingWindowCache, TruncateKeepsOnlyWhatTheWindowStillHolds) {
   const KvLayout layout = MixedLayout();
-  const KvCacheOptions ring_opts{.max_tokens = 200, .max_append = 3, .dtype = KvDType::kF32};
+  const KvCacheOptions ring_opts{.max_tokens = 200, .dtype = KvDType::kF32, .max_append = 3};
   auto ring = MakeKvCache(layout, ring_opts);
-  auto full = MakeKvCache(layout, {.max_tokens = 200, .max_append = 200, .dtype = KvDType::kF32});
+  auto full = MakeKvCache(layout, {.max_tokens = 200, .dtype = KvDType::kF32, .max_append = 200});
   Twin twin(*ring, *full, 11);
   for (int i = 0; i < 20; ++i) twin.Step(3);  // 60 tokens: both windows have slid
   ASSERT_FALSE(HasFatalFailure());

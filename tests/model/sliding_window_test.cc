@@ -59,7 +59,7 @@ TEST_P(SlidingWindowModel, RingCacheLogitsEqualFullCacheLogits) {
   auto model = Model::Load(dir.path().string());
   const int64_t V = spec.vocab;
   auto full =
-      model->NewCache({.max_tokens = kContext, .max_append = kContext, .dtype = KvDType::kF32});
+      model->NewCache({.max_tokens = kContext, .dtype = KvDType::kF32, .max_append = kContext});
   const std::vector<float> want = PromptThenDecode(*model, *full);
 
   // The full cache agrees with the naive decoder on the prompt (the window mask is right).
@@ -72,7 +72,7 @@ TEST_P(SlidingWindowModel, RingCacheLogitsEqualFullCacheLogits) {
   // Chunks of 2 and 3 (smaller than the window 5), 5, 8 and 13 (larger).
   for (int64_t max_append : {2, 3, 5, 8, 13}) {
     auto ring =
-        model->NewCache({.max_tokens = kContext, .max_append = max_append, .dtype = KvDType::kF32});
+        model->NewCache({.max_tokens = kContext, .dtype = KvDType::kF32, .max_append = max_append});
     const std::vector<float> got = PromptThenDecode(*model, *ring);
     double d = 0;
     for (size_t i = 0; i < got.size(); ++i) d = std::max(d, double(std::fabs(got[i] - want[i])));
@@ -94,9 +94,9 @@ TEST_P(SlidingWindowModel, DecodeBatchOverRingCachesAtDifferentPositions) {
   std::vector<std::unique_ptr<KvCache>> ring, full;
   for (int64_t len : {kPrompt, int64_t(31)}) {
     ring.push_back(
-        model->NewCache({.max_tokens = kContext, .max_append = 4, .dtype = KvDType::kF32}));
+        model->NewCache({.max_tokens = kContext, .dtype = KvDType::kF32, .max_append = 4}));
     full.push_back(
-        model->NewCache({.max_tokens = kContext, .max_append = kContext, .dtype = KvDType::kF32}));
+        model->NewCache({.max_tokens = kContext, .dtype = KvDType::kF32, .max_append = kContext}));
     const std::span<const int32_t> p(prompt.data(), size_t(len));
     model->Forward(p, *ring.back(), scratch.data());
     model->Forward(p, *full.back(), scratch.data());
