@@ -139,4 +139,30 @@ void Model::DecodeBatch(std::span<const int32_t> tokens, std::span<KvCache* cons
   Run(tokens, segs, rows, logits);
 }
 
+void Model::ForwardBatch(std::span<const int32_t> tokens, std::span<const BatchPart> parts,
+                         float* logits) {
+  TQ_CHECK(!parts.empty(), "model forward batch", "no sequences to run");
+  CheckTokens(tokens);
+  std::vector<Segment>& segs = segments_;
+  std::vector<int64_t>& rows = ws_->logit_rows;
+  segs.clear();
+  rows.clear();
+  int64_t begin = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const BatchPart& p = parts[i];
+    TQ_CHECK(p.cache != nullptr && p.count >= 1, "model forward batch",
+             "part {} has no cache or no tokens", i);
+    for (size_t j = 0; j < i; ++j)
+      TQ_CHECK(parts[j].cache != p.cache, "model forward batch", "parts {} and {} share a cache", j,
+               i);
+    CheckCache(*p.cache, p.count);
+    segs.push_back({p.cache, begin, p.count});
+    begin += p.count;
+    if (p.logits) rows.push_back(begin - 1);
+  }
+  TQ_CHECK(begin == int64_t(tokens.size()), "model forward batch",
+           "the parts hold {} tokens, {} were given", begin, tokens.size());
+  Run(tokens, segs, rows, logits);
+}
+
 }  // namespace tq

@@ -41,6 +41,13 @@ void ModelEngine::Decode(std::span<const int32_t> tokens, std::span<const int> c
   model_.DecodeBatch(tokens, batch_, logits);
 }
 
+void ModelEngine::Step(std::span<const int32_t> tokens, std::span<const Part> parts,
+                       float* logits) {
+  batch_parts_.clear();
+  for (const Part& p : parts) batch_parts_.push_back({&Cache(p.cache), p.count, p.logits});
+  model_.ForwardBatch(tokens, batch_parts_, logits);
+}
+
 std::unique_ptr<ModelTextModel> ModelTextModel::Load(const std::string& dir,
                                                      const ModelConfig& config) {
   auto t = std::unique_ptr<ModelTextModel>(new ModelTextModel());

@@ -65,12 +65,22 @@ class FakeEngine : public Engine {
       OneHot(tokens[b], logits + b * size_t(vocab_));
     }
   }
+  // Records how steps were batched, then runs the default (Prefill per prompt part, one Decode).
+  void Step(std::span<const int32_t> tokens, std::span<const Part> parts, float* logits) override {
+    int64_t prompt_parts = 0, decode_parts = 0;
+    for (const Part& p : parts) (p.prompt ? prompt_parts : decode_parts)++;
+    max_prompt_parts = std::max<int64_t>(max_prompt_parts, prompt_parts);
+    if (prompt_parts > 0 && decode_parts > 0) ++mixed_steps;
+    ++step_calls;
+    Engine::Step(tokens, parts, logits);
+  }
   std::vector<int32_t> CacheTokens(int c) {
     std::lock_guard lk(mu_);
     return caches_.at(size_t(c));
   }
 
   std::atomic<int64_t> prefilled_tokens{0}, prefill_calls{0}, decode_calls{0}, max_batch{0};
+  std::atomic<int64_t> step_calls{0}, max_prompt_parts{0}, mixed_steps{0};
   std::atomic<bool> fail_decode{false}, fail_truncate{false};
   std::atomic<int> decode_delay_us{0};
   std::string log;  // 'P' per Prefill, 'D' per Decode, in order (guarded by mu_)

@@ -7,6 +7,9 @@
 // weight rows to fp32 (kMaxMr rows x kKc columns, L1-resident) and a register-blocked micro-kernel
 // accumulates acc[MR rows][TB tokens] += w[r][k] * xt[k][:] — MR broadcasts and NV vector loads
 // per k for MR*NV FMAs. Tasks are (row chunk, token block) pairs spread over the thread pool.
+// With the amx level, many rows against BF16 weights run on AMX tiles instead (amx_gemm.h), the
+// weights copied per block into a tile-friendly stride and x carried as two bf16 (hi + lo) so the
+// result keeps fp32-grade inputs.
 #include <algorithm>
 #include <cstring>
 #include <functional>
@@ -15,6 +18,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/amx_gemm.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vec.h"
 
@@ -273,6 +277,22 @@ void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) 
       const int64_t o0 = (task - first_task[j]) * chunk;
       DotRows(x, n, in, *o.w, o.bias, o0, std::min(o.w->dim(0), o0 + chunk), o.y, rowbuf.data());
     });
+    return;
+  }
+  bool amx_ok = amx::Active() && in % amx::kKMultiple == 0;
+  for (const MatMulOutput& o : outs) amx_ok = amx_ok && o.w->dtype == DType::BF16;
+  if (amx_ok) {
+    const amx::Activations a = amx::PrepareActivations(x, n, in, /*split=*/true);
+    for (const MatMulOutput& o : outs) {
+      const uint16_t* wb = o.w->as<uint16_t>();
+      amx::Gemm(
+          a, o.w->dim(0),
+          [&](int64_t r0, int64_t count, int64_t k0, int64_t kc, uint16_t* buf, int64_t ld) {
+            for (int64_t r = 0; r < count; ++r)
+              std::memcpy(buf + r * ld, wb + (r0 + r) * in + k0, size_t(kc) * 2);
+          },
+          o.bias, o.y);
+    }
     return;
   }
   const GemmShape shape = ChooseGemmShape(n);

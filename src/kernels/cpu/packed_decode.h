@@ -14,14 +14,14 @@
 namespace tq::kernels::cpu {
 
 // Tokens up to which PackedMatMul takes the int8 path.
-inline constexpr int64_t kFastDecodeMaxTokens = 7;
+inline constexpr int64_t kFastDecodeMaxTokens = 16;
 
 // Normalised MSE of the int8 path's output against the float product (kernels/ref), per format
 // (index: quant::CodeFormat), for Gaussian-like activations; measured in
 // tests/kernels/fast_packed_decode_test.cc with a 2-3x margin. q8 is dominated by rounding its
 // 256-level codebook to int8 (its levels are closer together than the int8 step near the tails).
 inline constexpr double kFastDecodeMaxNmse[quant::kNumCodeFormats] = {
-    /*q1*/ 0, /*q2*/ 1e-4, /*q3*/ 1e-4, /*q4*/ 1e-4, /*q8*/ 2e-4, /*ternary*/ 0};
+    /*q1*/ 0, /*q2*/ 1e-4, /*q3*/ 1e-4, /*q4*/ 1e-4, /*q8*/ 2e-4, /*ternary*/ 1e-4};
 
 // True when the active ISA has an int8 kernel for this matrix (format, method, group size).
 bool FastDecodeSupports(const PackedMatrix& w);
@@ -35,6 +35,9 @@ namespace isa {
 // One implementation per ISA (packed_decode_avx512.cc, packed_decode_avx2.cc).
 bool Avx512Supports(const PackedMatrix& w);
 void Avx512Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y);
+bool Avx512TernarySupports(const PackedMatrix& w);  // packed_decode_ternary_avx512.cc
+void Avx512TernaryDecode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
+                         float* y);
 bool Avx2Supports(const PackedMatrix& w);
 void Avx2Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y);
 }  // namespace isa
