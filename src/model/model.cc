@@ -156,6 +156,10 @@ void Model::ForwardBatch(std::span<const int32_t> tokens, std::span<const BatchP
       TQ_CHECK(parts[j].cache != p.cache, "model forward batch", "parts {} and {} share a cache", j,
                i);
     CheckCache(*p.cache, p.count);
+    TQ_CHECK(p.count <= p.cache->max_append(), "model forward batch",
+             "part {} appends {} tokens; its cache takes at most {} per pass (max_append: "
+             "sliding-window layers hold window + max_append positions)",
+             i, p.count, p.cache->max_append());
     segs.push_back({p.cache, begin, p.count});
     begin += p.count;
     if (p.logits) rows.push_back(begin - 1);
