@@ -3,8 +3,10 @@
 //   memory as in decode), per format × ISA level (0 scalar/generic, 1 avx2, 2 avx512) × threads.
 //   Bytes/s counts codes + scales read: compare with BM_Read over the same memory in the same run.
 // - BM_Prefill: 128 tokens through one matrix (compute-bound): weights/s and GFLOP/s.
-// - BM_DecodeHot: n tokens (1..16) through one [1024, 2048] matrix that stays in L2: the kernel's
-//   compute speed alone (Gweights/s per token-row pass), per format × threads × tokens.
+// - BM_DecodeHot: n tokens through one [1024, 2048] matrix that stays in L2: the kernel's compute
+//   speed alone (Gweights/s counts weights × tokens), per format × threads × tokens. Up to
+//   kFastDecodeMaxTokens the int8 decode path runs unless the AMX path takes n >= kAmxMinTokens;
+//   n = 7 vs 8 shows the int8/AMX crossover, 16 vs 17 the int8/tiled one on CPUs without AMX.
 // Set TQ_PK_MIB to change the 1 GiB.
 #include <benchmark/benchmark.h>
 
@@ -88,7 +90,9 @@ void BM_Decode(benchmark::State& state) {
   const CodeFormat f = kFormats[state.range(0)];
   const Isa want = Isa(state.range(1));
   tq::ThreadPool::SetGlobalThreads(int(state.range(2)));
+  const Isa saved = tq::kernels::cpu::ActiveIsa();  // restored below (AMX for the later benches)
   if (tq::kernels::cpu::SetActiveIsa(want) != want) {
+    tq::kernels::cpu::SetActiveIsa(saved);
     state.SkipWithError("ISA not available");
     return;
   }
@@ -107,7 +111,7 @@ void BM_Decode(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
   state.SetLabel(std::string(tq::quant::Traits(f).name) + " " +
                  std::string(tq::kernels::cpu::IsaName(want)));
-  tq::kernels::cpu::SetActiveIsa(Isa::kAvx512);
+  tq::kernels::cpu::SetActiveIsa(saved);
 }
 
 void BM_Prefill(benchmark::State& state) {
@@ -187,7 +191,7 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
 void HotArgs(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
     for (int f = 0; f < 5; ++f)
-      for (int n : {1, 2, 4, 8, 16, 17}) b->Args({f, t, n});  // 17: the tiled path
+      for (int n : {1, 2, 4, 7, 8, 16, 17}) b->Args({f, t, n});
   b->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.2);
 }
 

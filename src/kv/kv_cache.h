@@ -59,6 +59,12 @@ struct KvCacheOptions {
   // Defaults: what measured best on the shared models (docs/BENCHMARKS.md, "KV cache").
   KvScale scale = KvScale::kMse;
   KvCodebook codebook = KvCodebook::kSphere;
+  // Value mean-centering (exact up to the codec's error): per layer and kv head, values are stored
+  // minus their mean over the first `center` positions of the sequence (from the first Append)
+  // and attention adds the mean back (Σ p = 1). 0: off. Off by default: it measured within noise
+  // on the shared models, and keys are not centered (RoPE turns a fixed channel offset into a
+  // position-dependent one, so a first-block key mean does not shrink later keys).
+  int64_t center = 0;
   uint64_t seed = 0x6b76717475726271ull;  // rotation signs (stored in the cache object)
   // The most tokens one forward pass appends (Model::Forward chunks prompts by it): sizes the
   // sliding-window layers' buffers (KvLayerSlots). Last, so positional initializers still work.

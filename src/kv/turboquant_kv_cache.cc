@@ -52,6 +52,7 @@ void CheckOptions(const KvLayout& layout, const KvCacheOptions& o) {
   TQ_CHECK(o.sink >= 0, "kv cache", "sink {} is negative", o.sink);
   TQ_CHECK(o.window >= 0, "kv cache", "window {} is negative", o.window);
   TQ_CHECK(o.boundary >= 0, "kv cache", "boundary {} is negative", o.boundary);
+  TQ_CHECK(o.center >= 0, "kv cache", "center {} is negative", o.center);
   TQ_CHECK(layout.head_dim >= 2 && layout.head_dim <= 1024, "kv cache",
            "head_dim {} outside [2, 1024]", layout.head_dim);
 }
@@ -113,6 +114,7 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
     y.codes_v.resize(size_t(H * code_cap_ * vcodec_.code_bytes()));
     y.scales_k.resize(size_t(H * code_cap_ * kcodec_.groups()));
     y.scales_v.resize(size_t(H * code_cap_ * vcodec_.groups()));
+    if (opts.center > 0) y.mean_v.resize(size_t(H * D));
   }
   if (dense_layout.num_layers > 0) {
     KvCacheOptions d;
@@ -198,6 +200,8 @@ void TurboQuantKvCache::Append(int64_t layer, const float* k, const float* v, in
     for (int64_t r = r0; r < r1; ++r) (r < rows ? y.rk : y.rv).Forward(rot + r * D);
   });
 
+  if (opts_.center > 0) Center(y, rot, n);
+
   int64_t i = 0;
   // Sink positions: fp16.
   for (; i < n && size_ + i < sink_cap_; ++i) {
@@ -240,6 +244,21 @@ void TurboQuantKvCache::Append(int64_t layer, const float* k, const float* v, in
   }
 }
 
+void TurboQuantKvCache::Center(Layer& y, float* rot, int64_t n) {
+  const int64_t HD = layout_.num_kv_heads * layout_.head_dim;
+  float* v = rot + n * HD;  // the values: [n, H * D]
+  float* mean = y.mean_v.data();
+  if (y.stored() == 0) {
+    const int64_t m = std::min(n, opts_.center);
+    std::fill(mean, mean + HD, 0.0f);
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t j = 0; j < HD; ++j) mean[j] += v[t * HD + j];
+    for (int64_t j = 0; j < HD; ++j) mean[j] /= float(m);
+  }
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < HD; ++j) v[t * HD + j] -= mean[j];
+}
+
 kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
   const Layer& y = layers_[size_t(layer)];
   kernels::CompressedKvView v;
@@ -248,6 +267,7 @@ kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
   v.k_format = kcodec_.format();
   v.v_format = vcodec_.format();
   v.num_spans = 3;
+  v.v_offset = opts_.center > 0 ? y.mean_v.data() : nullptr;
   kernels::KvSpan& sink = v.spans[0];
   sink.begin = 0;
   sink.end = y.sink_len;
@@ -347,6 +367,8 @@ void TurboQuantKvCache::DecodeLayer(int64_t layer, int64_t count, float* k, floa
             F16ToF32((kv == 0 ? s.k16 : s.v16) + slot * D, dst, size_t(D));
           }
         }
+        if (opts_.center > 0 && kv == 1)
+          for (int64_t j = 0; j < D; ++j) dst[j] += y.mean_v[size_t(h * D + j)];
         (kv == 0 ? y.rk : y.rv).Inverse(dst);
       }
     }

@@ -72,6 +72,7 @@ class TurboQuantKvCache final : public KvCache {
     AlignedBuffer<uint16_t> tail_k, tail_v;      // [kv_heads, tail_cap, D] fp16, rotated
     AlignedBuffer<uint8_t> codes_k, codes_v;     // [kv_heads, code_cap, code_bytes]
     AlignedBuffer<uint16_t> scales_k, scales_v;  // [kv_heads, code_cap, groups] fp16
+    AlignedBuffer<float> mean_v;                 // [kv_heads, D] rotated value mean (centering)
     int64_t sink_len = 0, coded = 0, tail_len = 0;
     int64_t stored() const { return sink_len + coded + tail_len; }
   };
@@ -80,6 +81,9 @@ class TurboQuantKvCache final : public KvCache {
   // Codes one rotated vector of kv head h into code slot `slot`; returns the roundtrip cosine.
   double EncodeInto(Layer& L, bool key, int64_t h, int64_t slot, const float* rotated) const;
   void CodeOldestTail(Layer& L, int64_t m);  // tail positions [0, m) -> coded
+  // rot [2, n, H, D] (rotated keys then values): sets the layer's value mean from the first
+  // opts_.center positions when the layer is empty, then subtracts it from every value row.
+  void Center(Layer& L, float* rot, int64_t n);
 
   KvCacheOptions opts_;
   KvVectorCodec kcodec_, vcodec_;

@@ -122,8 +122,8 @@ TQ_AVX2_INLINE void PrefetchUnit(const uint8_t* pf, int64_t u) {
   if (pf == nullptr) return;
   constexpr int kBytes = R * quant::Traits(F).bytes_per_unit;
   const char* a = reinterpret_cast<const char*>(pf) + u * kBytes;
-  for (int k = 0; k < kBytes; k += 64) _mm_prefetch(a + k, _MM_HINT_T0);
-  if constexpr (kBytes % 64 != 0) _mm_prefetch(a + kBytes - 1, _MM_HINT_T0);
+  for (int k = 0; k < kBytes; k += 64) _mm_prefetch(a + k, _MM_HINT_T1);
+  if constexpr (kBytes % 64 != 0) _mm_prefetch(a + kBytes - 1, _MM_HINT_T1);
 }
 
 // y[t · ystride + r] = row r0 + r of Ŵ · token t (without bias), r < R, t < N: each row's codes
