@@ -3,6 +3,10 @@
 //   memory as in decode), per format × ISA level (0 scalar/generic, 1 avx2, 2 avx512) × threads.
 //   Bytes/s counts codes + scales read: compare with BM_Read over the same memory in the same run.
 // - BM_Prefill: 128 tokens through one matrix (compute-bound): weights/s and GFLOP/s.
+// - BM_DecodeHot: n tokens through one [1024, 2048] matrix that stays in L2: the kernel's compute
+//   speed alone (Gweights/s counts weights × tokens), per format × threads × tokens. Up to
+//   kFastDecodeMaxTokens the int8 decode path runs unless the AMX path takes n >= kAmxMinTokens;
+//   n = 7 vs 8 shows the int8/AMX crossover, 16 vs 17 the int8/tiled one on CPUs without AMX.
 // Set TQ_PK_MIB to change the 1 GiB.
 #include <benchmark/benchmark.h>
 
@@ -26,7 +30,8 @@ using tq::kernels::cpu::Isa;
 using tq::quant::CodeFormat;
 
 constexpr int64_t kRows = 8192, kCols = 2048, kGroup = 64;
-const CodeFormat kFormats[] = {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8};
+const CodeFormat kFormats[] = {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8,
+                               CodeFormat::kTernary};
 
 size_t PoolBytes() {
   const char* env = std::getenv("TQ_PK_MIB");
@@ -85,7 +90,9 @@ void BM_Decode(benchmark::State& state) {
   const CodeFormat f = kFormats[state.range(0)];
   const Isa want = Isa(state.range(1));
   tq::ThreadPool::SetGlobalThreads(int(state.range(2)));
+  const Isa saved = tq::kernels::cpu::ActiveIsa();  // restored below (AMX for the later benches)
   if (tq::kernels::cpu::SetActiveIsa(want) != want) {
+    tq::kernels::cpu::SetActiveIsa(saved);
     state.SkipWithError("ISA not available");
     return;
   }
@@ -104,7 +111,7 @@ void BM_Decode(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
   state.SetLabel(std::string(tq::quant::Traits(f).name) + " " +
                  std::string(tq::kernels::cpu::IsaName(want)));
-  tq::kernels::cpu::SetActiveIsa(Isa::kAvx512);
+  tq::kernels::cpu::SetActiveIsa(saved);
 }
 
 void BM_Prefill(benchmark::State& state) {
@@ -123,6 +130,26 @@ void BM_Prefill(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(
       double(state.iterations()) * 2.0 * n * kRows * kCols * 1e-9, benchmark::Counter::kIsRate);
   state.SetLabel(std::string(tq::quant::Traits(f).name));
+}
+
+void BM_DecodeHot(benchmark::State& state) {
+  const CodeFormat f = kFormats[state.range(0)];
+  tq::ThreadPool::SetGlobalThreads(int(state.range(1)));
+  const int64_t n = state.range(2);
+  PackedMatrix m = Matrices(f, 1)[0];
+  m.rows = 1024;
+  std::vector<float> x(size_t(n * kCols)), y(size_t(n * m.rows));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  for (auto _ : state) {
+    tq::kernels::PackedMatMul(x.data(), n, m, nullptr, y.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["Gweights/s"] =
+      benchmark::Counter(double(state.iterations()) * double(n) * double(m.rows) * kCols * 1e-9,
+                         benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(tq::quant::Traits(f).name) + " n=" + std::to_string(n));
 }
 
 // Read bandwidth over the same pool (64-bit sums, split over the threads).
@@ -151,7 +178,7 @@ void BM_Read(benchmark::State& state) {
 
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
-    for (int f = 0; f < 4; ++f)
+    for (int f = 0; f < 5; ++f)
       for (int isa : {2, 1, 0}) b->Args({f, isa, t});
   b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 }
@@ -161,9 +188,17 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
   b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 }
 
+void HotArgs(benchmark::internal::Benchmark* b) {
+  for (int t : {1, 2})
+    for (int f = 0; f < 5; ++f)
+      for (int n : {1, 2, 4, 7, 8, 16, 17}) b->Args({f, t, n});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.2);
+}
+
 BENCHMARK(BM_Read)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
 BENCHMARK(BM_Decode)->Apply(DecodeArgs);
 BENCHMARK(BM_Prefill)->Apply(PrefillArgs);
+BENCHMARK(BM_DecodeHot)->Apply(HotArgs);
 
 }  // namespace
 

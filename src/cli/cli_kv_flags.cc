@@ -40,6 +40,11 @@ void AddKvFlags(CLI::App& app, KvFlags* f) {
   app.add_option("--kv-codebook", f->codebook,
                  fmt::format("codebook: gaussian (Lloyd-Max N(0,1)) or sphere (default {})",
                              KvCodebookName(KvCacheOptions{}.codebook)));
+  app.add_option("--kv-center", f->center,
+                 fmt::format("mean-center values by the mean of the first N positions, 0 = off "
+                             "(default {})",
+                             KvCacheOptions{}.center))
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--kv-qjl", f->qjl, "QJL residual sketch (unbiased inner products; not available)");
 }
 
@@ -60,6 +65,7 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
   needs_bits(f.boundary >= 0, "--kv-boundary");
   needs_bits(!f.scale.empty(), "--kv-scale");
   needs_bits(!f.codebook.empty(), "--kv-codebook");
+  needs_bits(f.center >= 0, "--kv-center");
   needs_bits(f.qjl, "--kv-qjl");
   if (f.qjl)
     throw UsageError("--kv-qjl", "the QJL residual sketch is not implemented in this build");
@@ -69,6 +75,7 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
   if (f.sink >= 0) o->sink = f.sink;
   if (f.window >= 0) o->window = f.window;
   if (f.boundary >= 0) o->boundary = f.boundary;
+  if (f.center >= 0) o->center = f.center;
   if (!f.scale.empty()) {
     const auto s = ParseKvScale(f.scale);
     if (!s) throw UsageError("--kv-scale", "expected norm, mse or unbiased, got '" + f.scale + "'");
@@ -84,9 +91,9 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
 
 std::string DescribeKvCache(const KvCacheOptions& o) {
   if (!o.compressed()) return std::string(KvDTypeName(o.dtype));
-  return fmt::format("K{}V{} (sink {}, window {}, boundary {}, scale {}, {})", BitsName(o.k_bits),
-                     BitsName(o.v_bits), o.sink, o.window, o.boundary, KvScaleName(o.scale),
-                     KvCodebookName(o.codebook));
+  return fmt::format("K{}V{} (sink {}, window {}, boundary {}, scale {}, {}, center {})",
+                     BitsName(o.k_bits), BitsName(o.v_bits), o.sink, o.window, o.boundary,
+                     KvScaleName(o.scale), KvCodebookName(o.codebook), o.center);
 }
 
 }  // namespace tq::cli

@@ -6,9 +6,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "cli/cli_kv_flags.h"
+#include "cli/cli_runtime_flags.h"
 #include "cli/verb.h"
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "server/http_server.h"
@@ -20,9 +21,13 @@ namespace {
 int Run(int argc, char** argv) {
   CLI::App app{
       "Serve a model over an OpenAI-compatible HTTP API (/v1/chat/completions, "
-      "/v1/completions, /v1/models, /tokenize, /detokenize, /health, /metrics)"};
-  std::string model_dir, host = "127.0.0.1", api_key, model_id, kv_dtype = "f16";
-  int port = 8080, parallel = 4, max_queue = 64, threads = 0, keep = 4;
+      "/v1/completions, /v1/models, /tokenize, /detokenize, /health, /metrics).\n"
+      "KV memory: (--parallel + --keep-caches) caches of --ctx tokens; --kv-bits B stores them "
+      "as TurboQuant codes (4 bits: ~3.8x smaller than f16). The startup line and /metrics "
+      "(turboquant_kv_cache_info, _bytes_per_token, _bytes) give the cache's size."};
+  std::string model_dir, host = "127.0.0.1", api_key, model_id;
+  int port = 8080, parallel = 4, max_queue = 64, keep = 4;
+  tq::cli::RuntimeFlags rt;  // --threads, --kv-dtype, --kv-bits ... (shared with generate)
   int64_t ctx = 0, prefill_chunk = 256, max_body_mib = 8;
   app.add_option("--model,-m", model_dir, "Model directory (Hugging Face or TurboQuant layout)")
       ->required();
@@ -44,11 +49,7 @@ int Run(int argc, char** argv) {
   app.add_option("--max-queue", max_queue, "Requests waiting beyond --parallel before 503")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
-  app.add_option("--kv-dtype", kv_dtype, "KV cache element type: f16, bf16 or f32")
-      ->capture_default_str();
-  app.add_option("--threads,-t", threads, "Compute threads (0: all cores)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 4096));
+  tq::cli::AddRuntimeFlags(app, &rt);
   app.add_option("--keep-caches", keep,
                  "Finished sequences' KV caches kept for prompt-prefix reuse")
       ->capture_default_str()
@@ -70,13 +71,12 @@ int Run(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
     std::signal(SIGPIPE, SIG_IGN);
 
-    const auto dtype = tq::ParseKvDType(kv_dtype);
-    if (!dtype)
-      throw tq::UsageError("serve", "--kv-dtype must be f16, bf16 or f32, got '" + kv_dtype + "'");
+    tq::KvCacheOptions kv;  // usage errors before the model loads
+    tq::cli::ApplyKvOptions(rt, &kv);
     if (api_key.empty()) {
       if (const char* k = std::getenv("TQ_API_KEY")) api_key = k;
     }
-    if (threads > 0) tq::ThreadPool::SetGlobalThreads(threads);
+    tq::cli::ApplyThreads(rt);
 
     auto model = tq::Model::Load(model_dir);
     const tq::ModelConfig& cfg = model->config();
@@ -85,7 +85,10 @@ int Run(int argc, char** argv) {
                                             : 4096;
     }
     auto text = tq::server::ModelTextModel::Load(model_dir, cfg);
-    tq::server::ModelEngine engine(*model, parallel + keep, {.max_tokens = ctx, .dtype = *dtype});
+    kv.max_tokens = ctx;
+    // Sliding-window layers keep window + max_append positions: room for a whole prompt chunk.
+    kv.max_append = std::max(kv.max_append, prefill_chunk);
+    tq::server::ModelEngine engine(*model, parallel + keep, kv);
     tq::server::Scheduler scheduler(
         engine, {.parallel = parallel, .max_queue = max_queue, .prefill_chunk = prefill_chunk});
 
@@ -99,11 +102,13 @@ int Run(int argc, char** argv) {
     if (so.model_id.empty())
       so.model_id = std::filesystem::absolute(model_dir).parent_path().filename().string();
     so.context = ctx;
+    so.kv_cache = tq::cli::DescribeKvCache(kv);
     so.max_body_bytes = size_t(max_body_mib) << 20;
     tq::server::HttpServer server(*text, scheduler, so);
     const int bound = server.Bind();
     std::thread http([&] { server.Serve(); });
-    // Every cache may fill to the context: the most KV memory this server can take.
+    // Every cache may fill to the context: the most KV memory this server can take (coded
+    // size for a TurboQuant cache).
     const double kv_gib = double(engine.kv_bytes_per_token()) * double(ctx) *
                           double(parallel + keep) / double(1 << 30);
     if (host != "127.0.0.1" && host != "localhost" && host != "::1" && api_key.empty()) {
@@ -113,10 +118,10 @@ int Run(int argc, char** argv) {
                    host.c_str());
     }
     std::printf(
-        "turboquant serve: model '%s' (ctx %lld, parallel %d, kv %s up to %.2f GiB) "
-        "listening on http://%s:%d\n",
-        so.model_id.c_str(), (long long)ctx, parallel, kv_dtype.c_str(), kv_gib, host.c_str(),
-        bound);
+        "turboquant serve: model '%s' (ctx %lld, parallel %d, kv %s, %lld bytes/token, up to "
+        "%.2f GiB) listening on http://%s:%d\n",
+        so.model_id.c_str(), (long long)ctx, parallel, so.kv_cache.c_str(),
+        (long long)engine.kv_bytes_per_token(), kv_gib, host.c_str(), bound);
     std::fflush(stdout);
 
     int sig = 0;

@@ -63,6 +63,10 @@ struct CompressedKvView {
   static constexpr int kMaxSpans = 3;  // sink, coded middle, recent window
   KvSpan spans[kMaxSpans];
   int num_spans = 0;
+  // Mean-centering: every stored value is v' - μ'_V, so the output adds μ'_V back (Σ p_t = 1):
+  // [num_kv_heads, dim] rotated, or null. (Keys are centered too, but q·μ_K is the same for every
+  // position of a query, and softmax drops it.)
+  const float* v_offset = nullptr;
 };
 
 // Causal attention of q [n, num_heads, head_dim] at positions pos0 .. pos0+n-1 over positions
@@ -76,6 +80,12 @@ void RefCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
                             const AttentionParams& p, float* out);
 void CpuCompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
                             const AttentionParams& p, float* out);
+
+// The cpu backend scores coded keys in int8 (query quantized per row, levels to int8, VNNI dot
+// products; kv_attention_int8.inc) when the CPU has AVX-512 VNNI and the key format allows it.
+// On by default; off gives fp32 scores that match RefCompressedAttention to rounding (tests).
+void SetKvInt8Scoring(bool on);
+bool KvInt8Scoring();
 
 // Decodes one coded vector into its rotated channels: out[i] = scale[i / group] * level(code_i).
 void DecodeKvVector(const KvCodeFormat& f, const uint8_t* codes, const uint16_t* scales,

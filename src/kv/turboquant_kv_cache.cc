@@ -52,6 +52,7 @@ void CheckOptions(const KvLayout& layout, const KvCacheOptions& o) {
   TQ_CHECK(o.sink >= 0, "kv cache", "sink {} is negative", o.sink);
   TQ_CHECK(o.window >= 0, "kv cache", "window {} is negative", o.window);
   TQ_CHECK(o.boundary >= 0, "kv cache", "boundary {} is negative", o.boundary);
+  TQ_CHECK(o.center >= 0, "kv cache", "center {} is negative", o.center);
   TQ_CHECK(layout.head_dim >= 2 && layout.head_dim <= 1024, "kv cache",
            "head_dim {} outside [2, 1024]", layout.head_dim);
 }
@@ -81,7 +82,7 @@ KvRoundtripStats GlobalKvRoundtripStats() {
 }
 
 TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts)
-    : KvCache(layout, opts.max_tokens),
+    : KvCache(layout, opts.max_tokens, opts.max_append),
       opts_(opts),
       kcodec_((CheckOptions(layout, opts), layout.head_dim), opts.k_bits, opts.scale,
               opts.codebook),
@@ -113,10 +114,12 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
     y.codes_v.resize(size_t(H * code_cap_ * vcodec_.code_bytes()));
     y.scales_k.resize(size_t(H * code_cap_ * kcodec_.groups()));
     y.scales_v.resize(size_t(H * code_cap_ * vcodec_.groups()));
+    if (opts.center > 0) y.mean_v.resize(size_t(H * D));
   }
   if (dense_layout.num_layers > 0) {
     KvCacheOptions d;
     d.max_tokens = capacity_;
+    d.max_append = opts.max_append;  // sliding-window layers keep their window (kv_cache.h)
     d.dtype = opts.dtype;
     dense_ = MakeKvCache(dense_layout, d);
   }
@@ -197,6 +200,8 @@ void TurboQuantKvCache::Append(int64_t layer, const float* k, const float* v, in
     for (int64_t r = r0; r < r1; ++r) (r < rows ? y.rk : y.rv).Forward(rot + r * D);
   });
 
+  if (opts_.center > 0) Center(y, rot, n);
+
   int64_t i = 0;
   // Sink positions: fp16.
   for (; i < n && size_ + i < sink_cap_; ++i) {
@@ -239,6 +244,21 @@ void TurboQuantKvCache::Append(int64_t layer, const float* k, const float* v, in
   }
 }
 
+void TurboQuantKvCache::Center(Layer& y, float* rot, int64_t n) {
+  const int64_t HD = layout_.num_kv_heads * layout_.head_dim;
+  float* v = rot + n * HD;  // the values: [n, H * D]
+  float* mean = y.mean_v.data();
+  if (y.stored() == 0) {
+    const int64_t m = std::min(n, opts_.center);
+    std::fill(mean, mean + HD, 0.0f);
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t j = 0; j < HD; ++j) mean[j] += v[t * HD + j];
+    for (int64_t j = 0; j < HD; ++j) mean[j] /= float(m);
+  }
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t j = 0; j < HD; ++j) v[t * HD + j] -= mean[j];
+}
+
 kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
   const Layer& y = layers_[size_t(layer)];
   kernels::CompressedKvView v;
@@ -247,6 +267,7 @@ kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
   v.k_format = kcodec_.format();
   v.v_format = vcodec_.format();
   v.num_spans = 3;
+  v.v_offset = opts_.center > 0 ? y.mean_v.data() : nullptr;
   kernels::KvSpan& sink = v.spans[0];
   sink.begin = 0;
   sink.end = y.sink_len;
@@ -294,8 +315,10 @@ void TurboQuantKvCache::Commit(int64_t n) {
   if (dense_) dense_->Commit(n);
 }
 
+int64_t TurboQuantKvCache::MinTruncate() const { return dense_ ? dense_->MinTruncate() : 0; }
+
 void TurboQuantKvCache::Truncate(int64_t n) {
-  KvCache::Truncate(n);
+  KvCache::Truncate(n);  // checks MinTruncate() first
   if (dense_) dense_->Truncate(n);
   for (Layer& y : layers_)
     if (!y.dense) RollBack(y, n);
@@ -303,7 +326,7 @@ void TurboQuantKvCache::Truncate(int64_t n) {
 
 void TurboQuantKvCache::FillSynthetic(int64_t n, uint64_t seed) {
   CheckAppend(0, n);
-  constexpr int64_t kChunk = 256;
+  const int64_t kChunk = std::min<int64_t>(256, max_append_);
   const int64_t width = layout_.num_kv_heads * layout_.head_dim;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -344,6 +367,8 @@ void TurboQuantKvCache::DecodeLayer(int64_t layer, int64_t count, float* k, floa
             F16ToF32((kv == 0 ? s.k16 : s.v16) + slot * D, dst, size_t(D));
           }
         }
+        if (opts_.center > 0 && kv == 1)
+          for (int64_t j = 0; j < D; ++j) dst[j] += y.mean_v[size_t(h * D + j)];
         (kv == 0 ? y.rk : y.rv).Inverse(dst);
       }
     }

@@ -6,7 +6,7 @@
 //   the most recent `window` positions  rotated fp16      tail_  [kv_heads, window + 32, D]
 // The tail is coded 32 positions at a time once it holds window + 32 (window 0: every position
 // is coded as it is appended, prompts included). Boundary layers and sliding-window layers are
-// plain fp16 caches.
+// plain fp16 caches (sliding-window layers keep only their window: kv_cache.h).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +48,7 @@ class TurboQuantKvCache final : public KvCache {
   void Attend(int64_t layer, const float* q, int64_t n, float* out) const override;
   void Commit(int64_t n) override;
   void Truncate(int64_t n) override;
+  int64_t MinTruncate() const override;  // of the plain (sliding-window) layers
   // Like KvCache::FillSynthetic, in chunks of positions so that coding runs in parallel.
   void FillSynthetic(int64_t n, uint64_t seed) override;
 
@@ -71,6 +72,7 @@ class TurboQuantKvCache final : public KvCache {
     AlignedBuffer<uint16_t> tail_k, tail_v;      // [kv_heads, tail_cap, D] fp16, rotated
     AlignedBuffer<uint8_t> codes_k, codes_v;     // [kv_heads, code_cap, code_bytes]
     AlignedBuffer<uint16_t> scales_k, scales_v;  // [kv_heads, code_cap, groups] fp16
+    AlignedBuffer<float> mean_v;                 // [kv_heads, D] rotated value mean (centering)
     int64_t sink_len = 0, coded = 0, tail_len = 0;
     int64_t stored() const { return sink_len + coded + tail_len; }
   };
@@ -79,6 +81,9 @@ class TurboQuantKvCache final : public KvCache {
   // Codes one rotated vector of kv head h into code slot `slot`; returns the roundtrip cosine.
   double EncodeInto(Layer& L, bool key, int64_t h, int64_t slot, const float* rotated) const;
   void CodeOldestTail(Layer& L, int64_t m);  // tail positions [0, m) -> coded
+  // rot [2, n, H, D] (rotated keys then values): sets the layer's value mean from the first
+  // opts_.center positions when the layer is empty, then subtracts it from every value row.
+  void Center(Layer& L, float* rot, int64_t n);
 
   KvCacheOptions opts_;
   KvVectorCodec kcodec_, vcodec_;

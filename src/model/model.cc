@@ -101,10 +101,11 @@ void Model::Forward(std::span<const int32_t> tokens, KvCache& cache, float* logi
   TQ_CHECK(n > 0, "model forward", "no tokens to run");
   CheckCache(cache, n);
   CheckTokens(tokens);  // all of them before the first chunk changes the cache
-  // Long prompts run in chunks: same result (attention is causal), bounded workspace.
-  constexpr int64_t kMaxChunk = 512;
-  for (int64_t begin = 0; begin < n; begin += kMaxChunk) {
-    const int64_t count = std::min(kMaxChunk, n - begin);
+  // Long prompts run in chunks: same result (attention is causal), bounded workspace. A chunk
+  // never exceeds what the cache's sliding-window layers have room for (kv_cache.h).
+  const int64_t chunk = std::min(kDefaultMaxAppend, cache.max_append());
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t count = std::min(chunk, n - begin);
     const Segment seg{&cache, 0, count};
     std::vector<int64_t>& rows = ws_->logit_rows;  // reused: no allocation per decode step
     rows.clear();
@@ -135,6 +136,36 @@ void Model::DecodeBatch(std::span<const int32_t> tokens, std::span<KvCache* cons
     segs.push_back({caches[i], int64_t(i), 1});
     rows.push_back(int64_t(i));
   }
+  Run(tokens, segs, rows, logits);
+}
+
+void Model::ForwardBatch(std::span<const int32_t> tokens, std::span<const BatchPart> parts,
+                         float* logits) {
+  TQ_CHECK(!parts.empty(), "model forward batch", "no sequences to run");
+  CheckTokens(tokens);
+  std::vector<Segment>& segs = segments_;
+  std::vector<int64_t>& rows = ws_->logit_rows;
+  segs.clear();
+  rows.clear();
+  int64_t begin = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const BatchPart& p = parts[i];
+    TQ_CHECK(p.cache != nullptr && p.count >= 1, "model forward batch",
+             "part {} has no cache or no tokens", i);
+    for (size_t j = 0; j < i; ++j)
+      TQ_CHECK(parts[j].cache != p.cache, "model forward batch", "parts {} and {} share a cache", j,
+               i);
+    CheckCache(*p.cache, p.count);
+    TQ_CHECK(p.count <= p.cache->max_append(), "model forward batch",
+             "part {} appends {} tokens; its cache takes at most {} per pass (max_append: "
+             "sliding-window layers hold window + max_append positions)",
+             i, p.count, p.cache->max_append());
+    segs.push_back({p.cache, begin, p.count});
+    begin += p.count;
+    if (p.logits) rows.push_back(begin - 1);
+  }
+  TQ_CHECK(begin == int64_t(tokens.size()), "model forward batch",
+           "the parts hold {} tokens, {} were given", begin, tokens.size());
   Run(tokens, segs, rows, logits);
 }
 

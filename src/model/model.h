@@ -45,6 +45,20 @@ class Model {
   void DecodeBatch(std::span<const int32_t> tokens, std::span<KvCache* const> caches,
                    float* logits);
 
+  // Continuous batching with prompts (the server's step): decode tokens and prompt chunks of
+  // several sequences (distinct caches) in ONE pass over the weights. Part i runs the next
+  // `count` tokens of `tokens` (the parts back to back) at positions cache->size() ... and, when
+  // `logits`, its last token's logits go to the next row of `logits` [parts with logits, vocab].
+  // Throws before any cache changes on a bad token id, an overflow or a repeated cache. The
+  // workspace grows with tokens.size(): callers bound it (Forward chunks prompts at 512).
+  struct BatchPart {
+    KvCache* cache = nullptr;
+    int64_t count = 0;
+    bool logits = false;
+  };
+  void ForwardBatch(std::span<const int32_t> tokens, std::span<const BatchPart> parts,
+                    float* logits);
+
  private:
   Model();
   // Rows [begin, begin + count) of a batch belong to one sequence.

@@ -24,6 +24,10 @@ class Engine {
   virtual int64_t kv_bytes_per_token() const = 0;
   // Drops all but the first n tokens of cache `cache`.
   virtual void Truncate(int cache, int64_t n) = 0;
+  // How much of the first n tokens of cache `cache` (n <= what it holds) a new sequence can reuse:
+  // n, or 0 when the cache can no longer continue from n (sliding-window layers that dropped the
+  // positions before n: KvCache::MinTruncate).
+  virtual int64_t ReusablePrefix(int /*cache*/, int64_t n) { return n; }
   // Appends `tokens` to cache `cache` (positions continue from its size) and writes the logits
   // of the last token to `logits` [vocab].
   virtual void Prefill(int cache, std::span<const int32_t> tokens, float* logits) = 0;
@@ -31,6 +35,25 @@ class Engine {
   // tokens[b] goes to caches[b]; logits [batch, vocab].
   virtual void Decode(std::span<const int32_t> tokens, std::span<const int> caches,
                       float* logits) = 0;
+
+  // One scheduler step: decode tokens and prompt chunks of several sequences (distinct caches)
+  // together. Part i appends the next `count` of `tokens` (the parts back to back) to its cache;
+  // when `logits`, its last token's logits go to the next row of `logits` [parts with logits,
+  // vocab]. The default runs Prefill per prompt part and one Decode for the generated-token
+  // parts; ModelEngine runs everything in one pass over the weights.
+  struct Part {
+    int cache = -1;
+    int64_t count = 0;
+    bool logits = false;
+    bool prompt = false;  // a prompt chunk; else one generated token (count 1)
+  };
+  virtual void Step(std::span<const int32_t> tokens, std::span<const Part> parts, float* logits);
+
+ private:
+  // The default Step's scratch.
+  std::vector<int32_t> step_tokens_;
+  std::vector<int> step_caches_;
+  std::vector<float> step_logits_;
 };
 
 // Picks the next token of one sequence. Keeps whatever history it needs (penalties).

@@ -21,10 +21,11 @@ namespace tq::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;       // 0: any free port (Bind returns it)
-  std::string api_key;   // empty: no authentication
-  std::string model_id;  // the name in /v1/models and in responses
-  int64_t context = 0;   // tokens per sequence (prompt + completion)
+  int port = 8080;               // 0: any free port (Bind returns it)
+  std::string api_key;           // empty: no authentication
+  std::string model_id;          // the name in /v1/models and in responses
+  std::string kv_cache = "f16";  // the KV cache's description for /metrics
+  int64_t context = 0;           // tokens per sequence (prompt + completion)
   size_t max_body_bytes = size_t(8) << 20;
   int http_threads = 0;  // 0: enough for every running and queued request plus idle keep-alives
 };

@@ -55,10 +55,13 @@ class Writer {
 }  // namespace
 
 std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
-                          const std::string& model, int64_t rss_bytes, double uptime_seconds) {
+                          const std::string& model, const std::string& kv_cache, int64_t rss_bytes,
+                          double uptime_seconds) {
   Writer w;
   w.Family("model_info", "gauge", "The served model.");
   w.Sample("model_info", 1, fmt::format("model=\"{}\"", Escape(model)));
+  w.Family("kv_cache_info", "gauge", "The KV cache format (plain dtype or TurboQuant KxVy).");
+  w.Sample("kv_cache_info", 1, fmt::format("cache=\"{}\"", Escape(kv_cache)));
   w.Family("http_requests_total", "counter", "HTTP requests by endpoint and status code.");
   for (const auto& [key, n] : http.Snapshot()) {
     w.Sample("http_requests_total", double(n),
@@ -80,9 +83,14 @@ std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
   w.One("cached_prompt_tokens_total", "counter", "Prompt tokens reused from a kept KV cache.",
         double(s.cached_tokens_total));
   w.One("generated_tokens_total", "counter", "Tokens generated.", double(s.generated_tokens_total));
-  w.One("decode_steps_total", "counter", "Batched decode steps.", double(s.decode_steps_total));
-  w.One("decode_seconds_total", "counter", "Time spent in batched decode.", s.decode_seconds_total);
-  w.One("prefill_seconds_total", "counter", "Time spent in prefill.", s.prefill_seconds_total);
+  w.One("decode_steps_total", "counter",
+        "Steps (passes over the weights) that decoded a token for running sequences.",
+        double(s.decode_steps_total));
+  w.One("decode_seconds_total", "counter",
+        "Time in decode steps (including prompt chunks batched into them).",
+        s.decode_seconds_total);
+  w.One("prefill_seconds_total", "counter", "Time in steps that only prefilled prompts.",
+        s.prefill_seconds_total);
   w.Family("time_to_first_token_seconds", "summary", "Submit to first token, per sequence.");
   w.Sample("time_to_first_token_seconds_sum", s.ttft_seconds_sum);
   w.Sample("time_to_first_token_seconds_count", double(s.ttft_count));
@@ -100,6 +108,9 @@ std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
         double(s.kv_capacity_tokens));
   w.One("kv_cache_usage_ratio", "gauge", "kv_cache_tokens{state=all} / capacity.",
         s.kv_capacity_tokens > 0 ? double(s.kv_tokens_total) / double(s.kv_capacity_tokens) : 0.0);
+  w.One("kv_cache_bytes_per_token", "gauge",
+        "KV storage per token over all layers (compressed size for a TurboQuant cache).",
+        double(s.kv_bytes_per_token));
   w.One("kv_cache_bytes", "gauge", "Bytes of KV held (tokens x bytes per token).",
         double(s.kv_tokens_total * s.kv_bytes_per_token));
   w.One("process_resident_memory_bytes", "gauge", "Resident set size.", double(rss_bytes));

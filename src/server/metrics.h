@@ -23,7 +23,9 @@ class HttpCounters {
 };
 
 // The exposition text ("# HELP", "# TYPE", samples), names prefixed "turboquant_".
+// `kv_cache` describes the cache ("f16", "K4V4 (sink 0, ...)"), exported as a label.
 std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
-                          const std::string& model, int64_t rss_bytes, double uptime_seconds);
+                          const std::string& model, const std::string& kv_cache, int64_t rss_bytes,
+                          double uptime_seconds);
 
 }  // namespace tq::server

@@ -24,6 +24,12 @@ void ModelEngine::Truncate(int cache, int64_t n) {
   if (n < kv.size()) kv.Truncate(n);
 }
 
+int64_t ModelEngine::ReusablePrefix(int cache, int64_t n) {
+  const auto& p = caches_.at(size_t(cache));
+  if (!p || n <= 0) return 0;
+  return n >= p->MinTruncate() ? n : 0;
+}
+
 void ModelEngine::Prefill(int cache, std::span<const int32_t> tokens, float* logits) {
   model_.Forward(tokens, Cache(cache), logits, /*all_logits=*/false);
 }
@@ -33,6 +39,13 @@ void ModelEngine::Decode(std::span<const int32_t> tokens, std::span<const int> c
   batch_.clear();
   for (int c : caches) batch_.push_back(&Cache(c));
   model_.DecodeBatch(tokens, batch_, logits);
+}
+
+void ModelEngine::Step(std::span<const int32_t> tokens, std::span<const Part> parts,
+                       float* logits) {
+  batch_parts_.clear();
+  for (const Part& p : parts) batch_parts_.push_back({&Cache(p.cache), p.count, p.logits});
+  model_.ForwardBatch(tokens, batch_parts_, logits);
 }
 
 std::unique_ptr<ModelTextModel> ModelTextModel::Load(const std::string& dir,

@@ -28,8 +28,11 @@ class ModelEngine : public Engine {
   int num_caches() const override { return int(caches_.size()); }
   int64_t kv_bytes_per_token() const override { return bytes_per_token_; }
   void Truncate(int cache, int64_t n) override;
+  int64_t ReusablePrefix(int cache, int64_t n) override;
   void Prefill(int cache, std::span<const int32_t> tokens, float* logits) override;
   void Decode(std::span<const int32_t> tokens, std::span<const int> caches, float* logits) override;
+  // Model::ForwardBatch: decode rows and prompt chunks in one pass over the weights.
+  void Step(std::span<const int32_t> tokens, std::span<const Part> parts, float* logits) override;
 
  private:
   KvCache& Cache(int c);
@@ -37,7 +40,8 @@ class ModelEngine : public Engine {
   Model& model_;
   const KvCacheOptions opts_;
   std::vector<std::unique_ptr<KvCache>> caches_;
-  std::vector<KvCache*> batch_;  // scratch for Decode
+  std::vector<KvCache*> batch_;                // scratch for Decode
+  std::vector<Model::BatchPart> batch_parts_;  // scratch for Step
   int64_t bytes_per_token_ = 0;
 };
 

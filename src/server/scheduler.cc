@@ -62,9 +62,11 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts)
   logprob_tmp_.resize(size_t(opts_.parallel) * size_t(vocab_));
   index_tmp_.resize(size_t(opts_.parallel) * size_t(vocab_));
   batch_alive_.resize(size_t(opts_.parallel));
-  batch_tokens_.reserve(size_t(opts_.parallel));
-  batch_caches_.reserve(size_t(opts_.parallel));
+  batch_tokens_.reserve(size_t(opts_.parallel + opts_.prefill_chunk));
+  batch_parts_.reserve(size_t(opts_.parallel));
   batch_seqs_.reserve(size_t(opts_.parallel));
+  batch_rows_.reserve(size_t(opts_.parallel));
+  dead_.reserve(size_t(opts_.parallel));
   stats_.kv_capacity_tokens = int64_t(caches_.size()) * context_;
   stats_.kv_bytes_per_token = engine.kv_bytes_per_token();
   thread_ = std::thread([this] { Loop(); });
@@ -184,98 +186,106 @@ void Scheduler::Step() {
     Admit(std::move(p));
   }
 
-  // 3. Prefill up to prefill_chunk prompt tokens, oldest sequence first.
-  int64_t budget = opts_.prefill_chunk;
-  for (size_t i = 0; i < active_.size() && budget > 0; ++i) {
-    Sequence& seq = *active_[i];
-    const int64_t prompt_len = int64_t(seq.req.prompt.size());
-    if (seq.prefilled >= prompt_len) continue;
-    const int64_t n = std::min(budget, prompt_len - seq.prefilled);
-    std::span<const int32_t> part(seq.req.prompt.data() + seq.prefilled, size_t(n));
-    CacheSlot& slot = caches_[size_t(seq.cache)];
-    const auto t0 = Clock::now();
-    try {
-      engine_.Prefill(seq.cache, part, logits_.data());
-    } catch (const std::exception& e) {
-      // The cache may hold part of the chunk: forget it.
-      slot.tokens.clear();
-      try {
-        engine_.Truncate(seq.cache, 0);
-      } catch (...) {
-      }
-      Finish(i, FinishReason::kError, e.what());
-      --i;
-      continue;
-    }
-    {
-      std::lock_guard lk(mu_);
-      stats_.prefill_seconds_total += SecondsBetween(t0, Clock::now());
-      stats_.prefill_tokens_total += n;
-    }
-    slot.tokens.insert(slot.tokens.end(), part.begin(), part.end());
-    seq.prefilled += n;
-    budget -= n;
-    if (seq.prefilled == prompt_len && !SampleAndEmit(seq, logits_.data(), 0)) {
-      Finish(i, seq.reason, seq.error);
-      --i;
-    }
-  }
-
-  // 4. Decode one token for every sequence past its prompt, in one batch.
+  // 3. One engine step, one pass over the weights: a token for every sequence past its prompt,
+  //    and up to prefill_chunk prompt tokens (oldest sequence first, so several short prompts
+  //    that arrive together are prefilled together).
   batch_tokens_.clear();
-  batch_caches_.clear();
+  batch_parts_.clear();
   batch_seqs_.clear();
   for (size_t i = 0; i < active_.size(); ++i) {
     Sequence& seq = *active_[i];
     if (seq.prefilled < int64_t(seq.req.prompt.size()) || seq.next_token < 0) continue;
     batch_tokens_.push_back(seq.next_token);
-    batch_caches_.push_back(seq.cache);
+    batch_parts_.push_back({.cache = seq.cache, .count = 1, .logits = true, .prompt = false});
     batch_seqs_.push_back(i);
   }
-  if (!batch_seqs_.empty()) {
-    const auto t0 = Clock::now();
-    std::string error;
-    try {
-      engine_.Decode(batch_tokens_, batch_caches_, logits_.data());
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-    {
-      std::lock_guard lk(mu_);
-      stats_.decode_seconds_total += SecondsBetween(t0, Clock::now());
-      ++stats_.decode_steps_total;
-    }
-    if (!error.empty()) {
-      for (size_t b = 0; b < batch_seqs_.size(); ++b) {
-        const int c = active_[batch_seqs_[b]]->cache;
-        caches_[size_t(c)].tokens.clear();
-        try {
-          engine_.Truncate(c, 0);
-        } catch (...) {
-        }
-        batch_alive_[b] = 0;
-        active_[batch_seqs_[b]]->reason = FinishReason::kError;
-        active_[batch_seqs_[b]]->error = error;
-      }
-    } else {
-      // Sequences sample independently (a 128k-vocabulary top-p sort is milliseconds): spread
-      // them over the compute threads, which are idle between engine calls.
-      ThreadPool::Global().Run(int64_t(batch_seqs_.size()), [&](int64_t b, int) {
-        Sequence& seq = *active_[batch_seqs_[size_t(b)]];
-        caches_[size_t(seq.cache)].tokens.push_back(seq.next_token);
-        seq.next_token = -1;
-        batch_alive_[size_t(b)] =
-            SampleAndEmit(seq, logits_.data() + size_t(b) * size_t(vocab_), size_t(b));
-      });
-    }
-    // Indices ascend: remove from the back so earlier indices stay valid.
-    for (size_t b = batch_seqs_.size(); b-- > 0;) {
-      if (batch_alive_[b]) continue;
-      const size_t i = batch_seqs_[b];
-      Finish(i, active_[i]->reason, active_[i]->error);
-    }
+  const bool decoding = !batch_parts_.empty();
+  int64_t budget = opts_.prefill_chunk, prompt_tokens = 0;
+  for (size_t i = 0; i < active_.size() && budget > 0; ++i) {
+    Sequence& seq = *active_[i];
+    const int64_t prompt_len = int64_t(seq.req.prompt.size());
+    if (seq.prefilled >= prompt_len) continue;
+    const int64_t n = std::min(budget, prompt_len - seq.prefilled);
+    const int32_t* chunk = seq.req.prompt.data() + seq.prefilled;
+    batch_tokens_.insert(batch_tokens_.end(), chunk, chunk + n);
+    batch_parts_.push_back({.cache = seq.cache,
+                            .count = n,
+                            .logits = seq.prefilled + n == prompt_len,
+                            .prompt = true});
+    batch_seqs_.push_back(i);
+    budget -= n;
+    prompt_tokens += n;
   }
+  if (!batch_parts_.empty()) RunStep(decoding, prompt_tokens);
   UpdateGauges();
+}
+
+void Scheduler::RunStep(bool decoding, int64_t prompt_tokens) {
+  const auto t0 = Clock::now();
+  std::string error;
+  try {
+    engine_.Step(batch_tokens_, batch_parts_, logits_.data());
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  {
+    // Steps that decode count as decode steps (with any prompt chunk batched into them).
+    std::lock_guard lk(mu_);
+    const double secs = SecondsBetween(t0, Clock::now());
+    if (decoding) {
+      stats_.decode_seconds_total += secs;
+      ++stats_.decode_steps_total;
+    } else {
+      stats_.prefill_seconds_total += secs;
+    }
+    if (error.empty()) stats_.prefill_tokens_total += prompt_tokens;
+  }
+  const size_t parts = batch_parts_.size();
+  if (!error.empty()) {
+    // The caches may hold part of the step: forget them.
+    for (size_t b = 0; b < parts; ++b) {
+      Sequence& seq = *active_[batch_seqs_[b]];
+      caches_[size_t(seq.cache)].tokens.clear();
+      try {
+        engine_.Truncate(seq.cache, 0);
+      } catch (...) {
+      }
+      batch_alive_[b] = 0;
+      seq.reason = FinishReason::kError;
+      seq.error = error;
+    }
+  } else {
+    batch_rows_.clear();  // part of each logits row
+    size_t begin = 0;
+    for (size_t b = 0; b < parts; ++b) {
+      const Engine::Part& part = batch_parts_[b];
+      Sequence& seq = *active_[batch_seqs_[b]];
+      std::vector<int32_t>& held = caches_[size_t(seq.cache)].tokens;
+      held.insert(held.end(), batch_tokens_.begin() + std::ptrdiff_t(begin),
+                  batch_tokens_.begin() + std::ptrdiff_t(begin + size_t(part.count)));
+      begin += size_t(part.count);
+      if (part.prompt) {
+        seq.prefilled += part.count;
+      } else {
+        seq.next_token = -1;
+      }
+      batch_alive_[b] = 1;
+      if (part.logits) batch_rows_.push_back(b);
+    }
+    // Sequences sample independently (a 128k-vocabulary top-p sort is milliseconds): spread
+    // them over the compute threads, which are idle between engine calls.
+    ThreadPool::Global().Run(int64_t(batch_rows_.size()), [&](int64_t r, int) {
+      const size_t b = batch_rows_[size_t(r)];
+      batch_alive_[b] = SampleAndEmit(*active_[batch_seqs_[b]],
+                                      logits_.data() + size_t(r) * size_t(vocab_), size_t(r));
+    });
+  }
+  // Remove finished sequences from the back so earlier indices stay valid.
+  dead_.clear();
+  for (size_t b = 0; b < parts; ++b)
+    if (!batch_alive_[b]) dead_.push_back(batch_seqs_[b]);
+  std::sort(dead_.rbegin(), dead_.rend());
+  for (size_t i : dead_) Finish(i, active_[i]->reason, active_[i]->error);
 }
 
 void Scheduler::Admit(Pending p) {
@@ -320,7 +330,8 @@ void Scheduler::Admit(Pending p) {
     const size_t lim = std::min(slot.tokens.size(), size_t(prompt_len - 1));
     const auto mm =
         std::mismatch(slot.tokens.begin(), slot.tokens.begin() + lim, seq->req.prompt.begin());
-    const int64_t common = int64_t(mm.first - slot.tokens.begin());
+    // Models with sliding-window layers can reuse a prefix only while its window is held.
+    const int64_t common = engine_.ReusablePrefix(c, int64_t(mm.first - slot.tokens.begin()));
     if (common > best_common ||
         (common == best_common && slot.last_used < caches_[size_t(best)].last_used)) {
       best = c;

@@ -1,8 +1,9 @@
 // Continuous batching: one thread owns the Engine and runs up to `parallel` sequences together.
 // Each step it (1) drops cancelled sequences, (2) admits queued ones into free slots, reusing the
-// KV cache of a finished sequence that shares the longest prompt prefix, (3) prefills at most
-// `prefill_chunk` prompt tokens (so a long prompt never stalls the others for long), and
-// (4) decodes one token for every sequence past its prompt in ONE Engine::Decode call.
+// KV cache of a finished sequence that shares the longest prompt prefix, and (3) runs ONE
+// Engine::Step (one pass over the weights) holding a token for every sequence past its prompt
+// and up to `prefill_chunk` prompt tokens of the others, oldest first (so a long prompt never
+// stalls the others for long, and prompts that arrive together are prefilled together).
 // Requests beyond the running ones wait in a bounded FIFO queue.
 #pragma once
 
@@ -45,7 +46,8 @@ struct SchedulerStats {
   int64_t prefill_tokens_total = 0;  // prompt tokens actually computed
   int64_t cached_tokens_total = 0;   // prompt tokens reused from a kept cache
   int64_t generated_tokens_total = 0;
-  int64_t decode_steps_total = 0;
+  int64_t decode_steps_total = 0;  // steps with a token for running sequences
+  // Time in those steps (prompt chunks batched into them included), and in prompt-only steps.
   double decode_seconds_total = 0, prefill_seconds_total = 0;
   // Time to first token (submit -> first token) and queue wait (submit -> slot), summed over
   // the sequences that got that far: mean = sum / count.
@@ -101,6 +103,8 @@ class Scheduler {
 
   void Loop();
   void Step();
+  // Runs batch_parts_ in one Engine::Step, then samples and finishes sequences.
+  void RunStep(bool decoding, int64_t prompt_tokens);
   void Admit(Pending p);
   // Samples from `logits` [vocab] for seq; emits the token; false when the sequence finished.
   // `scratch` picks a row of the logprob buffers: calls with distinct rows may run at once.
@@ -123,13 +127,15 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> active_;
   std::vector<CacheSlot> caches_;
   uint64_t use_clock_ = 0;
-  std::vector<float> logits_;       // [parallel, vocab]
-  std::vector<float> logprob_tmp_;  // [vocab]
-  std::vector<int32_t> index_tmp_;  // [vocab]
-  std::vector<int32_t> batch_tokens_;
-  std::vector<int> batch_caches_;
-  std::vector<size_t> batch_seqs_;
-  std::vector<uint8_t> batch_alive_;  // per batch row: still generating after this step
+  std::vector<float> logits_;              // [parallel, vocab]
+  std::vector<float> logprob_tmp_;         // [vocab]
+  std::vector<int32_t> index_tmp_;         // [vocab]
+  std::vector<int32_t> batch_tokens_;      // the step's tokens, parts back to back
+  std::vector<Engine::Part> batch_parts_;  // one per sequence in the step
+  std::vector<size_t> batch_seqs_;         // per part: index in active_
+  std::vector<size_t> batch_rows_;         // per logits row: its part
+  std::vector<uint8_t> batch_alive_;       // per part: still generating after this step
+  std::vector<size_t> dead_;
   std::deque<std::pair<Clock::time_point, int64_t>> rate_window_;  // (time, generated total)
 
   std::thread thread_;

@@ -31,6 +31,8 @@ TEST(KvFlags, BadValuesAndCombinationsNameTheFlag) {
       {"--kv-bits 4 --kv-codebook beta", "--kv-codebook"},
       {"--kv-bits 4 --kv-qjl", "--kv-qjl"},
       {"--kv-bits 4 --kv-window -1", "--kv-window"},
+      {"--kv-center 32", "--kv-center"},
+      {"--kv-bits 4 --kv-center -2", "--kv-center"},
   };
   for (auto [flags, name] : cases) {
     const test::CliResult r = RunCli(Ppl(flags));
@@ -40,8 +42,8 @@ TEST(KvFlags, BadValuesAndCombinationsNameTheFlag) {
 }
 
 TEST(KvFlags, CompressedPerplexityAndBenchRun) {
-  const test::CliResult r =
-      RunCli(Ppl("--kv-k-bits 8 --kv-v-bits 3.5 --kv-window 8 --kv-scale mse --json"));
+  const test::CliResult r = RunCli(
+      Ppl("--kv-k-bits 8 --kv-v-bits 3.5 --kv-window 8 --kv-scale mse --kv-center 16 --json"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("\"ppl\""), std::string::npos);
   const test::CliResult b =

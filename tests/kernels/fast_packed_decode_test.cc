@@ -99,21 +99,23 @@ TEST(FastPackedDecode, MatchesRefForEveryIsaFormatGroupAndShape) {
   for (Isa isa : SimdLevels()) {
     IsaScope scope(isa);
     for (QuantMethod m : {QuantMethod::kCodebook, QuantMethod::kAffine}) {
-      for (CodeFormat f : {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8}) {
+      for (CodeFormat f : {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8,
+                           CodeFormat::kTernary}) {
+        if (f == CodeFormat::kTernary && m == QuantMethod::kAffine) continue;  // no such format
         double num = 0, den = 0;
         const std::string name = std::string(cpu::IsaName(isa)) + " " +
                                  std::string(quant::Traits(f).name) +
                                  (m == QuantMethod::kAffine ? " affine" : "");
         for (int64_t g : {32, 64, 128}) {
           for (int64_t rows : {1, 7, 257}) {
-            for (int64_t cols : {g, 3 * g, 5 * g, 2048 + g}) {
+            for (int64_t cols : {g, 3 * g, 5 * g, int64_t{2048}, 2048 + g}) {
               const Packed o = RandomPacked(m, f, rows, cols, g, uint32_t(rows * 131 + cols));
               if (!cpu::FastDecodeSupports(o.view)) continue;
               ++covered;
               std::vector<float> bias(static_cast<size_t>(rows)), wd(size_t(rows * cols));
               for (auto& b : bias) b = nd(rng);
               ref::PackedDequantizeRows(o.view, 0, rows, wd.data());
-              for (int64_t n : {1, 3, 7}) {
+              for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{6}, cpu::kFastDecodeMaxTokens}) {
                 std::vector<float> x(size_t(n * cols));
                 for (auto& v : x) v = nd(rng);
                 std::vector<float> want(size_t(n * rows)), got(want.size());
@@ -145,8 +147,11 @@ TEST(FastPackedDecode, MatchesRefForEveryIsaFormatGroupAndShape) {
       }
     }
   }
-  if (cpu::DetectedIsa() == Isa::kAvx512) {
+  if (cpu::DetectedIsa() >= Isa::kAvx512) {
     EXPECT_GT(covered, 0);
+    IsaScope scope(Isa::kAvx512);  // ternary has an int8 kernel there (with a shortened chunk)
+    EXPECT_TRUE(cpu::FastDecodeSupports(
+        RandomPacked(QuantMethod::kCodebook, CodeFormat::kTernary, 4, 2048, 64, 1).view));
   }
 }
 
@@ -171,14 +176,14 @@ TEST(FastPackedDecode, PackedMatMulDispatchFollowsIsa) {
 }
 
 TEST(FastPackedDecode, UnsupportedCallIsAnError) {
-  const Packed o = RandomPacked(QuantMethod::kCodebook, CodeFormat::kTernary, 4, 160, 32, 1);
+  const Packed o = RandomPacked(QuantMethod::kCodebook, CodeFormat::kQ1, 4, 160, 32, 1);
   std::vector<float> x(160), y(4);
   EXPECT_FALSE(cpu::FastDecodeSupports(o.view));
   EXPECT_THROW(cpu::FastPackedDecode(x.data(), 1, o.view, nullptr, y.data()), Error);
 }
 
 TEST(Isa, NamesParseAndUnknownIsAnError) {
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512})
+  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
     EXPECT_EQ(cpu::ParseIsa(cpu::IsaName(i)), i);
   try {
     cpu::ParseIsa("sse9");
@@ -188,7 +193,8 @@ TEST(Isa, NamesParseAndUnknownIsAnError) {
     EXPECT_NE(std::string(e.what()).find("TURBOQUANT_ISA"), std::string::npos);
   }
   const Isa saved = cpu::ActiveIsa();
-  EXPECT_EQ(cpu::SetActiveIsa(Isa::kAvx512), cpu::DetectedIsa());
+  EXPECT_EQ(cpu::SetActiveIsa(Isa::kAvx512), std::min(Isa::kAvx512, cpu::DetectedIsa()));
+  EXPECT_EQ(cpu::SetActiveIsa(Isa::kAmx), cpu::DetectedIsa());
   EXPECT_EQ(cpu::SetActiveIsa(Isa::kScalar), Isa::kScalar);
   cpu::SetActiveIsa(saved);
 }

@@ -51,17 +51,15 @@ KvCodeFormat MakeFormat(int64_t dim, int hi, int lo, const std::vector<float>& u
   return f;
 }
 
-class KvAttentionTest : public ::testing::TestWithParam<Case> {};
-
-TEST_P(KvAttentionTest, CpuMatchesRef) {
-  const Case c = GetParam();
+// Runs the cpu kernel and the oracle on random spans; returns the NMSE of cpu vs ref.
+double CpuVsRefNmse(const Case& c) {
   const std::vector<float> u8 = Uniform8();
   std::mt19937 rng(42);
   std::normal_distribution<float> normal;
   std::uniform_int_distribution<int> byte(0, 255);
   const int64_t d = c.head_dim, H = c.kv_heads, total = c.sink + c.coded + c.tail;
   const int64_t pos0 = total - c.n;
-  ASSERT_GE(pos0, 0);
+  TQ_CHECK(pos0 >= 0, "test", "bad case");
   CompressedKvView kv;
   const auto rk = quant::HadamardRotation::Make(d, 1, d),
              rv = quant::HadamardRotation::Make(d, 2, d);
@@ -114,12 +112,48 @@ TEST_P(KvAttentionTest, CpuMatchesRef) {
   CpuCompressedAttention(q.data(), c.n, pos0, kv, p, cpu.data());
   double err = 0, norm = 0;
   for (size_t i = 0; i < q.size(); ++i) {
-    ASSERT_TRUE(std::isfinite(cpu[i])) << i;
+    if (!std::isfinite(cpu[i])) return INFINITY;
     err += (cpu[i] - ref[i]) * double(cpu[i] - ref[i]);
     norm += ref[i] * double(ref[i]);
   }
-  EXPECT_LT(err / norm, 1e-9) << "NMSE";
+  return err / norm;
 }
+
+class KvAttentionTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void TearDown() override { SetKvInt8Scoring(true); }
+};
+
+TEST_P(KvAttentionTest, CpuMatchesRef) {
+  SetKvInt8Scoring(false);  // fp32 scores: the same arithmetic as the oracle up to rounding
+  EXPECT_LT(CpuVsRefNmse(GetParam()), 1e-9) << "NMSE";
+}
+
+TEST_P(KvAttentionTest, CpuInt8ScoresMatchRef) {
+  // Int8 scores (VNNI CPUs; elsewhere this is the fp32 path again): the rounding of the query and
+  // of the 2-4-bit levels to int8 moves scores by ~0.5% of their spread. A wrong byte order, bias
+  // or scale gives an NMSE of order 1.
+  SetKvInt8Scoring(true);
+  EXPECT_LT(CpuVsRefNmse(GetParam()), 2e-3) << "NMSE";
+}
+
+#if defined(__x86_64__)
+TEST(KvAttention, Int8ScoringIsTakenOnVnni) {
+  if (!__builtin_cpu_supports("avx512vnni")) GTEST_SKIP() << "no AVX-512 VNNI";
+  // Decode over coded keys of every int8-scored width: the int8 path differs from the exact one.
+  for (int bits : {2, 3, 4, 8}) {
+    const Case c{64, 8, 2, 0, 100, 0, 1, bits, bits, 4, 4};
+    SetKvInt8Scoring(true);
+    const double int8 = CpuVsRefNmse(c);
+    SetKvInt8Scoring(false);
+    const double exact = CpuVsRefNmse(c);
+    EXPECT_LT(exact, 1e-9) << bits;
+    EXPECT_GT(int8, 1e-12) << bits;
+    EXPECT_LT(int8, 2e-3) << bits;
+  }
+  SetKvInt8Scoring(true);
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, KvAttentionTest,
@@ -130,7 +164,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{128, 8, 1, 3, 100, 20, 33, 8, 8, 4, 3},  // K8 V3.5, head_dim 128
                       Case{256, 4, 2, 0, 65, 4, 5, 4, 4, 3, 3},     // scale groups of 128
                       Case{96, 6, 3, 2, 50, 0, 3, 4, 4, 4, 4},      // head_dim 96: 3 units
-                      Case{80, 4, 2, 1, 30, 2, 4, 4, 3, 3, 3}));    // head_dim 80: portable path
+                      Case{80, 4, 2, 1, 30, 2, 4, 4, 3, 3, 3},      // head_dim 80: portable path
+                      Case{64, 32, 8, 0, 1000, 0, 1, 2, 2, 3, 3},   // decode, K2, 1000 coded
+                      Case{128, 8, 2, 0, 77, 0, 1, 3, 3, 3, 3},     // K3 at head_dim 128
+                      Case{64, 8, 8, 2, 45, 3, 40, 8, 8, 4, 4}));   // prefill rows, K8
 
 TEST(KvAttention, RejectsBrokenViews) {
   CompressedKvView kv;

@@ -102,11 +102,16 @@ struct Config {
   double k_bits, v_bits;
   int64_t sink, window;
   KvScale scale;
+  int64_t center = 0;
 };
 
 class CacheVsDecompressed : public ::testing::TestWithParam<Config> {
  protected:
-  void TearDown() override { kernels::SetActiveKernels(kernels::CpuKernels()); }
+  void SetUp() override { kernels::SetKvInt8Scoring(false); }  // exact scores (see kernels tests)
+  void TearDown() override {
+    kernels::SetActiveKernels(kernels::CpuKernels());
+    kernels::SetKvInt8Scoring(true);
+  }
 };
 
 TEST_P(CacheVsDecompressed, RefAndCpuMatchTheDecompressedCache) {
@@ -118,6 +123,7 @@ TEST_P(CacheVsDecompressed, RefAndCpuMatchTheDecompressedCache) {
   o.sink = cfg.sink;
   o.window = cfg.window;
   o.scale = cfg.scale;
+  o.center = cfg.center;
   auto cache = MakeKvCache(Layout(), o);
   auto* tq = dynamic_cast<TurboQuantKvCache*>(cache.get());
   ASSERT_NE(tq, nullptr);
@@ -150,12 +156,11 @@ TEST_P(CacheVsDecompressed, RefAndCpuMatchTheDecompressedCache) {
   EXPECT_GT(tq->stats().k_count, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, CacheVsDecompressed,
-                         ::testing::Values(Config{4, 4, 0, 0, KvScale::kNorm},
-                                           Config{8, 3, 0, 0, KvScale::kMse},
-                                           Config{3.5, 2.5, 4, 0, KvScale::kMse},
-                                           Config{4, 3, 3, 40, KvScale::kNorm},
-                                           Config{2, 8, 0, 7, KvScale::kMse}));
+INSTANTIATE_TEST_SUITE_P(
+    Configs, CacheVsDecompressed,
+    ::testing::Values(Config{4, 4, 0, 0, KvScale::kNorm}, Config{8, 3, 0, 0, KvScale::kMse},
+                      Config{3.5, 2.5, 4, 0, KvScale::kMse}, Config{4, 3, 3, 40, KvScale::kNorm},
+                      Config{2, 8, 0, 7, KvScale::kMse}, Config{4, 3, 2, 0, KvScale::kMse, 16}));
 
 TEST(TurboQuantKvCache, EightBitsIsCloseToFloat) {
   KvCacheOptions o;

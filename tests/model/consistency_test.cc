@@ -86,6 +86,54 @@ TEST_P(ConsistencyTest, DecodeBatchMatchesSeparateForwards) {
   EXPECT_THROW(model_->DecodeBatch(std::span(next).first(2), dup, got.data()), Error);
 }
 
+// The server's step: decode rows and prompt chunks of several sequences in one pass.
+TEST_P(ConsistencyTest, ForwardBatchMatchesSeparateForwards) {
+  const int64_t vocab = model_->vocab_size();
+  const KvCacheOptions opts{.max_tokens = 64, .dtype = KvDType::kF32};
+  // Sequence 0 decodes one token after a 9-token prompt; 1 prefills a 12-token prompt from
+  // empty (logits wanted); 2 prefills 7 more tokens after 5 (no logits: the prompt goes on).
+  const auto p0 = Prompt(9, vocab, 1), p1 = Prompt(12, vocab, 2), p2 = Prompt(12, vocab, 3);
+  std::vector<std::unique_ptr<KvCache>> a, b;
+  for (int s = 0; s < 3; ++s) {
+    a.push_back(model_->NewCache(opts));
+    b.push_back(model_->NewCache(opts));
+  }
+  std::vector<float> tmp(static_cast<size_t>(vocab)), want(static_cast<size_t>(2 * vocab));
+  for (auto* c : {a[0].get(), b[0].get()}) model_->Forward(p0, *c, tmp.data());
+  for (auto* c : {a[2].get(), b[2].get()}) model_->Forward(std::span(p2).first(5), *c, tmp.data());
+  const int32_t next = 77 % int32_t(vocab);
+  model_->Forward(std::span(&next, 1), *a[0], want.data());
+  model_->Forward(p1, *a[1], want.data() + vocab);
+  model_->Forward(std::span(p2).subspan(5), *a[2], tmp.data());
+
+  std::vector<int32_t> tokens = {next};
+  tokens.insert(tokens.end(), p1.begin(), p1.end());
+  tokens.insert(tokens.end(), p2.begin() + 5, p2.end());
+  const Model::BatchPart parts[] = {
+      {b[0].get(), 1, true}, {b[1].get(), 12, true}, {b[2].get(), 7, false}};
+  std::vector<float> got(size_t(2 * vocab));
+  model_->ForwardBatch(tokens, parts, got.data());
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(b[size_t(s)]->size(), a[size_t(s)]->size()) << s;
+  EXPECT_LT(MaxDiff(got.data(), want.data(), vocab), 1e-4);
+  EXPECT_LT(MaxDiff(got.data() + vocab, want.data() + vocab, vocab), 1e-4);
+  // The next token after the batch sees the same cache contents.
+  std::vector<float> after_a(static_cast<size_t>(vocab)), after_b(static_cast<size_t>(vocab));
+  model_->Forward(std::span(&next, 1), *a[2], after_a.data());
+  model_->Forward(std::span(&next, 1), *b[2], after_b.data());
+  EXPECT_LT(MaxDiff(after_a.data(), after_b.data(), vocab), 1e-4);
+
+  // Bad batches throw before any cache changes.
+  const int64_t before = b[0]->size();
+  const Model::BatchPart dup[] = {{b[0].get(), 1, true}, {b[0].get(), 1, true}};
+  EXPECT_THROW(model_->ForwardBatch(std::span(tokens).first(2), dup, got.data()), Error);
+  const Model::BatchPart short_parts[] = {{b[0].get(), 1, true}, {b[1].get(), 5, true}};
+  EXPECT_THROW(model_->ForwardBatch(tokens, short_parts, got.data()), Error);
+  const Model::BatchPart overflow[] = {{b[0].get(), 1, true}, {b[1].get(), 60, true}};
+  std::vector<int32_t> many(61, 1);
+  EXPECT_THROW(model_->ForwardBatch(many, overflow, got.data()), Error);
+  EXPECT_EQ(b[0]->size(), before);
+}
+
 TEST_P(ConsistencyTest, Fp16AndBf16CachesStayCloseToFp32) {
   const int64_t vocab = model_->vocab_size(), n = 48;
   const auto tokens = Prompt(n, vocab, 3);

@@ -29,8 +29,16 @@ class FakeEngine : public Engine {
     if (fail_truncate && n > 0) throw std::runtime_error("fake: truncate failed");
     std::lock_guard lk(mu_);
     auto& c = caches_.at(size_t(cache));
+    if (n > 0 && n < Floor(c)) throw std::runtime_error("fake: window positions dropped");
     if (n < int64_t(c.size())) c.resize(size_t(n));
   }
+  int64_t ReusablePrefix(int cache, int64_t n) override {
+    std::lock_guard lk(mu_);
+    return n >= Floor(caches_.at(size_t(cache))) ? n : 0;
+  }
+  // > 0: behave like a sliding-window cache that keeps only its last `window` positions (it can be
+  // truncated to 0 or to at least size - window).
+  std::atomic<int64_t> window{0};
   void Prefill(int cache, std::span<const int32_t> tokens, float* logits) override {
     std::lock_guard lk(mu_);
     auto& c = caches_.at(size_t(cache));
@@ -57,12 +65,22 @@ class FakeEngine : public Engine {
       OneHot(tokens[b], logits + b * size_t(vocab_));
     }
   }
+  // Records how steps were batched, then runs the default (Prefill per prompt part, one Decode).
+  void Step(std::span<const int32_t> tokens, std::span<const Part> parts, float* logits) override {
+    int64_t prompt_parts = 0, decode_parts = 0;
+    for (const Part& p : parts) (p.prompt ? prompt_parts : decode_parts)++;
+    max_prompt_parts = std::max<int64_t>(max_prompt_parts, prompt_parts);
+    if (prompt_parts > 0 && decode_parts > 0) ++mixed_steps;
+    ++step_calls;
+    Engine::Step(tokens, parts, logits);
+  }
   std::vector<int32_t> CacheTokens(int c) {
     std::lock_guard lk(mu_);
     return caches_.at(size_t(c));
   }
 
   std::atomic<int64_t> prefilled_tokens{0}, prefill_calls{0}, decode_calls{0}, max_batch{0};
+  std::atomic<int64_t> step_calls{0}, max_prompt_parts{0}, mixed_steps{0};
   std::atomic<bool> fail_decode{false}, fail_truncate{false};
   std::atomic<int> decode_delay_us{0};
   std::string log;  // 'P' per Prefill, 'D' per Decode, in order (guarded by mu_)
@@ -72,6 +90,9 @@ class FakeEngine : public Engine {
   }
 
  private:
+  int64_t Floor(const std::vector<int32_t>& c) const {
+    return window > 0 ? std::max<int64_t>(0, int64_t(c.size()) - window) : 0;
+  }
   void OneHot(int32_t last, float* logits) const {
     for (int64_t i = 0; i < vocab_; ++i) logits[i] = 0.0f;
     logits[(last + 1) % vocab_] = 10.0f;

@@ -24,6 +24,7 @@ class HttpServerTest : public ::testing::Test {
     o.port = 0;
     o.model_id = "fake-model";
     o.context = 64;
+    o.kv_cache = "K4V4 (test)";
     o.api_key = std::move(api_key);
     o.max_body_bytes = 16384;
     server_ = std::make_unique<HttpServer>(text_, *scheduler_, o);
@@ -268,6 +269,9 @@ TEST_F(HttpServerTest, MetricsExposition) {
   EXPECT_NE(m->body.find("turboquant_requests_queued 0"), std::string::npos);
   EXPECT_NE(m->body.find("turboquant_kv_cache_usage_ratio"), std::string::npos);
   EXPECT_NE(m->body.find("turboquant_tokens_per_second"), std::string::npos);
+  EXPECT_NE(m->body.find(R"x(turboquant_kv_cache_info{cache="K4V4 (test)"} 1)x"),
+            std::string::npos);
+  EXPECT_NE(m->body.find("turboquant_kv_cache_bytes_per_token "), std::string::npos);
   EXPECT_NE(m->body.find("turboquant_time_to_first_token_seconds_count 1"), std::string::npos);
   EXPECT_NE(m->body.find(http_line), std::string::npos) << m->body;
 }

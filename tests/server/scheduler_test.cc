@@ -182,6 +182,46 @@ TEST(Scheduler, LongPrefillIsChunkedBetweenDecodeSteps) {
   EXPECT_EQ(running->tokens.size(), 200u);
 }
 
+TEST(Scheduler, PromptsArrivingTogetherArePrefilledInOneStep) {
+  FakeEngine engine(1000, 256, 4);
+  Scheduler sched(engine, {.parallel = 4, .max_queue = 8, .prefill_chunk = 64});
+  std::vector<std::shared_ptr<RecordingSink>> sinks;
+  std::vector<SequenceRequest> reqs;
+  for (int i = 0; i < 4; ++i) {
+    sinks.push_back(std::make_shared<RecordingSink>());
+    reqs.push_back(Req(std::vector<int32_t>(size_t(5 + i), int32_t(100 * i + 1)), 3, sinks.back()));
+  }
+  ASSERT_TRUE(sched.Submit(std::move(reqs)));
+  for (int i = 0; i < 4; ++i) {
+    sinks[size_t(i)]->Wait();
+    EXPECT_EQ(sinks[size_t(i)]->tokens,
+              (std::vector<int32_t>{100 * i + 2, 100 * i + 3, 100 * i + 4}));
+    EXPECT_EQ(sinks[size_t(i)]->stats.prompt_tokens, 5 + i);
+  }
+  // One step prefilled all four prompts (5 + 6 + 7 + 8 tokens); two decode steps followed.
+  EXPECT_EQ(engine.max_prompt_parts, 4);
+  EXPECT_EQ(engine.step_calls, 3);
+  EXPECT_EQ(engine.prefilled_tokens, 26);
+  EXPECT_EQ(sched.Stats().prefill_tokens_total, 26);
+}
+
+TEST(Scheduler, PromptChunksRideAlongWithDecodeSteps) {
+  FakeEngine engine(1000, 1024, 2);
+  engine.decode_delay_us = 1000;
+  Scheduler sched(engine, {.parallel = 2, .max_queue = 4, .prefill_chunk = 16});
+  auto running = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req({1}, 100, running))));
+  while (sched.Stats().generated_tokens_total < 3) std::this_thread::yield();
+  auto late = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req(std::vector<int32_t>(40, 7), 2, late))));
+  late->Wait();
+  running->Wait();
+  // 40 prompt tokens in chunks of 16, 16, 8, each in a step that also decodes the other.
+  EXPECT_GE(engine.mixed_steps, 3);
+  EXPECT_EQ(late->tokens, (std::vector<int32_t>{8, 9}));
+  EXPECT_EQ(running->tokens.size(), 100u);
+}
+
 TEST(Scheduler, QueueBoundAndLateJoiners) {
   FakeEngine engine(1000, 256, 1);
   engine.decode_delay_us = 500;
@@ -260,6 +300,35 @@ TEST(Scheduler, ReusesTheLongestCachedPrefix) {
   s3->Wait();
   EXPECT_EQ(s3->stats.cached_tokens, 50);
   EXPECT_EQ(s3->tokens, (std::vector<int32_t>{2}));
+}
+
+TEST(Scheduler, SlidingWindowCachesReusePrefixesOnlyWhileTheirWindowIsHeld) {
+  FakeEngine engine(1000, 1024, 1);
+  engine.window = 20;  // the cache keeps its last 20 positions
+  Scheduler sched(engine, {.parallel = 1, .max_queue = 4});
+  std::vector<int32_t> turn1(100);
+  for (int i = 0; i < 100; ++i) turn1[size_t(i)] = 500 + i;
+  auto s1 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req(turn1, 4, s1))));
+  s1->Wait();  // the cache holds 103 tokens: reusable from 83 on
+  // Diverging at 50: positions 30..49 are gone, so nothing is reused (not an error).
+  std::vector<int32_t> branch(turn1.begin(), turn1.begin() + 50);
+  branch.push_back(1);
+  auto s2 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req(branch, 1, s2))));
+  s2->Wait();
+  EXPECT_EQ(s2->reason, FinishReason::kLength) << s2->error;
+  EXPECT_EQ(s2->stats.cached_tokens, 0);
+  EXPECT_EQ(s2->tokens, (std::vector<int32_t>{2}));
+  EXPECT_EQ(engine.CacheTokens(0).size(), 51u);
+  // Diverging at 45 of the 51 held: within the window, reused.
+  std::vector<int32_t> near(branch.begin(), branch.begin() + 45);
+  near.push_back(7);
+  auto s3 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req(near, 1, s3))));
+  s3->Wait();
+  EXPECT_EQ(s3->stats.cached_tokens, 45);
+  EXPECT_EQ(s3->tokens, (std::vector<int32_t>{8}));
 }
 
 TEST(Scheduler, IdenticalPromptStillComputesLastToken) {

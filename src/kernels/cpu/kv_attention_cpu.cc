@@ -7,8 +7,11 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "core/aligned_buffer.h"
 #include "core/half.h"
@@ -26,10 +29,93 @@ struct SegmentTable {
   alignas(64) float levels[16] = {};
   bool lookup = false;  // 2-4 bits
 };
+// Position (0..63) within a 64-code step of the code at zmm byte p.
+constexpr int StepPosToCode(quant::CodeFormat f, int p) {
+  const int lane = p >> 4, b = p & 15;
+  if (f == quant::CodeFormat::kQ4) return (lane & 1) * 32 + (lane >> 1) * 16 + b;
+  if (f == quant::CodeFormat::kQ2 || f == quant::CodeFormat::kQ3)
+    return (b >> 3) * 32 + 8 * lane + (b & 7);
+  return p;  // q8
+}
+
+// Int8 form of a key format: set up once per call (FillKeyInt8).
+struct KeyInt8 {
+  bool ok = false;
+  quant::CodeFormat format = quant::CodeFormat::kQ8;
+  bool uniform = false;
+  int64_t step_bytes = 0;              // packed bytes of 64 codes
+  alignas(16) uint8_t table[16] = {};  // round(level / level_step) + 128
+  float level_step = 0, lo = 0, step = 0;
+};
+
+// The query rows quantized for one task: bytes [rows, d] in step order, and per row the
+// factors of the score formula above (kmul: qs·ls or qs·step; kadd: qs·lo·Σq; bias: -128Σq or 0).
+struct QueryInt8 {
+  int8_t* q;
+  float* kmul;
+  float* kadd;
+  int32_t* bias;
+};
+
+void QuantizeQueries(const KeyInt8& kf, const float* qr, int64_t rows, int64_t d,
+                     const QueryInt8& out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = qr + r * d;
+    float amax = 0;
+    for (int64_t j = 0; j < d; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float qs = amax > 0 ? amax / 127.0f : 1.0f, inv = 1.0f / qs;
+    int32_t sum = 0;
+    int8_t* dst = out.q + r * d;
+    for (int64_t s0 = 0; s0 < d; s0 += 64)
+      for (int p = 0; p < 64; ++p) {
+        const int v = int(std::lrint(x[s0 + StepPosToCode(kf.format, p)] * inv));
+        dst[s0 + p] = int8_t(v);
+        sum += v;
+      }
+    out.kmul[r] = qs * (kf.uniform ? kf.step : kf.level_step);
+    out.kadd[r] = kf.uniform ? qs * kf.lo * float(sum) : 0.0f;
+    out.bias[r] = kf.uniform ? 0 : -128 * sum;
+  }
+}
+
 struct Tables {
   SegmentTable k[2], v[2];
   bool fast = false;  // every segment and scale group a whole number of 32-code units
+  KeyInt8 kint8;      // int8 key scoring (kv_attention_int8.inc), when ok
 };
+
+// $TQ_KV_INT8=0 starts with int8 scoring off (measurements of its effect on quality and speed).
+std::atomic<bool> g_int8_scoring{[] {
+  const char* env = std::getenv("TQ_KV_INT8");
+  return !(env && std::string_view(env) == "0");
+}()};
+
+// Int8 scoring applies to one-segment, one-scale keys of 64..256 channels (a multiple of 64),
+// 2-4 bits (lookup) or 8 bits (uniform).
+KeyInt8 FillKeyInt8(const KvCodeFormat& f) {
+  KeyInt8 k;
+  if (f.num_segments != 1 || f.groups() != 1 || f.dim % 64 != 0 || f.dim > 256) return k;
+  const KvCodeSegment& seg = f.segments[0];
+  const int levels = quant::Traits(seg.format).levels;
+  k.format = seg.format;
+  k.step_bytes = 2 * int64_t(quant::Traits(seg.format).bytes_per_unit);
+  if (seg.uniform && seg.format == quant::CodeFormat::kQ8) {
+    k.uniform = true;
+    k.lo = seg.lo;
+    k.step = seg.step;
+  } else if (levels <= 16) {
+    float amax = 0;
+    for (int c = 0; c < levels; ++c) amax = std::max(amax, std::fabs(seg.levels[c]));
+    if (amax <= 0) return k;
+    k.level_step = amax / 127.0f;
+    for (int c = 0; c < levels; ++c)
+      k.table[c] = uint8_t(std::lrint(seg.levels[c] / k.level_step) + 128);
+  } else {
+    return k;
+  }
+  k.ok = true;
+  return k;
+}
 
 bool FastLayout(const KvCodeFormat& f) {
   if (f.group % 32 != 0) return false;
@@ -68,6 +154,14 @@ inline void DecodeCoded(const KvCodeFormat& f, const SegmentTable*, const uint8_
                         const uint16_t* scales, float* out) {
   DecodeKvVector(f, codes, scales, out);
 }
+inline bool PrepareQueries(const Tables&, const float*, int64_t, int64_t, const QueryInt8&) {
+  return false;
+}
+inline bool ScoreCoded(const Tables&, const QueryInt8&, int64_t, int64_t, int64_t, const uint8_t*,
+                       const uint16_t*, int64_t, float*) {
+  return false;
+}
+inline void ScoredBlock(int64_t, const float*, int64_t, int64_t, float*, float*, float*, float*) {}
 
 #include "kernels/cpu/kv_attention_body.inc"
 
@@ -77,6 +171,7 @@ inline void DecodeCoded(const KvCodeFormat& f, const SegmentTable*, const uint8_
 #pragma GCC push_options
 // GCC 12 false positive on the undefined "__Y" operands inside the AVX-512 intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c,avx2,bmi2")
 namespace avx512 {
 
@@ -292,11 +387,63 @@ inline bool FastBlock(const float* qr, int64_t rows, const float* kbuf, const fl
   }
 }
 
+template <int NC, int R>
+inline void ScoredBlockT(int64_t rows, const float* vbuf, int64_t nt, float* acc, float* m,
+                         float* l, float* s) {
+  constexpr int64_t d = 16 * NC;
+  int64_t r = 0;
+  for (; r + R <= rows; r += R) {
+    for (int j = 0; j < R; ++j)
+      SoftmaxRow(s + (r + j) * kKeyBlock, nt, m + r + j, l + r + j, acc + (r + j) * d, d);
+    Accumulate<NC, R>(s + r * kKeyBlock, vbuf, nt, acc + r * d);
+  }
+  for (; r < rows; ++r) {
+    SoftmaxRow(s + r * kKeyBlock, nt, m + r, l + r, acc + r * d, d);
+    Accumulate<NC, 1>(s + r * kKeyBlock, vbuf, nt, acc + r * d);
+  }
+}
+
+// Softmax and value accumulation of a block whose scores s [rows, kKeyBlock] are given.
+inline void ScoredBlock(int64_t rows, const float* vbuf, int64_t nt, int64_t d, float* acc,
+                        float* m, float* l, float* s) {
+  switch (d) {
+    case 64:
+      return ScoredBlockT<4, 4>(rows, vbuf, nt, acc, m, l, s);
+    case 128:
+      return ScoredBlockT<8, 2>(rows, vbuf, nt, acc, m, l, s);
+    default:
+      for (int64_t r = 0; r < rows; ++r) {
+        float* e = s + r * kKeyBlock;
+        SoftmaxRow(e, nt, m + r, l + r, acc + r * d, d);
+        for (int64_t t = 0; t < nt; ++t) Axpy(e[t], vbuf + t * d, acc + r * d, d);
+      }
+  }
+}
+
+#include "kernels/cpu/kv_attention_int8.inc"
+
+inline bool PrepareQueries(const Tables& t, const float* qr, int64_t rows, int64_t d,
+                           const QueryInt8& qi) {
+  if (!t.kint8.ok) return false;
+  QuantizeQueries(t.kint8, qr, rows, d, qi);
+  return true;
+}
+inline bool ScoreCoded(const Tables& t, const QueryInt8& qi, int64_t rows, int64_t d,
+                       int64_t code_bytes, const uint8_t* codes, const uint16_t* scales, int64_t nt,
+                       float* s) {
+  ScoreCodedKeys(t.kint8, qi, rows, d, code_bytes, codes, scales, nt, s);
+  return true;
+}
+
 #include "kernels/cpu/kv_attention_body.inc"
 
 }  // namespace avx512
 #pragma GCC pop_options
 
+bool HasVnni() {
+  static const bool ok = __builtin_cpu_supports("avx512vnni");
+  return ok;
+}
 bool HasAvx512() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
@@ -304,9 +451,13 @@ bool HasAvx512() {
 }
 #else
 bool HasAvx512() { return false; }
+bool HasVnni() { return false; }
 #endif
 
 }  // namespace
+
+void SetKvInt8Scoring(bool on) { g_int8_scoring.store(on); }
+bool KvInt8Scoring() { return g_int8_scoring.load(); }
 
 void CpuCompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
                             const AttentionParams& p, float* out) {
@@ -315,10 +466,13 @@ void CpuCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
   FillTables(kv.v_format, tables.v);
   tables.fast = FastLayout(kv.k_format) && FastLayout(kv.v_format) && p.head_dim % 16 == 0;
   const bool simd = tables.fast && HasAvx512();
+  if (simd && HasVnni() && g_int8_scoring.load(std::memory_order_relaxed) &&
+      kv.k_format.dim == p.head_dim)
+    tables.kint8 = FillKeyInt8(kv.k_format);
   const int64_t qblocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
   const size_t scratch_floats =
-      size_t(2 * kKeyBlock * d + kQueryBlock * group * (2 * d + 2 + kKeyBlock));
+      size_t(2 * kKeyBlock * d + kQueryBlock * group * (2 * d + 2 + kKeyBlock + 3 + d / 4 + 1));
   ThreadPool::Global().Run(p.num_kv_heads * qblocks, [&](int64_t task, int) {
     thread_local AlignedBuffer<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);

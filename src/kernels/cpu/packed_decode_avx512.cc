@@ -39,9 +39,8 @@ template <CodeFormat F>
 constexpr int PosToCode(int p) {
   const int lane = p >> 4, b = p & 15;
   if constexpr (F == CodeFormat::kQ4) return (lane & 1) * 32 + (lane >> 1) * 16 + b;
-  if constexpr (F == CodeFormat::kQ2 || F == CodeFormat::kQ3)
-    return (b >> 3) * 32 + 8 * lane + (b & 7);
-  return p;  // q8
+  if constexpr (F == CodeFormat::kQ2) return (b >> 3) * 32 + 8 * lane + (b & 7);
+  return p;  // q3, q8: natural order
 }
 template <CodeFormat F>
 constexpr int kStepBytes = 2 * quant::Traits(F).bytes_per_unit;
@@ -57,27 +56,33 @@ constexpr __mmask16 U1Lanes() {
 
 // One token's activations in kernel order: xq int8 [steps, 64], bias int32 [steps, 16]
 // (-128 · Σ of each dword's 4 bytes for the codebook method, else 0), xs float [steps, 16] (the
-// activation scale of each dword's unit), gsum float [groups] (Σx per weight group, affine).
+// activation scale of each dword's unit), gsum float [groups] (Σx per weight group, affine),
+// xss float [steps] (per_step: one activation scale per step, the same in all its lanes).
 struct TokenView {
   const int8_t* xq;
   const int32_t* bias;
   const float* xs;
   const float* gsum;
+  const float* xss;
 };
 
 // Bytes of one token's prepared data (each part 64-byte aligned).
 int64_t TokenFloats(int64_t steps, int64_t groups) {
-  return steps * 16 /*xq*/ + steps * 16 /*bias*/ + steps * 16 /*xs*/ + (groups + 15) / 16 * 16;
+  return steps * 16 /*xq*/ + steps * 16 /*bias*/ + steps * 16 /*xs*/ + (groups + 15) / 16 * 16 +
+         (steps + 15) / 16 * 16 /*xss*/;
 }
 
+// per_step: quantize per 64 values (a step; groups of 64+ columns) instead of per 32, so the float
+// factor of a step is a scalar (see StepScalar).
 template <CodeFormat F>
-void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, float* base,
-                  TokenView* tv) {
+void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, bool per_step,
+                  float* base, TokenView* tv) {
   const int64_t units = cols / 32, steps = (units + 1) / 2, groups = cols / g;
   auto* xq = reinterpret_cast<int8_t*>(base);
   auto* bias = reinterpret_cast<int32_t*>(base + steps * 16);
   float* xs = base + steps * 32;
   float* gsum = base + steps * 48;
+  float* xss = gsum + (groups + 15) / 16 * 16;
   float unit_scale[2], inv[2];
   for (int64_t s = 0; s < steps; ++s) {
     for (int u = 0; u < 2; ++u) {
@@ -88,6 +93,12 @@ void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, float*
       unit_scale[u] = amax / 127.0f;
       inv[u] = amax > 0.0f ? 127.0f / amax : 0.0f;
     }
+    if (per_step) {
+      const float amax = 127.0f * std::max(unit_scale[0], unit_scale[1]);
+      unit_scale[0] = unit_scale[1] = amax / 127.0f;
+      inv[0] = inv[1] = amax > 0.0f ? 127.0f / amax : 0.0f;
+    }
+    xss[s] = unit_scale[0];
     int8_t* q = xq + s * 64;
     for (int p = 0; p < 64; ++p) {
       const int off = PosToCode<F>(p);
@@ -105,7 +116,14 @@ void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, float*
     for (int64_t c = j * g; c < (j + 1) * g; ++c) sum += x[c];
     gsum[j] = sum;
   }
-  *tv = {xq, bias, xs, gsum};
+  *tv = {xq, bias, xs, gsum, xss};
+}
+
+// q3: the srlv_epi16 count of each qword (0, 2, 4, 6, 0, 2, 4, 6): qwords 0..3 hold u0's
+// low-bit bytes, 4..7 u1's.
+TQ_AVX512_INLINE __m512i Q3Shifts() {
+  constexpr int64_t k = 0x0001000100010001ll;
+  return _mm512_set_epi64(6 * k, 4 * k, 2 * k, 0, 6 * k, 4 * k, 2 * k, 0);
 }
 
 // The code indices of one step; kTail: only u0 exists (the row's last, odd unit).
@@ -129,25 +147,21 @@ TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
                          2 * 0x0001000100010001ll, 2 * 0x0001000100010001ll, 0, 0));
     return _mm512_and_si512(z, _mm512_set1_epi8(0x03));
   } else if constexpr (F == CodeFormat::kQ3) {
+    // Step bytes: u0 low bits [0, 8), u0 bit 2 [8, 12), u1 low bits [12, 20), u1 bit 2 [20, 24).
+    // u0's 8 low-bit bytes go to qwords 0..3 and u1's to 4..7; qword q is shifted
+    // by 2·(q mod 4) so byte p holds code p (natural order); bit 2 comes from a mask register.
+    // (A 24-byte masked load + vpermb measured 15% slower than two 8-byte loads.)
     uint64_t lo0, lo1 = 0;
-    uint32_t h0, h1 = 0;
     std::memcpy(&lo0, p, 8);
+    if constexpr (!kTail) std::memcpy(&lo1, p + 12, 8);
+    // Broadcast loads, the upper half merged by a masked broadcast (no port-5 shuffle).
+    const __m512i v = _mm512_mask_set1_epi64(_mm512_set1_epi64(int64_t(lo0)), 0xF0, int64_t(lo1));
+    const __m512i z = _mm512_and_si512(_mm512_srlv_epi16(v, Q3Shifts()), _mm512_set1_epi8(0x03));
+    uint32_t h0, h1 = 0;
     std::memcpy(&h0, p + 8, 4);
-    if constexpr (!kTail) {
-      std::memcpy(&lo1, p + 12, 8);
-      std::memcpy(&h1, p + 20, 4);
-    }
-    const __m128i v = _mm_set_epi64x(int64_t(lo1), int64_t(lo0));
-    __m512i z = _mm512_srlv_epi16(
-        _mm512_broadcast_i32x4(v),
-        _mm512_set_epi64(6 * 0x0001000100010001ll, 6 * 0x0001000100010001ll,
-                         4 * 0x0001000100010001ll, 4 * 0x0001000100010001ll,
-                         2 * 0x0001000100010001ll, 2 * 0x0001000100010001ll, 0, 0));
-    z = _mm512_and_si512(z, _mm512_set1_epi8(0x03));
-    // Byte p = 16·lane + b holds bit (8·lane + b%8) of h0 (b < 8) or h1 (b >= 8).
-    const __mmask64 hi =
-        _pdep_u64(h0, 0x00FF00FF00FF00FFull) | _pdep_u64(h1, 0xFF00FF00FF00FF00ull);
-    return _mm512_or_si512(z, _mm512_maskz_mov_epi8(hi, _mm512_set1_epi8(4)));
+    if constexpr (!kTail) std::memcpy(&h1, p + 20, 4);
+    const __mmask64 hi = __mmask64(h0) | (__mmask64(h1) << 32);
+    return _mm512_mask_add_epi8(z, hi, z, _mm512_set1_epi8(4));  // bit 2 is clear: add = or
   } else {
     static_assert(F == CodeFormat::kQ8);
     return kTail ? _mm512_maskz_loadu_epi8(0xFFFFFFFFull, p) : _mm512_loadu_si512(p);
@@ -182,53 +196,128 @@ struct RowCtx {
   bool odd;                   // a last step with u0 only
 };
 
-template <CodeFormat F, bool kAffine, int R, bool kTail>
-TQ_AVX512_INLINE void Step(const RowCtx& c, const TokenView& tv, int64_t s, const uint8_t* const* p,
-                           const __m512* ws, __m512* acc) {
-  const __m512i xv = _mm512_load_si512(tv.xq + s * 64);
-  const __m512i bv = _mm512_load_si512(tv.bias + s * 16);
-  const __m512 xs = _mm512_load_ps(tv.xs + s * 16);
+// One step of R rows × N tokens: each row's codes are expanded and looked up once and reused for
+// the N tokens (the int8 activations, bias lanes and scales of a token are loaded per use).
+template <CodeFormat F, bool kAffine, int R, int N, bool kTail>
+TQ_AVX512_INLINE void Step(const RowCtx& c, const TokenView* tv, int64_t s, const uint8_t* const* p,
+                           const __m512* ws, __m512 (*acc)[N]) {
   for (int r = 0; r < R; ++r) {
-    const __m512i code = Expand<F, kTail>(p[r] + s * kStepBytes<F>);
-    const __m512i d = _mm512_dpbusd_epi32(bv, Lookup<F, kAffine>(code, *c.t), xv);
-    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(xs, ws[r]), acc[r]);
+    const __m512i wv = Lookup<F, kAffine>(Expand<F, kTail>(p[r] + s * kStepBytes<F>), *c.t);
+    for (int t = 0; t < N; ++t) {
+      const __m512i d = _mm512_dpbusd_epi32(_mm512_load_si512(tv[t].bias + s * 16), wv,
+                                            _mm512_load_si512(tv[t].xq + s * 64));
+      acc[r][t] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
+                          _mm512_mul_ps(_mm512_load_ps(tv[t].xs + s * 16), ws[r]), acc[r][t]);
+    }
   }
 }
 
-// y[0 .. R) = rows r0 .. r0+R-1 of Ŵ · one token (without bias). Group size 32 (kG32: a step
-// spans two groups) or a multiple of 64 (a group spans whole steps). Scales are converted 16
-// groups at a time into wsf and broadcast from there.
-template <CodeFormat F, bool kAffine, bool kG32, int R>
-TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView& tv, float* y) {
+// Step with a scalar float factor per (row, token): f[r][t] = group scale · activation scale.
+template <CodeFormat F, bool kAffine, int R, int N, bool kTail>
+TQ_AVX512_INLINE void StepScalar(const RowCtx& c, const TokenView* tv, int64_t s,
+                                 const uint8_t* const* p, const float (*f)[N][16], int i,
+                                 __m512 (*acc)[N]) {
+  for (int r = 0; r < R; ++r) {
+    const __m512i wv = Lookup<F, kAffine>(Expand<F, kTail>(p[r] + s * kStepBytes<F>), *c.t);
+    for (int t = 0; t < N; ++t) {
+      const __m512i d = _mm512_dpbusd_epi32(_mm512_load_si512(tv[t].bias + s * 16), wv,
+                                            _mm512_load_si512(tv[t].xq + s * 64));
+      acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(f[r][t][i]), acc[r][t]);
+    }
+  }
+}
+
+// Software prefetch of the next R-row block while this one runs: the hardware prefetchers stop
+// at 4 KiB pages and restart on each block, which left one core at half its read bandwidth.
+// Rows are contiguous (row_bytes apart), so block b+1 is the R·row_bytes bytes after block b;
+// each step prefetches its share (R·step bytes), the scales all at once.
+template <CodeFormat F, int R>
+TQ_AVX512_INLINE void PrefetchStep(const uint8_t* pf, int64_t s) {
+  if (pf == nullptr) return;
+  constexpr int kBytes = R * kStepBytes<F>;
+  const char* a = reinterpret_cast<const char*>(pf) + s * kBytes;
+  for (int k = 0; k < kBytes; k += 64) _mm_prefetch(a + k, _MM_HINT_T1);
+  if constexpr (kBytes % 64 != 0) _mm_prefetch(a + kBytes - 1, _MM_HINT_T1);
+}
+
+// y[t · ystride + r] = row r0 + r of Ŵ · token t (without bias), r < R, t < N. Group size 32
+// (kG32: a step spans two groups) or a multiple of 64 (a group spans whole steps). Scales are
+// converted 16 groups at a time into wsf and broadcast from there. pf: the next block to
+// prefetch, or null.
+template <CodeFormat F, bool kAffine, bool kG32, int R, int N>
+TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, int64_t ystride,
+                    const uint8_t* pf) {
   const PackedMatrix& w = *c.w;
   const int64_t groups = w.cols / w.group_size;
   const int64_t spg = kG32 ? 1 : w.group_size / 64;  // steps per group
   const int64_t steps = c.full_steps + (c.odd ? 1 : 0);
   const uint8_t* p[R];
   const uint16_t* sc[R];
-  __m512 acc[R];
+  __m512 acc[R][N];
   for (int r = 0; r < R; ++r) {
     p[r] = w.codes + (r0 + r) * w.row_bytes;
     sc[r] = w.scales + (r0 + r) * groups;
-    acc[r] = _mm512_setzero_ps();
+    for (int t = 0; t < N; ++t) acc[r][t] = _mm512_setzero_ps();
   }
-  alignas(64) float wsf[R][16];
-  int64_t s = 0;
-  auto run = [&](const __m512* ws) TQ_AVX512_LAMBDA {
-    if (s < c.full_steps) {
-      Step<F, kAffine, R, false>(c, tv, s, p, ws, acc);
-    } else {
-      Step<F, kAffine, R, true>(c, tv, s, p, ws, acc);
+  if (pf != nullptr) {
+    const char* ps = reinterpret_cast<const char*>(sc[0] + R * groups);
+    for (int64_t k = 0; k < R * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
+    if (kAffine) {
+      ps = reinterpret_cast<const char*>(w.mins + (r0 + R) * groups);
+      for (int64_t k = 0; k < R * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
     }
-    ++s;
-  };
-  for (int64_t g0 = 0; g0 < groups; g0 += 16) {
-    const int gn = int(std::min<int64_t>(16, groups - g0));
-    const __mmask16 m = __mmask16((1u << gn) - 1);
-    for (int r = 0; r < R; ++r)
-      _mm512_store_ps(wsf[r], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sc[r] + g0)));
-    __m512 ws[R];
-    if constexpr (kG32) {
+  }
+  if constexpr (!kG32) {
+    // Blocks of 16 steps: the steps' group scales (step s is in group s / spg) times each
+    // token's per-step activation scales, one vector multiply per row and token; a step then
+    // costs expand, lookup, vpdpbusd, convert and one fma with an embedded broadcast (session 1:
+    // per-lane scales, one more multiply and load per row and step; 20-33% slower).
+    alignas(64) float f[R][N][16];
+    alignas(64) int32_t gi[16];
+    for (int64_t s0 = 0; s0 < steps; s0 += 16) {
+      const int sn = int(std::min<int64_t>(16, steps - s0));
+      const __mmask16 ms = __mmask16((1u << sn) - 1);
+      const int64_t g0 = s0 / spg;
+      const int gn = int(std::min<int64_t>(16, groups - g0));
+      const __mmask16 mg = __mmask16((1u << gn) - 1);
+      for (int i = 0; i < 16; ++i) gi[i] = int32_t(std::min<int64_t>((s0 + i) / spg - g0, gn - 1));
+      const __m512i gidx = _mm512_load_si512(gi);
+      __m512 xsv[N];
+      for (int t = 0; t < N; ++t) xsv[t] = _mm512_maskz_loadu_ps(ms, tv[t].xss + s0);
+      for (int r = 0; r < R; ++r) {
+        __m512 ws = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mg, sc[r] + g0));
+        if (spg > 1) ws = _mm512_permutexvar_ps(gidx, ws);
+        for (int t = 0; t < N; ++t) _mm512_store_ps(f[r][t], _mm512_mul_ps(ws, xsv[t]));
+      }
+      for (int i = 0; i < sn; ++i) {
+        const int64_t s = s0 + i;
+        PrefetchStep<F, R>(pf, s);
+        if (s < c.full_steps) {
+          StepScalar<F, kAffine, R, N, false>(c, tv, s, p, f, i, acc);
+        } else {
+          StepScalar<F, kAffine, R, N, true>(c, tv, s, p, f, i, acc);
+        }
+      }
+    }
+  } else {
+    alignas(64) float wsf[R][16];
+    int64_t s = 0;
+    auto run = [&](const __m512* ws) TQ_AVX512_LAMBDA {
+      PrefetchStep<F, R>(pf, s);
+      if (s < c.full_steps) {
+        Step<F, kAffine, R, N, false>(c, tv, s, p, ws, acc);
+      } else {
+        Step<F, kAffine, R, N, true>(c, tv, s, p, ws, acc);
+      }
+      ++s;
+    };
+    for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+      const int gn = int(std::min<int64_t>(16, groups - g0));
+      const __mmask16 m = __mmask16((1u << gn) - 1);
+      for (int r = 0; r < R; ++r)
+        _mm512_store_ps(wsf[r], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sc[r] + g0)));
+      __m512 ws[R];
       for (int j = 0; j < gn; j += 2) {
         const int j1 = j + 1 < gn ? j + 1 : j;
         for (int r = 0; r < R; ++r)
@@ -236,27 +325,52 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView& tv, float* y) 
                                        _mm512_set1_ps(wsf[r][j1]));
         run(ws);
       }
-    } else {
-      for (int j = 0; j < gn; ++j) {
-        for (int r = 0; r < R; ++r) ws[r] = _mm512_set1_ps(wsf[r][j]);
-        for (int64_t k = 0; k < spg && s < steps; ++k) run(ws);
-      }
     }
   }
   for (int r = 0; r < R; ++r) {
-    float v = _mm512_reduce_add_ps(acc[r]) * c.t->cb_scale;
-    if constexpr (kAffine) {  // + Σ_g min_g · Σx_g
-      const uint16_t* mn = w.mins + (r0 + r) * groups;
-      __m512 m = _mm512_setzero_ps();
-      int64_t j = 0;
-      for (; j + 16 <= groups; j += 16)
-        m = _mm512_fmadd_ps(
-            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mn + j))),
-            _mm512_loadu_ps(tv.gsum + j), m);
-      v += _mm512_reduce_add_ps(m);
-      for (; j < groups; ++j) v += H2F(mn[j]) * tv.gsum[j];
+    for (int t = 0; t < N; ++t) {
+      float v = _mm512_reduce_add_ps(acc[r][t]) * c.t->cb_scale;
+      if constexpr (kAffine) {  // + Σ_g min_g · Σx_g
+        const uint16_t* mn = w.mins + (r0 + r) * groups;
+        __m512 m = _mm512_setzero_ps();
+        int64_t j = 0;
+        for (; j + 16 <= groups; j += 16)
+          m = _mm512_fmadd_ps(
+              _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(mn + j))),
+              _mm512_loadu_ps(tv[t].gsum + j), m);
+        v += _mm512_reduce_add_ps(m);
+        for (; j < groups; ++j) v += H2F(mn[j]) * tv[t].gsum[j];
+      }
+      y[t * ystride + r] = v;
     }
-    y[r] = v;
+  }
+}
+
+// Rows r0 .. r0+R-1 for all n tokens, in passes of up to kTokensPerPass tokens (R·N zmm
+// accumulators); the first pass prefetches the next block, the others find it in L1/L2.
+inline constexpr int kTokensPerPass = 4;
+
+template <CodeFormat F, bool kAffine, bool kG32, int R>
+TQ_AVX512 void RowsAllTokens(const RowCtx& c, int64_t r0, const TokenView* tv, int64_t n, float* y,
+                             int64_t ystride, const uint8_t* pf) {
+  for (int64_t t0 = 0; t0 < n; t0 += kTokensPerPass) {
+    const TokenView* tp = tv + t0;
+    float* yp = y + t0 * ystride + r0;
+    const uint8_t* f = t0 == 0 ? pf : nullptr;
+    switch (std::min<int64_t>(kTokensPerPass, n - t0)) {
+      case 1:
+        Rows<F, kAffine, kG32, R, 1>(c, r0, tp, yp, ystride, f);
+        break;
+      case 2:
+        Rows<F, kAffine, kG32, R, 2>(c, r0, tp, yp, ystride, f);
+        break;
+      case 3:
+        Rows<F, kAffine, kG32, R, 3>(c, r0, tp, yp, ystride, f);
+        break;
+      default:
+        Rows<F, kAffine, kG32, R, 4>(c, r0, tp, yp, ystride, f);
+        break;
+    }
   }
 }
 
@@ -270,21 +384,18 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
   if (buf.size() < size_t(per_token * n)) buf.resize(size_t(per_token * n));
   TokenView tv[kFastDecodeMaxTokens];
   for (int64_t i = 0; i < n; ++i)
-    PrepareToken<F>(x + i * cols, cols, g, !kAffine, buf.data() + i * per_token, &tv[i]);
+    PrepareToken<F>(x + i * cols, cols, g, !kAffine, !kG32, buf.data() + i * per_token, &tv[i]);
   const RowCtx ctx{&w, &t, units, units / 2, (units & 1) != 0};
   auto body = [&](int64_t b, int64_t e) {
-    float out[4];
     int64_t r = b;
-    for (; r + 4 <= e; r += 4)
-      for (int64_t i = 0; i < n; ++i) {
-        Rows<F, kAffine, kG32, 4>(ctx, r, tv[i], out);
-        for (int k = 0; k < 4; ++k) y[i * rows + r + k] = out[k] + (bias ? bias[r + k] : 0.0f);
-      }
-    for (; r < e; ++r)
-      for (int64_t i = 0; i < n; ++i) {
-        Rows<F, kAffine, kG32, 1>(ctx, r, tv[i], out);
-        y[i * rows + r] = out[0] + (bias ? bias[r] : 0.0f);
-      }
+    for (; r + 4 <= e; r += 4) {
+      const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
+      RowsAllTokens<F, kAffine, kG32, 4>(ctx, r, tv, n, y, rows, pf);
+    }
+    for (; r < e; ++r) RowsAllTokens<F, kAffine, kG32, 1>(ctx, r, tv, n, y, rows, nullptr);
+    if (bias != nullptr)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
   };
   if (rows * cols < 65536 || rows < 8) {
     body(0, rows);
@@ -331,6 +442,7 @@ void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bia
 
 bool Avx512Supports(const PackedMatrix& w) {
   const CodeFormat f = w.format;
+  if (f == CodeFormat::kTernary) return Avx512TernarySupports(w);
   const bool fmt_ok =
       f == CodeFormat::kQ2 || f == CodeFormat::kQ3 || f == CodeFormat::kQ4 || f == CodeFormat::kQ8;
   return fmt_ok && (w.group_size == 32 || w.group_size % 64 == 0) && w.cols % 32 == 0;
@@ -338,6 +450,7 @@ bool Avx512Supports(const PackedMatrix& w) {
 
 TQ_AVX512 void Avx512Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
                             float* y) {
+  if (w.format == CodeFormat::kTernary) return Avx512TernaryDecode(x, n, w, bias, y);
   Tables t;
   BuildTables(w, &t);
   switch (w.format) {

@@ -7,6 +7,7 @@ namespace tq::kernels::cpu {
 
 bool FastDecodeSupports(const PackedMatrix& w) {
   switch (ActiveIsa()) {
+    case Isa::kAmx:  // the decode kernels are the avx512 ones
     case Isa::kAvx512:
       return isa::Avx512Supports(w);
     case Isa::kAvx2:
@@ -22,7 +23,7 @@ void FastPackedDecode(const float* x, int64_t n, const PackedMatrix& w, const fl
   TQ_CHECK(n >= 1 && n <= kFastDecodeMaxTokens && FastDecodeSupports(w), "packed decode",
            "{} tokens or {} [{}, {}] g{} not supported by the {} kernel", n,
            quant::Traits(w.format).name, w.rows, w.cols, w.group_size, IsaName(ActiveIsa()));
-  if (ActiveIsa() == Isa::kAvx512) return isa::Avx512Decode(x, n, w, bias, y);
+  if (ActiveIsa() >= Isa::kAvx512) return isa::Avx512Decode(x, n, w, bias, y);
   isa::Avx2Decode(x, n, w, bias, y);
 }
 

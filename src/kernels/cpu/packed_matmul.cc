@@ -1,4 +1,5 @@
 // Packed-weight products for the cpu backend (the fast SIMD decode kernels are issue #7):
+// - With the amx level, many tokens run on AMX tiles (packed_matmul_amx.h); otherwise:
 // - Many tokens (prefill, perplexity): a tile of weight rows is dequantized to fp32 once (in
 //   parallel) and multiplied by all tokens with the float GEMM (cpu/matmul.cc), so the decode cost
 //   is amortised over the tokens and a packed model runs at about float speed.
@@ -13,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/packed_decode.h"
+#include "kernels/cpu/packed_matmul_amx.h"
 #include "kernels/cpu/vec.h"
 #include "kernels/packed_ops.h"
 
@@ -155,6 +157,7 @@ void PackedDequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, floa
 void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y) {
   CheckPackedMatrix(w, "packed matmul cpu");
   const int64_t rows = w.rows, cols = w.cols;
+  if (n >= kAmxMinTokens && AmxPackedSupports(w)) return AmxPackedMatMul(x, n, w, bias, y);
   if (n <= kFastDecodeMaxTokens && FastDecodeSupports(w)) return FastPackedDecode(x, n, w, bias, y);
   if (n < kFewTokens) {
     auto body = [&](int64_t b, int64_t e) {

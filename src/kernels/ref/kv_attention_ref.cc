@@ -62,7 +62,8 @@ void RefCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
         for (int64_t j = 0; j < d; ++j) acc[size_t(j)] += score[size_t(t)] * x[size_t(j)];
       }
       float* oh = out + (i * p.num_heads + h) * d;
-      for (int64_t j = 0; j < d; ++j) oh[j] = float(acc[size_t(j)] / sum);
+      const float* mu = kv.v_offset ? kv.v_offset + kvh * d : nullptr;
+      for (int64_t j = 0; j < d; ++j) oh[j] = float(acc[size_t(j)] / sum + (mu ? mu[j] : 0.0));
       kv.v_rotation->Inverse(oh);  // out = R_vᵀ Σ p_t v'_t
     }
   }

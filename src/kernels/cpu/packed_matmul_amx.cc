@@ -1,0 +1,178 @@
+// Packed weights -> bf16 panels for the AMX GEMM (packed_matmul_amx.h). Per 32-code unit: the
+// codes become two zmm of 16 int32 indices (natural order, docs/FORMAT.md "Packing"), the values
+// come from a vpermps of the codebook (<= 16 levels) or a gather (q8), times the group's scale
+// (affine: min + scale · code), and one vcvtne2ps2bf16 writes the unit's 32 bf16.
+#include "kernels/cpu/packed_matmul_amx.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "kernels/cpu/amx_gemm.h"
+
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#define TQ_DQ_BUILD 1
+#define TQ_DQ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c")))
+#define TQ_DQ_INLINE TQ_DQ inline __attribute__((always_inline))
+#endif
+
+namespace tq::kernels::cpu {
+
+using quant::CodeFormat;
+
+#if defined(TQ_DQ_BUILD)
+namespace {
+
+// Indices of codes 0..15 (i0) and 16..31 (i1) of the unit at p.
+template <CodeFormat F>
+TQ_DQ_INLINE void Expand(const uint8_t* p, __m512i* i0, __m512i* i1) {
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  if constexpr (F == CodeFormat::kQ4) {  // c[j] = p[j] & 15, c[j + 16] = p[j] >> 4
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    *i0 = _mm512_and_si512(b, _mm512_set1_epi32(15));
+    *i1 = _mm512_srli_epi32(b, 4);
+  } else if constexpr (F == CodeFormat::kQ2 || F == CodeFormat::kQ3) {
+    // c[8k + j] = (p[j] >> 2k) & 3 (j < 8); q3 adds bit j of the uint32 at p + 8, times 4.
+    uint64_t lo;
+    std::memcpy(&lo, p, 8);
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_set1_epi64x(int64_t(lo)));
+    const __m512i s01 = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i three = _mm512_set1_epi32(3);
+    *i0 = _mm512_and_si512(_mm512_srlv_epi32(b, s01), three);
+    *i1 =
+        _mm512_and_si512(_mm512_srlv_epi32(b, _mm512_add_epi32(s01, _mm512_set1_epi32(4))), three);
+    if constexpr (F == CodeFormat::kQ3) {
+      uint32_t h;
+      std::memcpy(&h, p + 8, 4);
+      const __m512i hv = _mm512_set1_epi32(int(h)), one = _mm512_set1_epi32(1);
+      *i0 = _mm512_or_si512(
+          *i0, _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(hv, iota), one), 2));
+      const __m512i iota16 = _mm512_add_epi32(iota, _mm512_set1_epi32(16));
+      *i1 = _mm512_or_si512(
+          *i1, _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(hv, iota16), one), 2));
+    }
+  } else if constexpr (F == CodeFormat::kQ1) {  // bit j of the uint32 at p
+    uint32_t h;
+    std::memcpy(&h, p, 4);
+    const __m512i hv = _mm512_set1_epi32(int(h)), one = _mm512_set1_epi32(1);
+    *i0 = _mm512_and_si512(_mm512_srlv_epi32(hv, iota), one);
+    *i1 =
+        _mm512_and_si512(_mm512_srlv_epi32(hv, _mm512_add_epi32(iota, _mm512_set1_epi32(16))), one);
+  } else {
+    static_assert(F == CodeFormat::kQ8);
+    *i0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    *i1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
+  }
+}
+
+// buf [count][ld] = rows r0.. of Ŵ, columns k0 .. k0+kc-1 (k0, kc multiples of 32), in bf16.
+template <CodeFormat F, bool kAffine>
+TQ_DQ void DequantBlock(const PackedMatrix& w, int64_t r0, int64_t count, int64_t k0, int64_t kc,
+                        uint16_t* buf, int64_t ld) {
+  constexpr int64_t kBytes = quant::Traits(F).bytes_per_unit;
+  const int64_t g = w.group_size, groups = w.cols / g;
+  alignas(64) float cb16[16] = {};
+  if constexpr (!kAffine && F != CodeFormat::kQ8) {
+    for (int i = 0; i < quant::Traits(F).levels; ++i) cb16[i] = w.codebook[i];
+  }
+  const __m512 cbv = _mm512_load_ps(cb16);
+  constexpr int64_t kAhead = 4;  // rows: the block's codes are short runs the prefetcher misses
+  const int64_t run = kc / 32 * kBytes, first = k0 / 32 * kBytes;
+  for (int64_t r = 0; r < count; ++r) {
+    if (r + kAhead < count) {
+      const uint8_t* next = w.codes + (r0 + r + kAhead) * w.row_bytes + first;
+      for (int64_t b = 0; b < run; b += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(next + b), _MM_HINT_T0);
+    }
+    const uint8_t* codes = w.codes + (r0 + r) * w.row_bytes;
+    const uint16_t* sc = w.scales + (r0 + r) * groups;
+    const uint16_t* mn = kAffine ? w.mins + (r0 + r) * groups : nullptr;
+    uint16_t* out = buf + r * ld;
+    // The group of column c is gi; `left` units remain in it (no division per unit).
+    int64_t gi = k0 / g, left = (g - k0 % g) / 32;
+    for (int64_t c = k0; c < k0 + kc; c += 32) {
+      __m512i i0, i1;
+      Expand<F>(codes + (c / 32) * kBytes, &i0, &i1);
+      const __m512 s = _mm512_set1_ps(_cvtsh_ss(sc[gi]));
+      __m512 v0, v1;
+      if constexpr (kAffine) {
+        const __m512 m = _mm512_set1_ps(_cvtsh_ss(mn[gi]));
+        v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), s, m);
+        v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), s, m);
+      } else if constexpr (F == CodeFormat::kQ8) {
+        v0 = _mm512_mul_ps(_mm512_i32gather_ps(i0, w.codebook, 4), s);
+        v1 = _mm512_mul_ps(_mm512_i32gather_ps(i1, w.codebook, 4), s);
+      } else {
+        v0 = _mm512_mul_ps(_mm512_permutexvar_ps(i0, cbv), s);
+        v1 = _mm512_mul_ps(_mm512_permutexvar_ps(i1, cbv), s);
+      }
+      _mm512_storeu_si512(out + (c - k0), __m512i(_mm512_cvtne2ps_pbh(v1, v0)));
+      if (--left == 0) {
+        ++gi;
+        left = g / 32;
+      }
+    }
+  }
+}
+
+using DequantFn = void (*)(const PackedMatrix&, int64_t, int64_t, int64_t, int64_t, uint16_t*,
+                           int64_t);
+
+template <CodeFormat F>
+DequantFn Pick(bool affine) {
+  return affine ? &DequantBlock<F, true> : &DequantBlock<F, false>;
+}
+
+DequantFn DequantFor(const PackedMatrix& w) {
+  const bool affine = w.method == quant::QuantMethod::kAffine;
+  switch (w.format) {
+    case CodeFormat::kQ1:
+      return Pick<CodeFormat::kQ1>(affine);
+    case CodeFormat::kQ2:
+      return Pick<CodeFormat::kQ2>(affine);
+    case CodeFormat::kQ3:
+      return Pick<CodeFormat::kQ3>(affine);
+    case CodeFormat::kQ4:
+      return Pick<CodeFormat::kQ4>(affine);
+    case CodeFormat::kQ8:
+      return Pick<CodeFormat::kQ8>(affine);
+    case CodeFormat::kTernary:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool AmxPackedSupports(const PackedMatrix& w) {
+  return amx::Active() && w.cols % amx::kKMultiple == 0 && w.group_size % 32 == 0 &&
+         DequantFor(w) != nullptr;
+}
+
+void AmxPackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
+                     float* y) {
+  const DequantFn dq = DequantFor(w);
+  TQ_CHECK(AmxPackedSupports(w), "packed matmul amx", "{} [{}, {}] not supported",
+           quant::Traits(w.format).name, w.rows, w.cols);
+  const amx::Activations a = amx::PrepareActivations(x, n, w.cols, /*split=*/false);
+  amx::Gemm(
+      a, w.rows,
+      [&](int64_t r0, int64_t count, int64_t k0, int64_t kc, uint16_t* buf, int64_t ld) {
+        dq(w, r0, count, k0, kc, buf, ld);
+      },
+      bias, y);
+}
+
+#else
+
+bool AmxPackedSupports(const PackedMatrix&) { return false; }
+void AmxPackedMatMul(const float*, int64_t, const PackedMatrix&, const float*, float*) {
+  Fail("packed matmul amx", "not built for this target");
+}
+
+#endif
+
+}  // namespace tq::kernels::cpu
