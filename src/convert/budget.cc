@@ -32,7 +32,7 @@ double Importance(const TensorDecision& d, int64_t num_layers, const BudgetOptio
 
 }  // namespace
 
-double DefaultEdgeLayerWeight(double target_bits) { return target_bits >= 3.0 ? 4.0 : 2.0; }
+double DefaultEdgeLayerWeight(double /*target_bits*/) { return 2.0; }
 
 std::vector<BudgetChoice> AllocateBitBudget(
     QuantRecipe& recipe, const BudgetOptions& opts,

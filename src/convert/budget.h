@@ -44,10 +44,10 @@ struct BudgetChoice {
   double importance = 1;
 };
 
-// The default first/last-layer multiplier: 4 for targets >= 3 bits per weight, 2 below. Measured
-// on tq-llama-21m (full protocol, both files; BENCHMARKS.md "Weight quantization"): 4 beats 2 at
-// 4.25 and 3.5 bits, 2 beats 4 at 2.5 bits, where upgrading the edge layers costs the other layers
-// their only q3 tensors. An empirical prior from these runs, not a held-out result.
+// The default first/last-layer multiplier: 2. Measured (full protocol, both files; BENCHMARKS.md
+// "Weight quantization"): 4 is better on tq-llama-21m at 4.25 and 3.5 bits (by 0.05-0.3 points,
+// about one rotation-seed sd) but worse at 2.5 bits and ~1 point worse on tq-qwen3moe-17m at 3.5
+// bits, so the default stays 2; `--budget-edge 4` is the dense model's best setting.
 double DefaultEdgeLayerWeight(double target_bits);
 
 // Rewrites the format, group size, rotation block and projected bytes of the quantized decoder
