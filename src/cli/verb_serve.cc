@@ -86,6 +86,8 @@ int Run(int argc, char** argv) {
     }
     auto text = tq::server::ModelTextModel::Load(model_dir, cfg);
     kv.max_tokens = ctx;
+    // Sliding-window layers keep window + max_append positions: room for a whole prompt chunk.
+    kv.max_append = std::max(kv.max_append, prefill_chunk);
     tq::server::ModelEngine engine(*model, parallel + keep, kv);
     tq::server::Scheduler scheduler(
         engine, {.parallel = parallel, .max_queue = max_queue, .prefill_chunk = prefill_chunk});

@@ -24,6 +24,12 @@ void ModelEngine::Truncate(int cache, int64_t n) {
   if (n < kv.size()) kv.Truncate(n);
 }
 
+int64_t ModelEngine::ReusablePrefix(int cache, int64_t n) {
+  const auto& p = caches_.at(size_t(cache));
+  if (!p || n <= 0) return 0;
+  return n >= p->MinTruncate() ? n : 0;
+}
+
 void ModelEngine::Prefill(int cache, std::span<const int32_t> tokens, float* logits) {
   model_.Forward(tokens, Cache(cache), logits, /*all_logits=*/false);
 }

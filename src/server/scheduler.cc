@@ -330,7 +330,8 @@ void Scheduler::Admit(Pending p) {
     const size_t lim = std::min(slot.tokens.size(), size_t(prompt_len - 1));
     const auto mm =
         std::mismatch(slot.tokens.begin(), slot.tokens.begin() + lim, seq->req.prompt.begin());
-    const int64_t common = int64_t(mm.first - slot.tokens.begin());
+    // Models with sliding-window layers can reuse a prefix only while its window is held.
+    const int64_t common = engine_.ReusablePrefix(c, int64_t(mm.first - slot.tokens.begin()));
     if (common > best_common ||
         (common == best_common && slot.last_used < caches_[size_t(best)].last_used)) {
       best = c;
