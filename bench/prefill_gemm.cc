@@ -2,7 +2,8 @@
 // [8192, 2048] matrix (an MLP up/gate projection of Llama-3.2-1B) as packed q2/q3/q4 g64 or as
 // bf16, at a forced ISA level (2 = avx512: dequantized tiles x fp32 GEMM; 3 = amx: bf16 tiles),
 // 1 or 2 threads. Counters: GFLOP/s (2 per multiply-add) and the effective tokens/s of the matrix.
-//   BM_PrefillGemm/<format: 0 q2, 1 q3, 2 q4, 3 bf16>/<isa>/<threads>
+//   BM_PrefillGemm/<format: 0 q2, 1 q3, 2 q4, 3 bf16>/<isa>/<threads>/512
+//   BM_BatchGemm/<format>/<isa>/1/<tokens>: the server's 4-16-sequence decode steps
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -24,7 +25,7 @@ namespace {
 using tq::kernels::cpu::Isa;
 using tq::quant::CodeFormat;
 
-constexpr int64_t kTokens = 512, kRows = 8192, kCols = 2048, kGroup = 64;
+constexpr int64_t kRows = 8192, kCols = 2048, kGroup = 64;
 
 struct Weights {
   tq::AlignedBuffer<uint8_t> codes;
@@ -32,6 +33,7 @@ struct Weights {
 };
 
 void BM_PrefillGemm(benchmark::State& state) {
+  const int64_t kTokens = state.range(3);
   const int fi = int(state.range(0));
   const Isa want = Isa(state.range(1));
   tq::ThreadPool::SetGlobalThreads(int(state.range(2)));
@@ -54,7 +56,8 @@ void BM_PrefillGemm(benchmark::State& state) {
     w.codes.resize(size_t(kRows * m.row_bytes));
     for (size_t i = 0; i < w.codes.size(); ++i) w.codes[i] = uint8_t(rng());
     w.scales.resize(size_t(kRows * kCols / kGroup));
-    for (size_t i = 0; i < w.scales.size(); ++i) w.scales[i] = tq::F32ToF16(0.01f + (i % 7) * 1e-3f);
+    for (size_t i = 0; i < w.scales.size(); ++i)
+      w.scales[i] = tq::F32ToF16(0.01f + (i % 7) * 1e-3f);
     m.codes = w.codes.data();
     m.scales = w.scales.data();
     m.codebook = tq::quant::GaussianCodebook(m.format).levels.data();
@@ -87,9 +90,20 @@ void BM_PrefillGemm(benchmark::State& state) {
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
     for (int f = 0; f < 4; ++f)
-      for (int isa : {3, 2}) b->Args({f, isa, threads});
+      for (int isa : {3, 2}) b->Args({f, isa, threads, 512});
+}
+// Server batch sizes (a decode step of 4-16 sequences), one thread.
+void BatchArgs(benchmark::internal::Benchmark* b) {
+  for (int tokens : {4, 8, 12, 16})
+    for (int f : {2, 3})
+      for (int isa : {3, 2}) b->Args({f, isa, 1, tokens});
 }
 BENCHMARK(BM_PrefillGemm)->Apply(Args)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PrefillGemm)
+    ->Name("BM_BatchGemm")
+    ->Apply(BatchArgs)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -1,5 +1,5 @@
 // turboquant plan --model DIR [--context 16384] [--bits B] [--group-size G]
-//   [--kv-bits B | --kv-k-bits B --kv-v-bits B] [--prefill-step N] [--ram-gb X]
+//   [--budget-bpw X] [--kv-bits B | --kv-k-bits B --kv-v-bits B] [--prefill-step N] [--ram-gb X]
 //   [--device cpu|cuda] [--json]
 // Will it fit? Reads config.json and the safetensors headers only. Exit 0 fits, 1 does not fit
 // (or only with a smaller context / prefill step) or files missing, 2 usage error.
@@ -24,6 +24,7 @@ int Run(int argc, char** argv) {
   QuantRecipeOptions r;
   std::string method = "turboquant", rotation = "hadamard", device = "cpu", kv_dtype = "f16";
   std::optional<int> bits;
+  std::optional<double> budget_bpw;
   std::optional<double> ram_gb;
   bool json = false;
   app.add_option("--model", o.model_dir, "model directory (config.json + safetensors)")->required();
@@ -52,6 +53,9 @@ int Run(int argc, char** argv) {
       app.add_option("--rotation", rotation, "with --bits: hadamard or none")
           ->check(CLI::IsMember({"hadamard", "none"})),
   };
+  app.add_option("--budget-bpw", budget_bpw,
+                 "project convert --budget-bpw X (implies --bits 4 unless given): the linears at "
+                 "the allocator's guarantee of at most X bits per weight, an upper bound");
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
@@ -69,12 +73,13 @@ int Run(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--json", json, "print one JSON object");
   return RunApp(app, argc, argv, [&] {
-    if (bits) {
-      r.bits = *bits;
+    if (bits || budget_bpw) {
+      r.bits = bits.value_or(r.bits);
       r.method = method == "affine" ? quant::QuantMethod::kAffine : quant::QuantMethod::kCodebook;
       r.rotation = *ParseRotationKind(rotation);
       ValidateQuantRecipeOptions(r);
       o.recipe = r;
+      o.budget_bpw = budget_bpw.value_or(0);
     } else {
       for (const CLI::Option* f : recipe_flags)
         if (f->count() > 0)

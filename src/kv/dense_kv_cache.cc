@@ -1,5 +1,8 @@
-// The plain KV cache: per layer, keys and values as [kv_heads, capacity, head_dim] arrays of
-// fp16/bf16/fp32 (one head's positions contiguous, so attention streams them). Storage is
+// The plain KV cache: per layer, keys and values as [kv_heads, slots, head_dim] arrays of
+// fp16/bf16/fp32 (one head's positions contiguous, so attention streams them). Full-attention
+// layers have one slot per position of the context; sliding-window layers have
+// KvLayerSlots(window) slots holding positions base .. base+slots-1 (kv_cache.h: when an append
+// would run past the last slot, the positions still in the window move to the front). Storage is
 // allocated up front; untouched pages cost no memory.
 #include <algorithm>
 #include <cstring>
@@ -28,48 +31,109 @@ DType StorageDType(KvDType t) {
 class DenseKvCache final : public KvCache {
  public:
   DenseKvCache(const KvLayout& layout, const KvCacheOptions& opts)
-      : KvCache(layout, opts.max_tokens), dtype_(StorageDType(opts.dtype)) {
-    const size_t per_layer = size_t(layout_.num_kv_heads * capacity_ * layout_.head_dim);
+      : KvCache(layout, opts.max_tokens, opts.max_append), dtype_(StorageDType(opts.dtype)) {
+    layers_.resize(size_t(layout_.num_layers));
     for (int64_t l = 0; l < layout_.num_layers; ++l) {
-      keys_.emplace_back(per_layer * DTypeSize(dtype_));
-      values_.emplace_back(per_layer * DTypeSize(dtype_));
+      Layer& y = layers_[size_t(l)];
+      y.window = layout_.window[size_t(l)];
+      y.slots = KvLayerSlots(y.window, opts);
+      const size_t bytes = size_t(layout_.num_kv_heads * y.slots * layout_.head_dim) * esize();
+      y.k = AlignedBuffer<uint8_t>(bytes);
+      y.v = AlignedBuffer<uint8_t>(bytes);
     }
   }
 
-  int64_t BytesPerToken() const override {
-    return 2 * layout_.num_layers * layout_.num_kv_heads * layout_.head_dim *
-           int64_t(DTypeSize(dtype_));
+  int64_t BytesPerToken() const override { return layout_.num_layers * PositionBytes(); }
+
+  int64_t MemoryBytes() const override {
+    int64_t bytes = 0;
+    for (const Layer& y : layers_) bytes += y.high * PositionBytes();
+    return bytes;
+  }
+
+  int64_t MinTruncate() const override {
+    int64_t floor = 0;
+    for (const Layer& y : layers_)
+      if (y.base > 0) floor = std::max(floor, y.base + y.window - 1);
+    return floor;
+  }
+
+  void Truncate(int64_t n) override {
+    KvCache::Truncate(n);
+    if (n == 0)
+      for (Layer& y : layers_) y.base = 0;
   }
 
   void Append(int64_t layer, const float* k, const float* v, int64_t n) override {
     CheckAppend(layer, n);
+    Layer& y = layers_[size_t(layer)];
+    if (size_ + n - y.base > y.slots) Slide(y, layer, n);  // window layers only
     const int64_t d = layout_.head_dim, heads = layout_.num_kv_heads;
+    const int64_t slot0 = size_ - y.base;
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t h = 0; h < heads; ++h) {
-        const int64_t dst = (h * capacity_ + size_ + i) * d, src = (i * heads + h) * d;
-        Store(keys_[size_t(layer)].data(), dst, k + src, d);
-        Store(values_[size_t(layer)].data(), dst, v + src, d);
+        const int64_t dst = (h * y.slots + slot0 + i) * d, src = (i * heads + h) * d;
+        Store(y.k.data(), dst, k + src, d);
+        Store(y.v.data(), dst, v + src, d);
       }
     }
+    y.high = std::max(y.high, slot0 + n);
   }
 
   void Attend(int64_t layer, const float* q, int64_t n, float* out) const override {
     CheckAppend(layer, n);
+    const Layer& y = layers_[size_t(layer)];
     kernels::KvView view;
-    view.k = keys_[size_t(layer)].data();
-    view.v = values_[size_t(layer)].data();
+    view.k = y.k.data();
+    view.v = y.v.data();
     view.dtype = dtype_;
-    view.head_stride = capacity_ * layout_.head_dim;
+    view.head_stride = y.slots * layout_.head_dim;
     kernels::AttentionParams p;
     p.num_heads = layout_.num_heads;
     p.num_kv_heads = layout_.num_kv_heads;
     p.head_dim = layout_.head_dim;
     p.scale = layout_.scale;
-    p.window = layout_.window[size_t(layer)];
-    kernels::Attention(q, n, size_, view, p, out);
+    p.window = y.window;
+    // Slot j holds position base + j; the kernel's positions are slots. Queries at slots
+    // size-base .. see slots (p-window+1 .. p), all held since base <= size-window+1: the same
+    // keys as at absolute positions.
+    kernels::Attention(q, n, size_ - y.base, view, p, out);
   }
 
  private:
+  struct Layer {
+    int64_t window = 0;           // 0 = full attention
+    int64_t slots = 0;            // positions stored: [kv_heads, slots, head_dim]
+    int64_t base = 0;             // position in slot 0
+    int64_t high = 0;             // slots written so far (resident memory)
+    AlignedBuffer<uint8_t> k, v;  // [kv_heads, slots, head_dim] of dtype_
+  };
+
+  size_t esize() const { return DTypeSize(dtype_); }
+  int64_t PositionBytes() const {
+    return 2 * layout_.num_kv_heads * layout_.head_dim * int64_t(esize());
+  }
+
+  // Makes room for n tokens at position size_: keeps positions size_-window+1 .. size_-1 (what
+  // the new queries read), moved to slot 0.
+  void Slide(Layer& y, int64_t layer, int64_t n) {
+    const int64_t keep_from = std::max<int64_t>(0, size_ - y.window + 1);
+    TQ_CHECK(y.window > 0 && size_ + n - keep_from <= y.slots, "kv cache",
+             "layer {}: {} tokens in one append overflow its {} sliding-window slots (window {} "
+             "+ max_append {}); append at most max_append tokens at a time",
+             layer, n, y.slots, y.window, max_append_);
+    const int64_t shift = keep_from - y.base, count = size_ - keep_from;
+    if (shift <= 0) return;
+    const size_t row = size_t(layout_.head_dim) * esize();
+    for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
+      for (uint8_t* base : {y.k.data(), y.v.data()}) {
+        uint8_t* head = base + size_t(h * y.slots) * row;
+        std::memmove(head, head + size_t(shift) * row, size_t(count) * row);
+      }
+    }
+    y.base = keep_from;
+  }
+
   void Store(uint8_t* base, int64_t offset, const float* src, int64_t d) const {
     switch (dtype_) {
       case DType::F32:
@@ -85,7 +149,7 @@ class DenseKvCache final : public KvCache {
   }
 
   DType dtype_;
-  std::vector<AlignedBuffer<uint8_t>> keys_, values_;
+  std::vector<Layer> layers_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "kv/kv_cache.h"
 
+#include <algorithm>
 #include <random>
 
 #include "core/error.h"
@@ -52,8 +53,12 @@ std::optional<KvCodebook> ParseKvCodebook(std::string_view s) {
   return std::nullopt;
 }
 
-KvCache::KvCache(KvLayout layout, int64_t capacity)
-    : layout_(std::move(layout)), capacity_(capacity) {
+int64_t KvLayerSlots(int64_t window, const KvCacheOptions& opts) {
+  return window > 0 ? std::min(opts.max_tokens, window + opts.max_append) : opts.max_tokens;
+}
+
+KvCache::KvCache(KvLayout layout, int64_t capacity, int64_t max_append)
+    : layout_(std::move(layout)), capacity_(capacity), max_append_(max_append) {
   const KvLayout& l = layout_;
   TQ_CHECK(l.num_layers > 0 && l.num_heads > 0 && l.num_kv_heads > 0 && l.head_dim > 0 &&
                l.num_heads % l.num_kv_heads == 0,
@@ -62,11 +67,18 @@ KvCache::KvCache(KvLayout layout, int64_t capacity)
   TQ_CHECK(l.window.empty() || int64_t(l.window.size()) == l.num_layers, "kv cache",
            "{} sliding windows given for {} layers", l.window.size(), l.num_layers);
   TQ_CHECK(capacity > 0, "kv cache", "capacity must be positive, got {}", capacity);
+  TQ_CHECK(max_append > 0, "kv cache", "max_append must be positive, got {}", max_append);
+  for (int64_t w : layout_.window) TQ_CHECK(w >= 0, "kv cache", "sliding window {} is negative", w);
   if (layout_.window.empty()) layout_.window.assign(size_t(l.num_layers), 0);
 }
 
 void KvCache::Truncate(int64_t n) {
   TQ_CHECK(n >= 0 && n <= size_, "kv cache", "cannot truncate {} tokens to {}", size_, n);
+  const int64_t floor = MinTruncate();
+  TQ_CHECK(n == 0 || n >= floor, "kv cache",
+           "cannot truncate {} tokens to {}: sliding-window layers no longer hold the positions "
+           "before {} (truncate to 0 or to at least {})",
+           size_, n, n, floor);
   size_ = n;
 }
 

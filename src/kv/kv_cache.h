@@ -4,6 +4,19 @@
 //
 // One forward pass over n new tokens: for every layer, Append(layer, k, v, n) then
 // Attend(layer, q, n, out) (which sees the n appended tokens); after the last layer, Commit(n).
+//
+// Sliding-window layers (KvLayout::window > 0) keep only their window: a query at position p reads
+// keys p-window+1 .. p, so such a layer stores at most
+//     KvLayerSlots(window, opts) = min(max_tokens, window + max_append)
+// positions. One Append of n <= max_append tokens at position s needs the window-1 positions
+// before s plus the n new ones (window - 1 + n slots: llama.cpp sizes its SWA caches window +
+// batch the same way). The slots are a sliding buffer: when an Append would run past its end, the
+// positions the new queries still read (from s-window+1) move to the front, once every
+// max_append+1 or more tokens; attention runs on the contiguous slots with absolute positions
+// (RoPE is applied before Append), so the window mask is the one of the full cache. Memory of a
+// window layer stops growing at its slot count; kv_cache_bytes.h projects with the same rule.
+// A cache whose window layers dropped positions can be truncated only to 0 or to a size whose
+// window it still holds (MinTruncate()).
 #pragma once
 
 #include <cstdint>
@@ -30,8 +43,11 @@ std::optional<KvScale> ParseKvScale(std::string_view s);
 std::string_view KvCodebookName(KvCodebook c);  // "gaussian", "sphere"
 std::optional<KvCodebook> ParseKvCodebook(std::string_view s);
 
+// Model::Forward runs prompts in chunks of at most this many tokens (and of max_append).
+inline constexpr int64_t kDefaultMaxAppend = 512;
+
 struct KvCacheOptions {
-  int64_t max_tokens = 4096;
+  int64_t max_tokens = 4096;      // positions 0 .. max_tokens-1 (the context)
   KvDType dtype = KvDType::kF16;  // the plain cache, and the fp16-kept parts stay fp16
 
   // TurboQuant codec. k_bits = v_bits = 0: a plain cache of `dtype`. Otherwise both in
@@ -50,6 +66,9 @@ struct KvCacheOptions {
   // keys (measured: it grows them in 4 of 6 layers of tq-llama-21m).
   int64_t center = 32;
   uint64_t seed = 0x6b76717475726271ull;  // rotation signs (stored in the cache object)
+  // The most tokens one forward pass appends (Model::Forward chunks prompts by it): sizes the
+  // sliding-window layers' buffers (KvLayerSlots). Last, so positional initializers still work.
+  int64_t max_append = kDefaultMaxAppend;
 
   bool compressed() const { return k_bits > 0 || v_bits > 0; }
 };
@@ -64,6 +83,10 @@ struct KvLayout {
   std::vector<int64_t> window;  // per layer: sliding window in tokens, 0 = full attention
 };
 
+// Positions a layer of a cache made with `opts` stores: max_tokens for full attention
+// (window 0); min(max_tokens, window + max_append) for a sliding-window layer.
+int64_t KvLayerSlots(int64_t window, const KvCacheOptions& opts);
+
 class KvCache {
  public:
   virtual ~KvCache() = default;
@@ -71,12 +94,21 @@ class KvCache {
   KvCache& operator=(const KvCache&) = delete;
 
   const KvLayout& layout() const { return layout_; }
-  int64_t size() const { return size_; }  // tokens stored (positions 0 .. size()-1)
-  int64_t capacity() const { return capacity_; }
-  // Keeps the first n tokens (n <= size()): prefix reuse, or dropping a rejected suffix.
+  int64_t size() const { return size_; }          // tokens stored (positions 0 .. size()-1)
+  int64_t capacity() const { return capacity_; }  // positions: the context (max_tokens)
+  int64_t max_append() const { return max_append_; }
+  // Keeps the first n tokens (n <= size()): prefix reuse, or dropping a rejected suffix. n must be
+  // 0 or >= MinTruncate() (throws tq::Error otherwise, leaving the cache as it was).
   virtual void Truncate(int64_t n);
-  // Bytes of cache storage per token over all layers (keys and values).
+  // The smallest n > 0 that Truncate accepts: sliding-window layers that dropped positions can
+  // only continue from a size whose previous window-1 positions they still hold. 0 when every
+  // n <= size() is accepted.
+  virtual int64_t MinTruncate() const { return 0; }
+  // Bytes of cache storage per stored position over all layers (keys and values).
   virtual int64_t BytesPerToken() const = 0;
+  // Bytes of storage written so far (what the cache makes resident): sliding-window layers stop
+  // at their slots. Default: BytesPerToken() * size().
+  virtual int64_t MemoryBytes() const { return BytesPerToken() * size_; }
 
   // Stores k, v [n, num_kv_heads, head_dim] (fp32) of `layer` at positions size() .. size()+n-1.
   // Throws when size() + n > capacity().
@@ -93,16 +125,18 @@ class KvCache {
   virtual void FillSynthetic(int64_t n, uint64_t seed);
 
  protected:
-  KvCache(KvLayout layout, int64_t capacity);
+  KvCache(KvLayout layout, int64_t capacity, int64_t max_append = kDefaultMaxAppend);
   void CheckAppend(int64_t layer, int64_t n) const;
 
   KvLayout layout_;
   int64_t capacity_ = 0;
+  int64_t max_append_ = kDefaultMaxAppend;
   int64_t size_ = 0;
 };
 
-// A cache holding opts.max_tokens tokens: plain fp16/bf16/fp32 (opts.dtype), or TurboQuant when
-// opts.compressed() (throws tq::Error naming the bad option).
+// A cache holding opts.max_tokens tokens (sliding-window layers: their window, above): plain
+// fp16/bf16/fp32 (opts.dtype), or TurboQuant when opts.compressed() (throws tq::Error naming the
+// bad option).
 std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts);
 // The TurboQuant cache (kv/turboquant_kv_cache.cc); MakeKvCache calls it when opts.compressed().
 std::unique_ptr<KvCache> MakeTurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts);

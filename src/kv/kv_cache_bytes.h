@@ -9,10 +9,11 @@
 namespace tq {
 
 // Bytes of storage a cache made by MakeKvCache(layout, opts) holds once `tokens` tokens are
-// stored (all layers, keys and values). It asks the cache itself: a cache of capacity `tokens`
-// is made (its storage is allocated untouched, so it costs address space, not memory) and its
-// BytesPerToken() scaled. A cache kind whose storage is not linear in the token count (fp16 sink
-// or recent window, ring buffers for sliding-window layers) must be special-cased here.
+// stored (all layers, keys and values; opts.max_tokens is ignored: the context is `tokens`).
+// Plain layers: min(tokens, KvLayerSlots(window, opts)) positions each, the rule the caches
+// allocate by (kv_cache.h), so a sliding-window layer stops at window + opts.max_append. The
+// TurboQuant cache's compressed layers: fp16 sink and recent window plus coded positions (its
+// codec is asked for the code sizes: a cache is made, untouched, which costs address space only).
 int64_t KvCacheBytes(const KvLayout& layout, const KvCacheOptions& opts, int64_t tokens);
 
 }  // namespace tq

@@ -82,7 +82,7 @@ KvRoundtripStats GlobalKvRoundtripStats() {
 }
 
 TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts)
-    : KvCache(layout, opts.max_tokens),
+    : KvCache(layout, opts.max_tokens, opts.max_append),
       opts_(opts),
       kcodec_((CheckOptions(layout, opts), layout.head_dim), opts.k_bits, opts.scale,
               opts.codebook),
@@ -119,6 +119,7 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
   if (dense_layout.num_layers > 0) {
     KvCacheOptions d;
     d.max_tokens = capacity_;
+    d.max_append = opts.max_append;  // sliding-window layers keep their window (kv_cache.h)
     d.dtype = opts.dtype;
     dense_ = MakeKvCache(dense_layout, d);
   }
@@ -314,8 +315,10 @@ void TurboQuantKvCache::Commit(int64_t n) {
   if (dense_) dense_->Commit(n);
 }
 
+int64_t TurboQuantKvCache::MinTruncate() const { return dense_ ? dense_->MinTruncate() : 0; }
+
 void TurboQuantKvCache::Truncate(int64_t n) {
-  KvCache::Truncate(n);
+  KvCache::Truncate(n);  // checks MinTruncate() first
   if (dense_) dense_->Truncate(n);
   for (Layer& y : layers_)
     if (!y.dense) RollBack(y, n);
@@ -323,7 +326,7 @@ void TurboQuantKvCache::Truncate(int64_t n) {
 
 void TurboQuantKvCache::FillSynthetic(int64_t n, uint64_t seed) {
   CheckAppend(0, n);
-  constexpr int64_t kChunk = 256;
+  const int64_t kChunk = std::min<int64_t>(256, max_append_);
   const int64_t width = layout_.num_kv_heads * layout_.head_dim;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);

@@ -6,7 +6,7 @@
 //   the most recent `window` positions  rotated fp16      tail_  [kv_heads, window + 32, D]
 // The tail is coded 32 positions at a time once it holds window + 32 (window 0: every position
 // is coded as it is appended, prompts included). Boundary layers and sliding-window layers are
-// plain fp16 caches.
+// plain fp16 caches (sliding-window layers keep only their window: kv_cache.h).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +48,7 @@ class TurboQuantKvCache final : public KvCache {
   void Attend(int64_t layer, const float* q, int64_t n, float* out) const override;
   void Commit(int64_t n) override;
   void Truncate(int64_t n) override;
+  int64_t MinTruncate() const override;  // of the plain (sliding-window) layers
   // Like KvCache::FillSynthetic, in chunks of positions so that coding runs in parallel.
   void FillSynthetic(int64_t n, uint64_t seed) override;
 

@@ -101,10 +101,11 @@ void Model::Forward(std::span<const int32_t> tokens, KvCache& cache, float* logi
   TQ_CHECK(n > 0, "model forward", "no tokens to run");
   CheckCache(cache, n);
   CheckTokens(tokens);  // all of them before the first chunk changes the cache
-  // Long prompts run in chunks: same result (attention is causal), bounded workspace.
-  constexpr int64_t kMaxChunk = 512;
-  for (int64_t begin = 0; begin < n; begin += kMaxChunk) {
-    const int64_t count = std::min(kMaxChunk, n - begin);
+  // Long prompts run in chunks: same result (attention is causal), bounded workspace. A chunk
+  // never exceeds what the cache's sliding-window layers have room for (kv_cache.h).
+  const int64_t chunk = std::min(kDefaultMaxAppend, cache.max_append());
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t count = std::min(chunk, n - begin);
     const Segment seg{&cache, 0, count};
     std::vector<int64_t>& rows = ws_->logit_rows;  // reused: no allocation per decode step
     rows.clear();
@@ -155,6 +156,10 @@ void Model::ForwardBatch(std::span<const int32_t> tokens, std::span<const BatchP
       TQ_CHECK(parts[j].cache != p.cache, "model forward batch", "parts {} and {} share a cache", j,
                i);
     CheckCache(*p.cache, p.count);
+    TQ_CHECK(p.count <= p.cache->max_append(), "model forward batch",
+             "part {} appends {} tokens; its cache takes at most {} per pass (max_append: "
+             "sliding-window layers hold window + max_append positions)",
+             i, p.count, p.cache->max_append());
     segs.push_back({p.cache, begin, p.count});
     begin += p.count;
     if (p.logits) rows.push_back(begin - 1);

@@ -108,7 +108,7 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
   r.decode_seconds = t.Seconds();
   r.decode_tok_s = double(opts.gen_tokens) / r.decode_seconds;
   r.logits_finite = r.logits_finite && AllFinite(logits);
-  r.kv_bytes = cache->size() * r.kv_bytes_per_token;
+  r.kv_bytes = cache->MemoryBytes();  // sliding-window layers hold only their window
   r.peak_rss_bytes = PeakRssBytes();
   return r;
 }

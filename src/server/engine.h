@@ -22,8 +22,15 @@ class Engine {
   // Caches are numbered [0, num_caches()); each holds one sequence's KV.
   virtual int num_caches() const = 0;
   virtual int64_t kv_bytes_per_token() const = 0;
+  // Bytes of KV the caches hold now (sliding-window layers count only their window); < 0: not
+  // known (then /metrics shows tokens x kv_bytes_per_token).
+  virtual int64_t kv_bytes_held() const { return -1; }
   // Drops all but the first n tokens of cache `cache`.
   virtual void Truncate(int cache, int64_t n) = 0;
+  // How much of the first n tokens of cache `cache` (n <= what it holds) a new sequence can reuse:
+  // n, or 0 when the cache can no longer continue from n (sliding-window layers that dropped the
+  // positions before n: KvCache::MinTruncate).
+  virtual int64_t ReusablePrefix(int /*cache*/, int64_t n) { return n; }
   // Appends `tokens` to cache `cache` (positions continue from its size) and writes the logits
   // of the last token to `logits` [vocab].
   virtual void Prefill(int cache, std::span<const int32_t> tokens, float* logits) = 0;

@@ -19,9 +19,22 @@ KvCache& ModelEngine::Cache(int c) {
   return *p;
 }
 
+int64_t ModelEngine::kv_bytes_held() const {
+  int64_t bytes = 0;
+  for (const auto& c : caches_)
+    if (c) bytes += c->MemoryBytes();
+  return bytes;
+}
+
 void ModelEngine::Truncate(int cache, int64_t n) {
   KvCache& kv = Cache(cache);
   if (n < kv.size()) kv.Truncate(n);
+}
+
+int64_t ModelEngine::ReusablePrefix(int cache, int64_t n) {
+  const auto& p = caches_.at(size_t(cache));
+  if (!p || n <= 0) return 0;
+  return n >= p->MinTruncate() ? n : 0;
 }
 
 void ModelEngine::Prefill(int cache, std::span<const int32_t> tokens, float* logits) {

@@ -13,6 +13,7 @@
 #include "io/checkpoint.h"
 #include "kernels/cpu/isa.h"
 #include "model/model.h"
+#include "runtime/plan/memory_plan.h"
 #include "testutil/testutil.h"
 
 namespace tq {
@@ -178,6 +179,20 @@ TEST(Convert, BudgetKeepsTheAverageAndLoads) {
   EXPECT_GT(formats.size(), 1u) << "a budget between widths mixes formats";
   const std::vector<int32_t> ids = test::GoldenIds(o.model_dir);
   EXPECT_EQ(test::PrefillLogits(tmp.file("b"), ids).size(), ids.size() * 8192);
+  // plan --budget-bpw projects an upper bound of what was written, and a close one.
+  PlanOptions po;
+  po.model_dir = o.model_dir;
+  po.recipe = o.recipe;
+  po.budget_bpw = o.budget_bpw;
+  po.context = 64;
+  po.ram_gb = 64;
+  const int64_t bound = MakeMemoryPlan(po).weights_bytes;
+  po.model_dir = tmp.file("b");
+  po.recipe.reset();
+  po.budget_bpw = 0;
+  const int64_t written = MakeMemoryPlan(po).weights_bytes;
+  EXPECT_GE(bound, written);
+  EXPECT_LT(double(bound), 1.03 * double(written));
 
   o.out_dir = tmp.file("c");
   o.budget_bpw = 1.7;  // below q2 with g128 (2.125)

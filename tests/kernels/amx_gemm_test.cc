@@ -1,6 +1,6 @@
 // The AMX paths (Isa::kAmx) against the oracles: packed weights (every binary format x method x
-// group size x awkward shapes, token counts 8..33 and the 8-16-row server batches) and bf16 dense
-// weights (hi + lo activations: fp32-grade). Skipped where the CPU or kernel has no AMX.
+// group size x awkward shapes, token counts 1..33 incl. the 8-16-row server batches) and bf16
+// dense weights (hi + lo activations: fp32-grade). Skipped where the CPU or kernel has no AMX.
 #include "kernels/cpu/amx_gemm.h"
 
 #include <gtest/gtest.h>
@@ -104,13 +104,13 @@ TEST(AmxGemm, PackedMatchesRefForEveryFormatGroupAndShape) {
           std::vector<float> bias(static_cast<size_t>(rows)), wd(size_t(rows * cols));
           for (auto& b : bias) b = nd(rng);
           ref::PackedDequantizeRows(o.view, 0, rows, wd.data());
-          for (int64_t n : {8, 13, 16, 17, 33}) {
+          for (int64_t n : {1, 3, 8, 13, 16, 17, 33}) {
             std::vector<float> x(size_t(n * cols));
             for (auto& v : x) v = nd(rng);
             std::vector<float> want(size_t(n * rows)), got(want.size());
             const float* b = n % 2 ? bias.data() : nullptr;
             ref::PackedMatMul(x.data(), n, o.view, b, want.data());
-            cpu::PackedMatMul(x.data(), n, o.view, b, got.data());  // dispatches to AMX
+            cpu::AmxPackedMatMul(x.data(), n, o.view, b, got.data());
             for (int64_t t = 0; t < n; ++t) {
               for (int64_t r = 0; r < rows; ++r) {
                 double mag = 0;
@@ -147,7 +147,7 @@ TEST(AmxGemm, Bf16MatMulIsFp32Grade) {
     std::vector<float> bias(static_cast<size_t>(out));
     for (auto& b : bias) b = nd(rng);
     const TensorView w{wb.data(), DType::BF16, {out, in}};
-    for (int64_t n : {16, 17, 33, 100}) {
+    for (int64_t n : {8, 12, 16, 17, 33, 100}) {  // 8-15: the server's batched decode steps
       std::vector<float> x(size_t(n * in)), amx(size_t(n * out)), flt(amx.size());
       for (auto& v : x) v = nd(rng);
       const float* b = n % 2 ? bias.data() : nullptr;
@@ -190,6 +190,13 @@ TEST(AmxGemm, FollowsTheIsaLevelAndRefusesWhatItCannotDo) {
   std::vector<float> x(100);
   EXPECT_THROW(cpu::amx::PrepareActivations(x.data(), 2, 50, false), Error);  // 50 % 32 != 0
   EXPECT_EQ(cpu::ParseIsa("amx"), Isa::kAmx);
+  // PackedMatMul takes AMX from kAmxMinTokens tokens: bit-identical to the direct call.
+  const int64_t n = cpu::kAmxMinTokens;
+  std::vector<float> xs(size_t(n * 64)), via(size_t(n * 8)), direct(via.size());
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = std::sin(float(i));
+  cpu::PackedMatMul(xs.data(), n, q4.view, nullptr, via.data());
+  cpu::AmxPackedMatMul(xs.data(), n, q4.view, nullptr, direct.data());
+  EXPECT_EQ(via, direct);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // plan's projected peak against the peak RSS that `turboquant bench` and `turboquant generate`
 // actually reach (the binary runs as a child process; its ru_maxrss comes from wait4). Within 15%
 // on the shared models and on synth checkpoints of Llama-3.2-1B/3B shape (2 layers, so the test
-// stays small), at two contexts each.
+// stays small), at two contexts each, and on a sliding-window model past its window.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -167,6 +167,30 @@ TEST(PlanAccuracy, SharedModelsGenerate) {
     CheckGenerate(test::ModelDir(m), 400);
     CheckGenerate(test::ModelDir(m), 2500);
   }
+}
+
+// Sliding-window layers keep only window + 512 positions: tq-llama-21m relabelled as mistral with
+// a 256-token window, at contexts far past it (every position would be 48 MiB more at 16K).
+TEST(PlanAccuracy, SlidingWindowModel) {
+  test::TempDir tmp;
+  const std::string src = test::ModelDir("tq-llama-21m");
+  const std::string dir = tmp.file("mistral-21m");
+  std::filesystem::create_directory(dir);
+  auto cfg = nlohmann::json::parse(ReadFileToString(src + "/config.json"));
+  cfg["model_type"] = "mistral";
+  cfg["architectures"] = {"MistralForCausalLM"};
+  cfg["sliding_window"] = 256;
+  cfg["max_position_embeddings"] = 32768;
+  test::WriteFile(dir + "/config.json", cfg.dump());
+  for (const char* f : {"model.safetensors", "tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::create_symlink(src + "/" + f, dir + "/" + f);
+  const int64_t error = CheckBench(dir, 64, 16384);
+  // The KV part alone: far below what a cache of every position would take.
+  const KvLayout layout = KvLayoutForConfig(LoadModelConfig(dir));
+  EXPECT_LT(std::abs(error), KvCacheBytes(KvLayoutForConfig(LoadModelConfig(src)), {}, 16384) / 4);
+  EXPECT_EQ(KvCacheBytes(layout, {}, 16386), KvCacheBytes(layout, {}, 4096));
+  CheckBench(dir, 512, 4096);
+  CheckGenerate(dir, 8000);  // ~2,300 tokens: past window + 512
 }
 
 TEST(PlanAccuracy, SynthLlama1B3B) {

@@ -164,31 +164,111 @@ TEST(PlanVerdict, TurboQuantCheckpointAndErrors) {
   EXPECT_THROW(MakeMemoryPlan(o), Error);
 }
 
-TEST(PlanVerdict, SlidingWindowLayers) {
-  test::TempDir tmp;
+// A copy of tq-llama-21m's config (weights linked) as another model type.
+std::string Relabel(const test::TempDir& tmp, const std::string& name,
+                    const nlohmann::json& changes) {
   const std::string src = test::ModelDir("tq-llama-21m");
-  const std::string dir = tmp.file("mistral");
+  const std::string dir = tmp.file(name);
   fs::create_directory(dir);
   auto cfg = nlohmann::json::parse(ReadFileToString(src + "/config.json"));
-  cfg["model_type"] = "mistral";
-  cfg["architectures"] = {"MistralForCausalLM"};
-  cfg["sliding_window"] = 256;
+  cfg.update(changes);
   test::WriteFile(dir + "/config.json", cfg.dump());
   fs::create_symlink(src + "/model.safetensors", dir + "/model.safetensors");
+  return dir;
+}
+
+TEST(PlanVerdict, SlidingWindowLayersAreCappedAtTheWindow) {
+  test::TempDir tmp;
   PlanOptions o = Opts("tq-llama-21m", 4096, 64);
-  o.model_dir = dir;
+  o.model_dir = Relabel(tmp, "mistral",
+                        {{"model_type", "mistral"},
+                         {"architectures", {"MistralForCausalLM"}},
+                         {"sliding_window", 256}});
   const MemoryPlan p = MakeMemoryPlan(o);
+  const int64_t position = 2 * 2 * 64 * 2;  // k + v, 2 kv heads, head_dim 64, fp16: one layer
   EXPECT_EQ(p.kv_sliding_layers, 6);
+  EXPECT_EQ(p.kv_full_layers, 0);
   EXPECT_EQ(p.sliding_window, 256);
-  // The KV size is what the cache stores (KvCacheBytes on the same layout), and the plan says
-  // whether sliding layers keep more than their window.
+  // Window + one prefill chunk of the runtime (512): kv_cache.h's rule, the cache's own bytes.
+  EXPECT_EQ(p.kv_sliding_positions, 256 + 512);
+  EXPECT_EQ(p.memory.kv, 6 * 768 * position);
   EXPECT_EQ(p.memory.kv, KvCacheBytes(KvLayoutForConfig(p.config), o.kv, 4096));
-  bool noted = false;
-  for (const auto& n : p.notes) noted = noted || n.find("sliding-window") != std::string::npos;
-  // Every layer slides here: a cache that kept only the window would hold 256 positions.
-  const int64_t window_only = KvCacheBytes(KvLayoutForConfig(p.config), o.kv, 256);
-  EXPECT_EQ(noted, p.memory.kv > window_only);
-  EXPECT_NE(PlanToText(p).find("6 sliding, window 256"), std::string::npos);
+  EXPECT_EQ(p.kv_sliding_bytes, p.memory.kv);
+  // Stops growing past the window; below window + chunk every position is held.
+  EXPECT_EQ(PlanMemoryAt(p, o, 1 << 20, 512).kv, p.memory.kv);
+  EXPECT_EQ(PlanMemoryAt(p, o, 500, 512).kv, 6 * 500 * position);
+  for (const auto& n : p.notes) EXPECT_EQ(n.find("sliding"), std::string::npos) << n;
+  EXPECT_NE(PlanToText(p).find("6 sliding-window layers (window 256) keep 768 positions each"),
+            std::string::npos)
+      << PlanToText(p);
+  const auto j = PlanToJson(p);
+  EXPECT_EQ(j["kv_sliding_positions"], 768);
+  EXPECT_EQ(j["kv_full_layers"], 0);
+  EXPECT_EQ(j["kv_sliding_bytes"], p.memory.kv);
+
+  // qwen2 with use_sliding_window: layers from max_window_layers on slide; the rest hold all.
+  o.model_dir = Relabel(tmp, "qwen2",
+                        {{"model_type", "qwen2"},
+                         {"architectures", {"Qwen2ForCausalLM"}},
+                         {"use_sliding_window", true},
+                         {"sliding_window", 1024},
+                         {"max_window_layers", 2}});
+  o.context = 32768;
+  const MemoryPlan q = MakeMemoryPlan(o);
+  EXPECT_EQ(q.kv_full_layers, 2);
+  EXPECT_EQ(q.kv_sliding_layers, 4);
+  EXPECT_EQ(q.kv_sliding_positions, 1024 + 512);
+  EXPECT_EQ(q.kv_full_bytes, 2 * 32768 * position);
+  EXPECT_EQ(q.kv_sliding_bytes, 4 * 1536 * position);
+  EXPECT_EQ(q.memory.kv, q.kv_full_bytes + q.kv_sliding_bytes);
+  EXPECT_NE(PlanToText(q).find("2 full-attention layers"), std::string::npos) << PlanToText(q);
+  // With a compressed cache the sliding-window layers stay plain (and capped).
+  o.kv.k_bits = o.kv.v_bits = 4;
+  const MemoryPlan c = MakeMemoryPlan(o);
+  EXPECT_EQ(c.kv_sliding_bytes, q.kv_sliding_bytes);
+  EXPECT_LT(c.kv_full_bytes, q.kv_full_bytes / 3);
+}
+
+// Decoder linear weights of tq-llama-21m: 6 layers x (q, o 512x512; k, v 128x512; gate, up,
+// down 1408x512).
+constexpr int64_t kLlamaLinearWeights = 6 * (2 * 512 * 512 + 2 * 128 * 512 + 3 * 1408 * 512);
+
+TEST(PlanVerdict, BudgetBpwIsAnUpperBound) {
+  PlanOptions o = Opts("tq-llama-21m", 1024, 64);
+  o.recipe = QuantRecipeOptions{};  // 4-bit g64
+  const MemoryPlan four = MakeMemoryPlan(o);
+  auto at = [&](double x) {
+    PlanOptions b = o;
+    b.budget_bpw = x;
+    return MakeMemoryPlan(b);
+  };
+  const MemoryPlan b3 = at(3.0), b35 = at(3.5);
+  // The linears at X bits per weight: the bound moves by exactly dX * weights / 8.
+  EXPECT_NEAR(double(b35.weights_bytes - b3.weights_bytes), 0.5 * kLlamaLinearWeights / 8, 1.0);
+  EXPECT_LT(b3.weights_bytes, b35.weights_bytes);
+  EXPECT_LT(b35.weights_bytes, four.weights_bytes);  // 4-bit g64 is 4.25 bits per weight
+  EXPECT_EQ(b3.budget_bpw, 3.0);
+  EXPECT_EQ(b3.budget_linear_bytes_before, at(4.25).budget_linear_bytes_before);
+  // Everything else is as the recipe projects it.
+  EXPECT_EQ(b3.weights_bytes - b3.budget_linear_bytes_bound,
+            four.weights_bytes - b3.budget_linear_bytes_before);
+  // Above what 8-bit codes in groups of 32 cost, more budget buys nothing.
+  EXPECT_EQ(at(9.0).weights_bytes, at(20.0).weights_bytes);
+  EXPECT_NE(b3.weights_source.find("upper bound"), std::string::npos);
+  EXPECT_NE(PlanToText(b3).find("upper bound"), std::string::npos);
+  const auto j = PlanToJson(b3);
+  EXPECT_EQ(j["budget"]["bpw"], 3.0);
+  EXPECT_EQ(j["budget"]["upper_bound"], true);
+  EXPECT_TRUE(PlanToJson(four)["budget"].is_null());
+  // Like convert: below the cheapest reachable average (2-bit codes, g128: 2.125), below 1.6,
+  // without a projected conversion, or with the affine method.
+  EXPECT_THROW(at(1.7), UsageError);
+  EXPECT_THROW(at(1.0), UsageError);
+  PlanOptions none = Opts("tq-llama-21m", 1024, 64);
+  none.budget_bpw = 3.0;
+  EXPECT_THROW(MakeMemoryPlan(none), UsageError);
+  o.recipe->method = quant::QuantMethod::kAffine;
+  EXPECT_THROW(at(3.0), UsageError);
 }
 
 // A checkpoint of a real model's shapes whose data section is a hole in a sparse file: plan reads
@@ -318,6 +398,10 @@ TEST(PlanVerdict, VerbExitCodes) {
   EXPECT_EQ(RunPlanVerb(m + " --kv-bits 3 --kv-k-bits 3 --kv-v-bits 3"), 2);
   EXPECT_EQ(RunPlanVerb(m + " --context 0"), 2);
   EXPECT_EQ(RunPlanVerb(m + " --bits 4 --ram-gb 64 --json"), 0);
+  EXPECT_EQ(RunPlanVerb(m + " --budget-bpw 3 --ram-gb 64"), 0);  // implies --bits 4
+  EXPECT_EQ(RunPlanVerb(m + " --bits 3 --budget-bpw 3.5 --ram-gb 64 --json"), 0);
+  EXPECT_EQ(RunPlanVerb(m + " --budget-bpw 1"), 2);
+  EXPECT_EQ(RunPlanVerb(m + " --budget-bpw 3 --method affine"), 2);
 }
 
 }  // namespace

@@ -29,8 +29,16 @@ class FakeEngine : public Engine {
     if (fail_truncate && n > 0) throw std::runtime_error("fake: truncate failed");
     std::lock_guard lk(mu_);
     auto& c = caches_.at(size_t(cache));
+    if (n > 0 && n < Floor(c)) throw std::runtime_error("fake: window positions dropped");
     if (n < int64_t(c.size())) c.resize(size_t(n));
   }
+  int64_t ReusablePrefix(int cache, int64_t n) override {
+    std::lock_guard lk(mu_);
+    return n >= Floor(caches_.at(size_t(cache))) ? n : 0;
+  }
+  // > 0: behave like a sliding-window cache that keeps only its last `window` positions (it can be
+  // truncated to 0 or to at least size - window).
+  std::atomic<int64_t> window{0};
   void Prefill(int cache, std::span<const int32_t> tokens, float* logits) override {
     std::lock_guard lk(mu_);
     auto& c = caches_.at(size_t(cache));
@@ -82,6 +90,9 @@ class FakeEngine : public Engine {
   }
 
  private:
+  int64_t Floor(const std::vector<int32_t>& c) const {
+    return window > 0 ? std::max<int64_t>(0, int64_t(c.size()) - window) : 0;
+  }
   void OneHot(int32_t last, float* logits) const {
     for (int64_t i = 0; i < vocab_; ++i) logits[i] = 0.0f;
     logits[(last + 1) % vocab_] = 10.0f;

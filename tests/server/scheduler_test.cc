@@ -302,6 +302,35 @@ TEST(Scheduler, ReusesTheLongestCachedPrefix) {
   EXPECT_EQ(s3->tokens, (std::vector<int32_t>{2}));
 }
 
+TEST(Scheduler, SlidingWindowCachesReusePrefixesOnlyWhileTheirWindowIsHeld) {
+  FakeEngine engine(1000, 1024, 1);
+  engine.window = 20;  // the cache keeps its last 20 positions
+  Scheduler sched(engine, {.parallel = 1, .max_queue = 4});
+  std::vector<int32_t> turn1(100);
+  for (int i = 0; i < 100; ++i) turn1[size_t(i)] = 500 + i;
+  auto s1 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req(turn1, 4, s1))));
+  s1->Wait();  // the cache holds 103 tokens: reusable from 83 on
+  // Diverging at 50: positions 30..49 are gone, so nothing is reused (not an error).
+  std::vector<int32_t> branch(turn1.begin(), turn1.begin() + 50);
+  branch.push_back(1);
+  auto s2 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req(branch, 1, s2))));
+  s2->Wait();
+  EXPECT_EQ(s2->reason, FinishReason::kLength) << s2->error;
+  EXPECT_EQ(s2->stats.cached_tokens, 0);
+  EXPECT_EQ(s2->tokens, (std::vector<int32_t>{2}));
+  EXPECT_EQ(engine.CacheTokens(0).size(), 51u);
+  // Diverging at 45 of the 51 held: within the window, reused.
+  std::vector<int32_t> near(branch.begin(), branch.begin() + 45);
+  near.push_back(7);
+  auto s3 = std::make_shared<RecordingSink>();
+  ASSERT_TRUE(sched.Submit(One(Req(near, 1, s3))));
+  s3->Wait();
+  EXPECT_EQ(s3->stats.cached_tokens, 45);
+  EXPECT_EQ(s3->tokens, (std::vector<int32_t>{8}));
+}
+
 TEST(Scheduler, IdenticalPromptStillComputesLastToken) {
   FakeEngine engine(1000, 1024, 2);
   Scheduler sched(engine, {.parallel = 1, .max_queue = 4});

@@ -7,7 +7,7 @@
 // weight rows to fp32 (kMaxMr rows x kKc columns, L1-resident) and a register-blocked micro-kernel
 // accumulates acc[MR rows][TB tokens] += w[r][k] * xt[k][:] — MR broadcasts and NV vector loads
 // per k for MR*NV FMAs. Tasks are (row chunk, token block) pairs spread over the thread pool.
-// With the amx level, many rows against BF16 weights run on AMX tiles instead (amx_gemm.h), the
+// With the amx level, 8+ rows against BF16 weights run on AMX tiles instead (amx_gemm.h), the
 // weights copied per block into a tile-friendly stride and x carried as two bf16 (hi + lo) so the
 // result keeps fp32-grade inputs.
 #include <algorithm>
@@ -26,7 +26,11 @@ namespace tq::kernels::cpu {
 namespace {
 
 constexpr int64_t kDotMaxRows = 15;  // up to this many tokens use the dot-product kernel
-constexpr int64_t kKc = 512;         // k block of the GEMM (xt block of kKc x TB floats in L2)
+// From this many tokens BF16 weights take AMX (amx level). bench_prefill_gemm BM_BatchGemm,
+// [8192, 2048] bf16, 1 thread, CPU ms, dot kernel vs amx: 4 rows 8.3 vs 8.2, 8 rows 10.1 vs 4.5,
+// 12 rows 10.4 vs 4.4, 16 rows (fp32 GEMM) 14.6 vs 6.7.
+constexpr int64_t kAmxMinRows = 8;
+constexpr int64_t kKc = 512;  // k block of the GEMM (xt block of kKc x TB floats in L2)
 constexpr int kMaxMr = 6;
 // Below this many multiply-adds a matmul runs on the calling thread: waking the pool costs more.
 constexpr int64_t kMinParallelMacs = int64_t(1) << 18;
@@ -262,6 +266,22 @@ void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) 
     while (task >= first_task[j + 1]) ++j;
     return j;
   };
+  bool amx_ok = n >= kAmxMinRows && amx::Active() && in % amx::kKMultiple == 0;
+  for (const MatMulOutput& o : outs) amx_ok = amx_ok && o.w->dtype == DType::BF16;
+  if (amx_ok) {
+    const amx::Activations a = amx::PrepareActivations(x, n, in, /*split=*/true);
+    for (const MatMulOutput& o : outs) {
+      const uint16_t* wb = o.w->as<uint16_t>();
+      amx::Gemm(
+          a, o.w->dim(0),
+          [&](int64_t r0, int64_t count, int64_t k0, int64_t kc, uint16_t* buf, int64_t ld) {
+            for (int64_t r = 0; r < count; ++r)
+              std::memcpy(buf + r * ld, wb + (r0 + r) * in + k0, size_t(kc) * 2);
+          },
+          o.bias, o.y);
+    }
+    return;
+  }
   ThreadPool& pool = ThreadPool::Global();
   if (n <= kDotMaxRows) {
     // About 4 chunks per thread for balance; each chunk at least 16 rows.
@@ -277,22 +297,6 @@ void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) 
       const int64_t o0 = (task - first_task[j]) * chunk;
       DotRows(x, n, in, *o.w, o.bias, o0, std::min(o.w->dim(0), o0 + chunk), o.y, rowbuf.data());
     });
-    return;
-  }
-  bool amx_ok = amx::Active() && in % amx::kKMultiple == 0;
-  for (const MatMulOutput& o : outs) amx_ok = amx_ok && o.w->dtype == DType::BF16;
-  if (amx_ok) {
-    const amx::Activations a = amx::PrepareActivations(x, n, in, /*split=*/true);
-    for (const MatMulOutput& o : outs) {
-      const uint16_t* wb = o.w->as<uint16_t>();
-      amx::Gemm(
-          a, o.w->dim(0),
-          [&](int64_t r0, int64_t count, int64_t k0, int64_t kc, uint16_t* buf, int64_t ld) {
-            for (int64_t r = 0; r < count; ++r)
-              std::memcpy(buf + r * ld, wb + (r0 + r) * in + k0, size_t(kc) * 2);
-          },
-          o.bias, o.y);
-    }
     return;
   }
   const GemmShape shape = ChooseGemmShape(n);

@@ -1,12 +1,12 @@
 // AVX-512 VNNI int8 decode kernel for ternary weights (base 3, 5 trits per byte; docs/FORMAT.md)
 // with the codebook method (packed_decode.h).
 //
-// Full 160-trit chunks are taken in pairs (A, B): the 64 bytes are widened to words and digit k
-// of every byte is t_k = mulhi_u16((byte · 3^k · 256) mod 2^16, 3), i.e. one vpmullw + one
-// vpmulhuw per 32 trits; vpackuswb of A's and B's digit k gives one zmm of 64 trit bytes = unit k
-// of A and unit k of B (each 128-bit lane: 8 of A, then 8 of B). Each token's int8 activations are
-// stored once per call in that order, so a step (pair, k) is: vpshufb lookup, vpdpbusd, convert,
-// one fma with per-lane scales (A's dwords 0,1 and B's 2,3 of each lane).
+// Full 160-trit chunks are taken in pairs (A, B): one zmm holds A's 32 bytes and B's 32 bytes,
+// and digit k of every byte, already as the u8 lookup value 128 + centroid·127/amax, comes from
+// a 256-entry table per digit (two vpermi2b + a blend on the byte's top bit, as q8): one zmm of
+// 64 weights = unit k of A (bytes 0..31) and unit k of B (32..63). Each token's int8 activations
+// are stored once per call in that order, so a step (pair, k) is: table lookup, vpdpbusd,
+// convert, one fma with per-lane scales (A's dwords 0..7, B's 8..15).
 // The shortened last chunk (m = cols mod 160 trits, B = ceil(m/5) bytes: column k·B + j of the
 // chunk is digit k of byte j) does not line up with 32-column units, so it runs in fp32: digit
 // vectors → centroids and group scales by vpermps, fma with the float activations stored in the
@@ -34,11 +34,8 @@ namespace {
 constexpr int kChunk = 160;  // trits per full chunk (32 bytes)
 constexpr int kPow3[5] = {1, 3, 9, 27, 81};
 
-// Column (within the chunk pair, 0..319) of zmm byte p of digit k: lane L = p / 16, b = p % 16.
-constexpr int PairCol(int k, int p) {
-  const int lane = p >> 4, b = p & 15;
-  return (b >> 3) * kChunk + 32 * k + 8 * lane + (b & 7);
-}
+// Column (within the chunk pair, 0..319) of zmm byte p of digit k.
+constexpr int PairCol(int k, int p) { return (p >> 5) * kChunk + 32 * k + (p & 31); }
 
 // The shape of one call: full chunks, pairs, the tail chunk.
 struct Shape {
@@ -99,11 +96,11 @@ void PrepareToken(const float* x, const Shape& sh, float* base, TokenView* tv) {
       int8_t* q = xq + s * 64;
       for (int p = 0; p < 64; ++p) {
         const int64_t c = c0 + PairCol(k, p);
-        q[p] = c < full_cols ? int8_t(std::lrintf(x[c] * inv[(p >> 3) & 1])) : 0;
+        q[p] = c < full_cols ? int8_t(std::lrintf(x[c] * inv[p >> 5])) : 0;
       }
       for (int i = 0; i < 16; ++i) {
         bias[s * 16 + i] = -128 * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
-        xs[s * 16 + i] = scale[(i >> 1) & 1];
+        xs[s * 16 + i] = scale[i >> 3];
       }
     }
   }
@@ -115,12 +112,12 @@ void PrepareToken(const float* x, const Shape& sh, float* base, TokenView* tv) {
   *tv = {xq, bias, xs, tail};
 }
 
-// Per call (shared by all rows and tokens): the u8 lookup table, the group of each step's A and
+// Per call (shared by all rows and tokens): the u8 lookup tables, the group of each step's A and
 // B unit, the tail's per-lane group offsets.
 struct Ctx {
   const PackedMatrix* w;
   Shape sh;
-  __m512i table;                       // 128 + centroid · 127 / amax, in each 128-bit lane
+  alignas(64) uint8_t lut[5][256];     // digit k of byte q → 128 + centroid · 127 / amax
   float cb_scale;                      // centroid = (table - 128) · cb_scale
   __m512 cb;                           // float codebook in lanes 0..2 (tail)
   const int32_t* step_group;           // [steps, 2]: group of unit k of A, of B
@@ -141,7 +138,7 @@ TQ_AVX512 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int
   __m512 acc[R][N];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < N; ++t) acc[r][t] = _mm512_setzero_ps();
-  const __mmask16 kB = 0xCCCC;  // dwords of chunk B
+  const __mmask16 kB = 0xFF00;  // dwords of chunk B
   for (int r = 0; r < R; ++r) {
     const uint16_t* sc = w.scales + (r0 + r) * sh.groups;
     for (int64_t j = 0; j < sh.groups; j += 16) {
@@ -151,18 +148,20 @@ TQ_AVX512 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int
     }
   }
   for (int64_t pr = 0; pr < sh.pairs; ++pr) {
-    const bool two = 2 * pr + 1 < sh.full;
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w.codes + (r0 + r) * w.row_bytes + pr * 64;
-      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-      const __m256i qb = two ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))
-                             : _mm256_setzero_si256();
-      const __m512i a16 = _mm512_cvtepu8_epi16(qa), b16 = _mm512_cvtepu8_epi16(qb);
-      const float* ws = wsf + r * sh.groups;
-      for (int k = 0; k < 5; ++k) {
-        const int64_t s = pr * 5 + k;
-        const __m512i wv =
-            _mm512_shuffle_epi8(c.table, _mm512_packus_epi16(Trits(a16, k), Trits(b16, k)));
+    const __mmask64 load = 2 * pr + 1 < sh.full ? ~__mmask64(0) : __mmask64(0xFFFFFFFFull);
+    __m512i q[R];
+    for (int r = 0; r < R; ++r)
+      q[r] = _mm512_maskz_loadu_epi8(load, w.codes + (r0 + r) * w.row_bytes + pr * 64);
+    __mmask64 top[R];  // bytes >= 128 take the upper half of the table
+    for (int r = 0; r < R; ++r) top[r] = _mm512_movepi8_mask(q[r]);
+    for (int k = 0; k < 5; ++k) {
+      const int64_t s = pr * 5 + k;
+      const __m512i t0 = _mm512_load_si512(c.lut[k]), t1 = _mm512_load_si512(c.lut[k] + 64);
+      const __m512i t2 = _mm512_load_si512(c.lut[k] + 128), t3 = _mm512_load_si512(c.lut[k] + 192);
+      for (int r = 0; r < R; ++r) {
+        const __m512i wv = _mm512_mask_blend_epi8(top[r], _mm512_permutex2var_epi8(t0, q[r], t1),
+                                                  _mm512_permutex2var_epi8(t2, q[r], t3));
+        const float* ws = wsf + r * sh.groups;
         const __m512 wsv = _mm512_mask_blend_ps(kB, _mm512_set1_ps(ws[c.step_group[2 * s]]),
                                                 _mm512_set1_ps(ws[c.step_group[2 * s + 1]]));
         for (int t = 0; t < N; ++t) {
@@ -245,9 +244,13 @@ TQ_AVX512 void Avx512TernaryDecode(const float* x, int64_t n, const PackedMatrix
   for (int i = 0; i < 3; ++i) amax = std::max(amax, std::fabs(w.codebook[i]));
   const float s = amax > 0.0f ? 127.0f / amax : 0.0f;
   c.cb_scale = amax > 0.0f ? amax / 127.0f : 0.0f;
-  alignas(16) uint8_t tab[16] = {};
+  uint8_t tab[3];
   for (int i = 0; i < 3; ++i) tab[i] = uint8_t(128 + std::lrintf(w.codebook[i] * s));
-  c.table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(tab)));
+  for (int k = 0; k < 5; ++k)
+    for (int q = 0; q < 256; ++q) {
+      const int t = ((uint8_t(q * kPow3[k]) * 3) >> 8);  // docs/FORMAT.md digit k
+      c.lut[k][q] = tab[t];
+    }
   alignas(64) float cbf[16] = {w.codebook[0], w.codebook[1], w.codebook[2]};
   c.cb = _mm512_load_ps(cbf);
   for (int k = 0; k < 5; ++k)

@@ -11,9 +11,10 @@
 namespace tq::kernels::cpu {
 
 // Tokens from which PackedMatMul takes the AMX path before the int8 decode kernels. Measured
-// (bench_decode_batch BM_PackedRows, [8192, 2048] q4 g64, 1 thread, CPU ms): 8 rows 3.3 int8 vs
-// 2.5 amx, 16 rows 6.6 vs 2.6, 32 rows 24 (int8 in chunks) vs 2.7, 64 rows 35 (fp32 tiles) vs 3.8.
-inline constexpr int64_t kAmxMinTokens = 8;
+// (bench_prefill_gemm BM_BatchGemm, [8192, 2048] q4 g64, 1 thread, CPU ms, int8 vs amx): 8 rows
+// 2.41 vs 2.57, 12 rows 3.83 vs 2.50, 16 rows 4.79 vs 2.90; 32 rows (bench_decode_batch
+// BM_PackedRows, int8 in chunks) 24 vs 2.7.
+inline constexpr int64_t kAmxMinTokens = 10;
 
 // Normalised MSE bound of the AMX path against the float product (two bf16 roundings of
 // relative size <= 2^-9: 5.2-5.7e-6 measured for every format; tests/kernels/amx_gemm_test.cc).

@@ -17,6 +17,7 @@
 #include "kv/kv_cache_bytes.h"
 #include "model/architecture.h"
 #include "model/tensor_roles.h"
+#include "runtime/plan/budget_projection.h"
 #include "runtime/plan/device_memory.h"
 #include "runtime/plan/memory_plan.h"
 #include "runtime/plan/plan_report.h"
@@ -131,6 +132,9 @@ void PlanWeights(const PlanOptions& opts, const std::vector<TensorInfo>& tensors
   const TensorRoleMap roles(p.config);
   const bool converted = p.checkpoint_kind == "turboquant";
   std::optional<QuantRecipe> recipe;
+  if (opts.budget_bpw > 0 && !opts.recipe)
+    throw UsageError(fmt::format("--budget-bpw {}", opts.budget_bpw),
+                     "only applies to a projected conversion of a Hugging Face checkpoint");
   if (opts.recipe) {
     recipe = PlanQuantization(p.config, tensors, *opts.recipe);
     p.recipe_notes = recipe->notes;
@@ -158,6 +162,22 @@ void PlanWeights(const PlanOptions& opts, const std::vector<TensorInfo>& tensors
     p.weights_bytes += bytes;
     if (e && e->role == TensorRole::kEmbed && !tied) p.lookup_table_bytes += bytes;
     if (e && IsExpert(e->role)) p.expert_bytes += bytes;
+  }
+  if (opts.budget_bpw > 0) {
+    const BudgetBound b = BoundBitBudget(*recipe, opts.budget_bpw);
+    p.budget_bpw = opts.budget_bpw;
+    p.budget_linear_bytes_before = b.linear_bytes_before;
+    p.budget_linear_bytes_bound = b.linear_bytes_bound;
+    p.weights_bytes += b.linear_bytes_bound - b.linear_bytes_before;
+    if (p.expert_bytes > 0) p.expert_bytes = b.expert_bytes_bound;
+    p.weights_source += fmt::format(", budget {} bits/weight (upper bound)", opts.budget_bpw);
+    p.recipe_notes.push_back(fmt::format(
+        "--budget-bpw {}: convert chooses each linear's bits from its measured error (that needs "
+        "the weights); it guarantees codes + scales average at most {} bits per linear weight "
+        "(reachable: {:.3f} to {:.3f}), so the decoder linears are projected at that bound, {} "
+        "with codebooks and signs ({} by the recipe alone): the converted model is at most this",
+        opts.budget_bpw, opts.budget_bpw, b.cheapest_bpw, b.ceiling_bpw,
+        HumanBytes(b.linear_bytes_bound), HumanBytes(b.linear_bytes_before)));
   }
 }
 
@@ -214,21 +234,20 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& opts) {
   p.kv_layers = layout.num_layers;
   for (int64_t w : layout.window) p.kv_sliding_layers += w > 0;
   p.sliding_window = p.kv_sliding_layers > 0 ? p.config.sliding_window : 0;
-  p.kv_bytes_per_token = KvCacheBytes(layout, opts.kv, opts.context) / opts.context;
-  if (p.kv_sliding_layers > 0 && opts.context > p.sliding_window) {
-    // What the cache stores for sliding-window layers comes from the cache (KvCacheBytes); say
-    // when it keeps positions the window no longer reads.
+  p.kv_full_layers = p.kv_layers - p.kv_sliding_layers;
+  const int64_t kv_total = KvCacheBytes(layout, opts.kv, opts.context);
+  p.kv_bytes_per_token = kv_total / opts.context;
+  if (p.kv_sliding_layers > 0) {
+    // Sliding-window layers keep only their window (+ one prefill chunk): the cache's own rule.
+    KvCacheOptions at_context = opts.kv;
+    at_context.max_tokens = opts.context;
+    p.kv_sliding_positions = KvLayerSlots(p.sliding_window, at_context);
     KvLayout sliding_only = layout;
     sliding_only.num_layers = p.kv_sliding_layers;
     sliding_only.window.assign(size_t(p.kv_sliding_layers), p.sliding_window);
-    const int64_t stored = KvCacheBytes(sliding_only, opts.kv, opts.context);
-    const int64_t window_only = KvCacheBytes(sliding_only, opts.kv, p.sliding_window);
-    if (stored > window_only)
-      p.notes.push_back(fmt::format(
-          "this build's KV cache keeps every position of its {} sliding-window layers ({} at "
-          "this context; {} if they kept only their {}-token window)",
-          p.kv_sliding_layers, HumanBytes(stored), HumanBytes(window_only), p.sliding_window));
+    p.kv_sliding_bytes = KvCacheBytes(sliding_only, opts.kv, opts.context);
   }
+  p.kv_full_bytes = kv_total - p.kv_sliding_bytes;
 
   p.threads =
       opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));

@@ -33,7 +33,12 @@ struct PlanOptions {
   int64_t context = 16384;  // tokens held in the KV cache
   // Project a conversion with this recipe (HF source checkpoints only); nullopt: as stored.
   std::optional<QuantRecipeOptions> recipe;
-  KvCacheOptions kv;             // dtype (and compressed-cache settings); max_tokens is ignored
+  // > 0 (with a recipe): convert --budget-bpw X; its decoder linears are projected at the
+  // allocator's guarantee, X bits per weight (budget_projection.h): an upper bound.
+  double budget_bpw = 0;
+  // dtype, compressed-cache settings and max_append (sliding-window layers keep window +
+  // max_append positions: kv_cache.h); max_tokens is ignored (the context is).
+  KvCacheOptions kv;
   int64_t prefill_step = 512;    // prompt tokens per forward pass
   std::optional<double> ram_gb;  // usable memory; default: this machine's (RAM or GPU)
   PlanDevice device = PlanDevice::kCpu;
@@ -75,11 +80,17 @@ struct MemoryPlan {
   int64_t lookup_table_bytes = 0;  // of weights_bytes: an untied embedding (resident by row)
   int64_t expert_bytes = 0;        // of weights_bytes: MoE expert projections
   std::vector<std::string> recipe_notes;
+  double budget_bpw = 0;                   // > 0: weights_bytes is an upper bound
+  int64_t budget_linear_bytes_before = 0;  // decoder linears by the recipe alone
+  int64_t budget_linear_bytes_bound = 0;   // at most this after the budget allocator
 
-  // KV cache.
-  int64_t kv_bytes_per_token = 0;  // over all layers
-  int64_t kv_layers = 0, kv_sliding_layers = 0;
+  // KV cache at the context: full-attention layers hold every position, sliding-window layers
+  // min(context, window + kv.max_append) (kv_cache.h).
+  int64_t kv_bytes_per_token = 0;  // kv bytes / context (sliding-window layers capped)
+  int64_t kv_layers = 0, kv_full_layers = 0, kv_sliding_layers = 0;
   int64_t sliding_window = 0;
+  int64_t kv_sliding_positions = 0;  // positions each sliding-window layer keeps
+  int64_t kv_full_bytes = 0, kv_sliding_bytes = 0;
 
   // Reserve parts.
   int threads = 0;

@@ -61,10 +61,19 @@ std::string PlanToText(const MemoryPlan& p) {
     w += fmt::format("; embedding {} mapped, resident by row", HumanBytes(p.lookup_table_bytes));
   if (p.expert_bytes > 0) w += fmt::format("; experts {}", HumanBytes(p.expert_bytes));
   amount("weights", p.memory.weights, w);
-  std::string kv = fmt::format("{} tokens x {}/token, {} layers", p.context,
-                               HumanBytes(p.kv_bytes_per_token), p.kv_layers);
-  if (p.kv_sliding_layers > 0)
-    kv += fmt::format(" ({} sliding, window {})", p.kv_sliding_layers, p.sliding_window);
+  std::string kv;
+  if (p.kv_sliding_layers == 0) {
+    kv = fmt::format("{} tokens x {}/token, {} layers", p.context, HumanBytes(p.kv_bytes_per_token),
+                     p.kv_layers);
+  } else {
+    kv = fmt::format("{} tokens:", p.context);
+    if (p.kv_full_layers > 0)
+      kv += fmt::format(" {} full-attention layers {};", p.kv_full_layers,
+                        HumanBytes(p.kv_full_bytes));
+    kv += fmt::format(" {} sliding-window layers (window {}) keep {} positions each, {}",
+                      p.kv_sliding_layers, p.sliding_window, p.kv_sliding_positions,
+                      HumanBytes(p.kv_sliding_bytes));
+  }
   amount("KV cache", p.memory.kv, kv);
   std::string ws = fmt::format("prefill step {} (fp32 activations, logits)", p.effective_step);
   if (p.memory.load_transient > p.memory.workspace)
@@ -103,11 +112,23 @@ nlohmann::ordered_json PlanToJson(const MemoryPlan& p) {
   j["unused_bytes"] = p.unused_bytes;
   j["lookup_table_bytes"] = p.lookup_table_bytes;
   j["expert_bytes"] = p.expert_bytes;
+  if (p.budget_bpw > 0) {
+    j["budget"] = ojson{{"bpw", p.budget_bpw},
+                        {"upper_bound", true},
+                        {"linear_bytes_bound", p.budget_linear_bytes_bound},
+                        {"linear_bytes_recipe", p.budget_linear_bytes_before}};
+  } else {
+    j["budget"] = nullptr;
+  }
   j["kv_bytes"] = p.memory.kv;
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
   j["kv_layers"] = p.kv_layers;
+  j["kv_full_layers"] = p.kv_full_layers;
   j["kv_sliding_layers"] = p.kv_sliding_layers;
   j["sliding_window"] = p.sliding_window;
+  j["kv_sliding_positions"] = p.kv_sliding_positions;
+  j["kv_full_bytes"] = p.kv_full_bytes;
+  j["kv_sliding_bytes"] = p.kv_sliding_bytes;
   j["workspace_bytes"] = p.memory.workspace;
   j["reserve_bytes"] = p.memory.reserve;
   j["reserve"] = ojson{{"runtime", p.reserve_base},
