@@ -32,6 +32,11 @@ int Run(int argc, char** argv) {
                  "layers kept at --protect-bits, e.g. 0-1,22-23");
   app.add_option("--protect-bits", r.protect_bits, "bits of protected layers (16 = keep)")
       ->capture_default_str();
+  app.add_option("--tensor-bits", r.tensor_bits,
+                 "per-tensor bits of decoder linears, e.g. 'down_proj=4,layers.0.=8' (last wins)");
+  app.add_option("--max-rotation-block", r.max_hadamard_block,
+                 "largest Hadamard block (a power of two >= 32)")
+      ->capture_default_str();
   app.add_option("--embed-bits", r.embed_bits, "embedding / LM head: 4, 8 or 16 (= keep)")
       ->capture_default_str();
   app.add_option("--scale", scale, "group scale: rms | mse (MSE-optimal search)")
@@ -46,8 +51,7 @@ int Run(int argc, char** argv) {
                  "budget: error weight of v_proj / down_proj")
       ->capture_default_str();
   app.add_option("--budget-edge", o.budget_edge_weight,
-                 "budget: error weight multiplier of the first and last layer")
-      ->capture_default_str();
+                 "budget: error weight multiplier of the first and last layer (default 2)");
   app.add_option("--rotation", rotation, "hadamard | none")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the sign vectors")->capture_default_str();
   app.add_flag("--streaming", o.streaming, "one source tensor in memory at a time");
@@ -75,6 +79,10 @@ int Run(int argc, char** argv) {
     r.rotation = *rk;
     if (o.budget_bpw < 0 || (o.budget_bpw > 0 && o.budget_bpw < 1.6))
       throw UsageError(fmt::format("--budget-bpw {}", o.budget_bpw), "must be >= 1.6");
+    if (o.budget_edge_weight < 0 || o.budget_sensitive_weight <= 0)
+      throw UsageError(fmt::format("--budget-edge {} / --budget-sensitive {}", o.budget_edge_weight,
+                                   o.budget_sensitive_weight),
+                       "must be positive (--budget-edge 0 = the default)");
     if (objective != "weight" && objective != "tensor")
       throw UsageError("--budget-objective " + objective, "must be weight or tensor");
     o.budget_per_weight = objective == "weight";

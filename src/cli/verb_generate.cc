@@ -141,7 +141,7 @@ int Run(int argc, char** argv) {
                  FinishReasonName(st.finish), static_cast<unsigned long long>(opts.sampling.seed));
     std::fprintf(stderr, "[kv cache %s] %lld bytes/token, %lld bytes for %lld tokens\n",
                  DescribeKvCache(kv).c_str(), static_cast<long long>(cache->BytesPerToken()),
-                 static_cast<long long>(cache->BytesPerToken() * cache->size()),
+                 static_cast<long long>(cache->MemoryBytes()),  // window layers: their window
                  static_cast<long long>(cache->size()));
     return kExitOk;
   });

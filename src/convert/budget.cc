@@ -20,15 +20,19 @@ struct Candidate {
 };
 
 double Importance(const TensorDecision& d, int64_t num_layers, const BudgetOptions& o) {
+  const double edge =
+      o.edge_layer_weight > 0 ? o.edge_layer_weight : DefaultEdgeLayerWeight(o.target_bits);
   double w = 1.0;
   if (d.role == TensorRole::kAttnV || d.role == TensorRole::kMlpDown ||
       d.role == TensorRole::kExpertDown)
     w *= o.sensitive_weight;
-  if (d.layer == 0 || d.layer == num_layers - 1) w *= o.edge_layer_weight;
+  if (d.layer == 0 || d.layer == num_layers - 1) w *= edge;
   return w;
 }
 
 }  // namespace
+
+double DefaultEdgeLayerWeight(double /*target_bits*/) { return 2.0; }
 
 std::vector<BudgetChoice> AllocateBitBudget(
     QuantRecipe& recipe, const BudgetOptions& opts,

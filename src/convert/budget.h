@@ -28,8 +28,9 @@ struct BudgetOptions {
   // kPerTensor: every tensor's relative error counts alike (small tensors are cheap to improve);
   // kPerWeight: it is weighted by the tensor's size (all weights count alike).
   enum class Objective { kPerTensor, kPerWeight } objective = Objective::kPerWeight;
-  double sensitive_weight = 2.0;   // importance of v_proj / down_proj
-  double edge_layer_weight = 2.0;  // importance multiplier of the first and last layer
+  double sensitive_weight = 2.0;  // importance of v_proj / down_proj
+  // Importance multiplier of the first and last layer; 0 = DefaultEdgeLayerWeight(target_bits).
+  double edge_layer_weight = 0;
   std::vector<int> bits = {2, 3, 4, 8};
   std::vector<int> groups = {32, 64, 128};
   bool progress = true;
@@ -42,6 +43,12 @@ struct BudgetChoice {
   double relative_error = 0;
   double importance = 1;
 };
+
+// The default first/last-layer multiplier: 2. Measured (full protocol, both files; BENCHMARKS.md
+// "Weight quantization"): 4 is better on tq-llama-21m at 4.25 and 3.5 bits (by 0.05-0.3 points,
+// about one rotation-seed sd) but worse at 2.5 bits and ~1 point worse on tq-qwen3moe-17m at 3.5
+// bits, so the default stays 2; `--budget-edge 4` is the dense model's best setting.
+double DefaultEdgeLayerWeight(double target_bits);
 
 // Rewrites the format, group size, rotation block and projected bytes of the quantized decoder
 // linears of `recipe`. `read` returns a tensor's source bytes. Returns the per-tensor choices.

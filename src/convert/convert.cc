@@ -216,7 +216,15 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
   q["protect_layers"] = ro.protect_layers;
   q["protect_bits"] = ro.protect_bits;
   q["embed_bits"] = ro.embed_bits;
-  if (o.budget_bpw > 0) q["budget_bpw"] = o.budget_bpw;
+  if (!ro.tensor_bits.empty()) q["tensor_bits"] = ro.tensor_bits;
+  if (ro.max_hadamard_block != quant::kDefaultMaxHadamardBlock)
+    q["max_rotation_block"] = ro.max_hadamard_block;
+  if (o.budget_bpw > 0) {
+    q["budget_bpw"] = o.budget_bpw;
+    q["budget_sensitive"] = o.budget_sensitive_weight;
+    q["budget_edge"] =
+        o.budget_edge_weight > 0 ? o.budget_edge_weight : DefaultEdgeLayerWeight(o.budget_bpw);
+  }
   q["linear_bits_per_weight"] = linear_bpw;
   nlohmann::ordered_json tensors = nlohmann::ordered_json::object();
   for (const TensorDecision& d : r.tensors) {

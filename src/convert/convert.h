@@ -24,7 +24,7 @@ struct ConvertOptions {
   double budget_bpw = 0;                 // > 0: choose bits and group per linear (budget.h)
   bool budget_per_weight = true;         // BudgetOptions::Objective::kPerWeight
   double budget_sensitive_weight = 2.0;  // BudgetOptions::sensitive_weight
-  double budget_edge_weight = 2.0;       // BudgetOptions::edge_layer_weight
+  double budget_edge_weight = 0;         // BudgetOptions::edge_layer_weight (0 = default)
   uint64_t seed = 0;                     // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
   bool streaming = false;  // one source tensor in memory at a time (else the whole model)
   bool force = false;      // replace an existing out_dir

@@ -106,8 +106,29 @@ void ValidateQuantRecipeOptions(const QuantRecipeOptions& o) {
         "4, 8 or 16 (16 = keep as stored)");
   if (o.ternary_experts && o.method == quant::QuantMethod::kAffine)
     throw UsageError("--ternary-experts", "needs --method turboquant (affine has no ternary)");
+  ParseTensorBits(o.tensor_bits);
   if (o.max_hadamard_block < 32)
-    throw UsageError("max Hadamard block", fmt::format("{} < 32", o.max_hadamard_block));
+    throw UsageError(fmt::format("--max-rotation-block {}", o.max_hadamard_block), "must be >= 32");
+}
+
+std::vector<std::pair<std::string, int>> ParseTensorBits(std::string_view spec) {
+  std::vector<std::pair<std::string, int>> out;
+  if (Trim(spec).empty()) return out;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string_view part = Trim(spec.substr(start, comma - start));
+    const size_t eq = part.rfind('=');
+    const std::string where = fmt::format("--tensor-bits '{}'", part);
+    if (part.empty() || eq == std::string_view::npos || eq == 0)
+      throw UsageError(where, "expected NAME_PART=BITS, e.g. 'down_proj=4'");
+    const std::optional<int64_t> bits = ParseIndex(part.substr(eq + 1));
+    if (!bits || !OneOf(int(*bits), {2, 3, 4, 8, 16}))
+      throw UsageError(where, "bits must be 2, 3, 4, 8 or 16 (16 = keep as stored)");
+    out.emplace_back(std::string(Trim(part.substr(0, eq))), int(*bits));
+    start = comma + 1;
+  }
+  return out;
 }
 
 std::vector<int64_t> ParseLayerRanges(std::string_view spec, int64_t num_layers,
@@ -186,6 +207,7 @@ QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<Tensor
   r.protected_layers = ParseLayerRanges(opts.protect_layers, config.num_layers);
   const std::set<int64_t> protect(r.protected_layers.begin(), r.protected_layers.end());
   const TensorRoleMap roles(config);
+  const std::vector<std::pair<std::string, int>> tensor_bits = ParseTensorBits(opts.tensor_bits);
   std::set<std::string> signs_counted, notes;
 
   for (const TensorInfo& t : tensors) {
@@ -210,6 +232,8 @@ QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<Tensor
     RotationKind rotation = opts.rotation;
     if (e && !is_bias && IsDecoderLinear(d.role)) {
       bits = LinearBits(opts, d.role, protect.count(d.layer) > 0);
+      for (const auto& [part, b] : tensor_bits)
+        if (t.name.find(part) != std::string::npos) bits = b;
       if (!IsAttention(d.role) && opts.mlp_group_size > 0) group = opts.mlp_group_size;
     } else if (e && !is_bias && (d.role == TensorRole::kEmbed || d.role == TensorRole::kLmHead)) {
       bits = opts.embed_bits;

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -50,6 +51,10 @@ struct QuantRecipeOptions {
   std::string protect_layers;    // "0-1,22-23": layers whose linears get protect_bits
   int protect_bits = 8;          // 2, 3, 4, 8, or 16 = keep as stored
   int embed_bits = 16;           // embedding and LM head: 4, 8, or 16 = keep as stored
+  // Per-tensor overrides of decoder linears, applied last: "down_proj=4,layers.0.=8" — a linear
+  // whose name contains the text before '=' gets those bits (2, 3, 4, 8, 16 = keep); the last
+  // matching item wins. For experiments (per-tensor sensitivity) and hand-made recipes.
+  std::string tensor_bits;
   RotationKind rotation = RotationKind::kHadamard;
   int64_t max_hadamard_block = quant::kDefaultMaxHadamardBlock;
 };
@@ -59,6 +64,10 @@ void ValidateQuantRecipeOptions(const QuantRecipeOptions& opts);
 
 // "0-1,22-23" / "5" / "" -> sorted distinct layer indices in [0, num_layers). Throws
 // tq::UsageError naming `flag` and the bad part (syntax, reversed range, out of range).
+// "down_proj=4,layers.0.=8" -> {{"down_proj", 4}, {"layers.0.", 8}}. Throws tq::UsageError naming
+// --tensor-bits and the bad item.
+std::vector<std::pair<std::string, int>> ParseTensorBits(std::string_view spec);
+
 std::vector<int64_t> ParseLayerRanges(std::string_view spec, int64_t num_layers,
                                       std::string_view flag = "--protect-layers");
 

@@ -22,6 +22,9 @@ class Engine {
   // Caches are numbered [0, num_caches()); each holds one sequence's KV.
   virtual int num_caches() const = 0;
   virtual int64_t kv_bytes_per_token() const = 0;
+  // Bytes of KV the caches hold now (sliding-window layers count only their window); < 0: not
+  // known (then /metrics shows tokens x kv_bytes_per_token).
+  virtual int64_t kv_bytes_held() const { return -1; }
   // Drops all but the first n tokens of cache `cache`.
   virtual void Truncate(int cache, int64_t n) = 0;
   // How much of the first n tokens of cache `cache` (n <= what it holds) a new sequence can reuse:

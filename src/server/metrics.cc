@@ -111,8 +111,10 @@ std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
   w.One("kv_cache_bytes_per_token", "gauge",
         "KV storage per token over all layers (compressed size for a TurboQuant cache).",
         double(s.kv_bytes_per_token));
-  w.One("kv_cache_bytes", "gauge", "Bytes of KV held (tokens x bytes per token).",
-        double(s.kv_tokens_total * s.kv_bytes_per_token));
+  w.One("kv_cache_bytes", "gauge",
+        "Bytes of KV held by all caches (coded size for a TurboQuant cache; sliding-window "
+        "layers count their window).",
+        double(s.kv_bytes >= 0 ? s.kv_bytes : s.kv_tokens_total * s.kv_bytes_per_token));
   w.One("process_resident_memory_bytes", "gauge", "Resident set size.", double(rss_bytes));
   w.One("uptime_seconds", "gauge", "Seconds since the server started.", uptime_seconds);
   return std::move(w.str());

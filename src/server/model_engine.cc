@@ -19,6 +19,13 @@ KvCache& ModelEngine::Cache(int c) {
   return *p;
 }
 
+int64_t ModelEngine::kv_bytes_held() const {
+  int64_t bytes = 0;
+  for (const auto& c : caches_)
+    if (c) bytes += c->MemoryBytes();
+  return bytes;
+}
+
 void ModelEngine::Truncate(int cache, int64_t n) {
   KvCache& kv = Cache(cache);
   if (n < kv.size()) kv.Truncate(n);

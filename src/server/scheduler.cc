@@ -465,8 +465,10 @@ void Scheduler::UpdateGauges() {
   int64_t active_tokens = 0, total_tokens = 0;
   for (const auto& s : active_) active_tokens += int64_t(caches_[size_t(s->cache)].tokens.size());
   for (const auto& c : caches_) total_tokens += int64_t(c.tokens.size());
+  const int64_t kv_bytes = engine_.kv_bytes_held();
   const auto now = Clock::now();
   std::lock_guard lk(mu_);
+  stats_.kv_bytes = kv_bytes;
   stats_.active = int(active_.size());
   stats_.queued = int(queue_.size());
   stats_.kv_tokens_active = active_tokens;

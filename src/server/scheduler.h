@@ -59,6 +59,7 @@ struct SchedulerStats {
   int64_t kv_tokens_total = 0;   // in all caches, including the kept ones
   int64_t kv_capacity_tokens = 0;
   int64_t kv_bytes_per_token = 0;
+  int64_t kv_bytes = -1;  // Engine::kv_bytes_held (< 0: unknown)
 };
 
 class Scheduler {

@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "testutil/testutil.h"
@@ -94,6 +95,19 @@ TEST(ServeProcess, CompressedKvCacheServesACompletion) {
       << b;
   EXPECT_EQ(std::stoll(bpt[1]), 816) << b;
   EXPECT_NE(b.find("turboquant_generated_tokens_total 24"), std::string::npos) << b;
+  // The cache holds the prompt and the 23 tokens fed back, 816 bytes each (the gauges are set
+  // after the step that finished the request: poll briefly).
+  std::smatch prompt;
+  ASSERT_TRUE(std::regex_search(b, prompt, std::regex(R"(turboquant_prompt_tokens_total (\d+))")))
+      << b;
+  const std::string want =
+      "turboquant_kv_cache_bytes " + std::to_string(816 * (std::stoll(prompt[1]) + 23)) + "\n";
+  for (int i = 0; i < 100 && metrics->body.find(want) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    metrics = c.Get("/metrics");
+    ASSERT_TRUE(metrics);
+  }
+  EXPECT_NE(metrics->body.find(want), std::string::npos) << want << metrics->body;
 }
 
 TEST(ServeProcess, BadKvFlagsAreUsageErrors) {

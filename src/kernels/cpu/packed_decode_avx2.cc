@@ -150,11 +150,12 @@ TQ_AVX2 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int64
     for (int64_t k = 0; k < R * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
   }
   const __m256i ones = _mm256_set1_epi16(1);
+  constexpr CodeFormat kF = kLooked ? CodeFormat::kQ8 : F;  // looked-up rows load like q8
   for (int64_t u = 0; u < units; ++u) {
     PrefetchUnit<F, R>(pf, u);
     const int64_t gi = (u * 32) / g;
     for (int r = 0; r < R; ++r) {
-      const __m256i code = Expand < kLooked ? CodeFormat::kQ8 : F > (p[r] + u * kUnitBytes);
+      const __m256i code = Expand<kF>(p[r] + u * kUnitBytes);
       __m256i wa, wv;
       if constexpr (!kAffine) {
         wv = kLooked ? code : Lookup<F>(c, code);
