@@ -64,7 +64,7 @@ struct KvCacheOptions {
   // and attention adds the mean back (Σ p = 1). 0: off. Keys are not centered: RoPE turns a fixed
   // channel offset into a position-dependent one, so a first-block key mean does not shrink later
   // keys (measured: it grows them in 4 of 6 layers of tq-llama-21m).
-  int64_t center = 32;
+  int64_t center = 128;
   uint64_t seed = 0x6b76717475726271ull;  // rotation signs (stored in the cache object)
   // The most tokens one forward pass appends (Model::Forward chunks prompts by it): sizes the
   // sliding-window layers' buffers (KvLayerSlots). Last, so positional initializers still work.
