@@ -8,50 +8,14 @@
 #include <thread>
 
 #include "fake_engine.h"
+#include "recording_sink.h"
 
 namespace tq::server {
 namespace {
 
 using test::FakeEngine;
 using test::GreedySampler;
-
-class RecordingSink : public SequenceSink {
- public:
-  bool OnToken(int32_t token, const TokenLogprobs* lp) override {
-    std::lock_guard lk(mu_);
-    tokens.push_back(token);
-    if (lp) logprobs.push_back(*lp);
-    if (cancel_after > 0 && int(tokens.size()) >= cancel_after) cancelled = true;
-    return stop_at < 0 || token != stop_at;
-  }
-  void OnFinish(FinishReason r, const SequenceStats& s, const std::string& e) override {
-    std::lock_guard lk(mu_);
-    ++finish_calls;
-    reason = r;
-    stats = s;
-    error = e;
-    cv_.notify_all();
-  }
-  bool Cancelled() const override { return cancelled; }
-  void Wait() {
-    std::unique_lock lk(mu_);
-    ASSERT_TRUE(cv_.wait_for(lk, std::chrono::seconds(10), [&] { return finish_calls > 0; }));
-  }
-
-  std::vector<int32_t> tokens;
-  std::vector<TokenLogprobs> logprobs;
-  int finish_calls = 0;
-  FinishReason reason = FinishReason::kError;
-  SequenceStats stats;
-  std::string error;
-  int32_t stop_at = -1;
-  int cancel_after = 0;
-  std::atomic<bool> cancelled{false};
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
+using test::RecordingSink;
 
 SequenceRequest Req(std::vector<int32_t> prompt, int64_t max_tokens,
                     std::shared_ptr<RecordingSink> sink) {

@@ -13,6 +13,7 @@
 #include "fake_engine.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "recording_sink.h"
 #include "server/model_engine.h"
 #include "server/scheduler.h"
 #include "testutil/testutil.h"
@@ -22,37 +23,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class Sink : public SequenceSink {
- public:
-  bool OnToken(int32_t token, const TokenLogprobs*) override {
-    std::lock_guard lk(mu_);
-    tokens.push_back(token);
-    return true;
-  }
-  void OnFinish(FinishReason r, const SequenceStats& s, const std::string& e) override {
-    std::lock_guard lk(mu_);
-    reason = r;
-    stats = s;
-    error = e;
-    done = true;
-    cv_.notify_all();
-  }
-  bool Cancelled() const override { return false; }
-  void Wait() {
-    std::unique_lock lk(mu_);
-    ASSERT_TRUE(cv_.wait_for(lk, std::chrono::seconds(120), [&] { return done; }));
-  }
-
-  std::vector<int32_t> tokens;
-  FinishReason reason = FinishReason::kError;
-  SequenceStats stats;
-  std::string error;
-  bool done = false;
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-};
+using Sink = test::RecordingSink;
 
 std::shared_ptr<Sink> Submit(Scheduler& sched, const std::vector<int32_t>& prompt, int64_t n) {
   SequenceRequest r;
