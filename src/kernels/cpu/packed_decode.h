@@ -7,8 +7,10 @@
 // Error against the float product comes from the two int8 roundings: see kFastDecodeMaxNmse.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
+#include "core/thread_pool.h"
 #include "kernels/packed_ops.h"
 #include "quant/format.h"
 
@@ -35,6 +37,21 @@ bool FastDecodeSupports(const PackedMatrix& w);
 // FastDecodeSupports(w). Multithreaded over rows (core ThreadPool).
 void FastPackedDecode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
                       float* y);
+
+// Runs body(begin, end) over the rows [0, rows) of a [rows, cols] matrix-vector product: inline
+// for small matrices, else as dynamic tasks of whole 4-row blocks, ~8 per thread, so a thread
+// slowed by other load does not hold the others up.
+template <typename Body>
+void ForRowBlocks(int64_t rows, int64_t cols, Body&& body) {
+  if (rows * cols < 65536 || rows < 8) {
+    body(int64_t{0}, rows);
+    return;
+  }
+  ThreadPool& pool = ThreadPool::Global();
+  const int64_t per = std::max<int64_t>(4, (rows / (8 * pool.size()) + 3) / 4 * 4);
+  const int64_t tasks = (rows + per - 1) / per;
+  pool.Run(tasks, [&](int64_t task, int) { body(task * per, std::min(rows, (task + 1) * per)); });
+}
 
 namespace isa {
 // One implementation per ISA (packed_decode_avx512.cc, packed_decode_avx2.cc).

@@ -287,14 +287,7 @@ TQ_AVX512 void Avx512TernaryDecode(const float* x, int64_t n, const PackedMatrix
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
   };
-  if (rows * w.cols < 65536 || rows < 8) {
-    body(0, rows);
-  } else {
-    ThreadPool& pool = ThreadPool::Global();
-    const int64_t per = std::max<int64_t>(4, (rows / (8 * pool.size()) + 3) / 4 * 4);
-    const int64_t tasks = (rows + per - 1) / per;
-    pool.Run(tasks, [&](int64_t task, int) { body(task * per, std::min(rows, (task + 1) * per)); });
-  }
+  ForRowBlocks(rows, w.cols, body);
 }
 
 }  // namespace tq::kernels::cpu::isa
