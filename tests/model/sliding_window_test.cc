@@ -76,7 +76,9 @@ TEST_P(SlidingWindowModel, RingCacheLogitsEqualFullCacheLogits) {
     const std::vector<float> got = PromptThenDecode(*model, *ring);
     double d = 0;
     for (size_t i = 0; i < got.size(); ++i) d = std::max(d, double(std::fabs(got[i] - want[i])));
-    EXPECT_LT(d, 1e-5) << "max_append " << max_append;
+    // Chunking changes only the order of float sums (the scalar kernels of the sanitizer build
+    // land at ~1.0e-5 absolute on logits of scale `scale`); a lost position is orders larger.
+    EXPECT_LT(d, 1e-5 * scale) << "max_append " << max_append;
     // The window layers stopped growing: less memory than every position of every layer.
     EXPECT_LT(ring->MemoryBytes(), full->MemoryBytes()) << "max_append " << max_append;
   }
