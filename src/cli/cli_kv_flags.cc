@@ -45,6 +45,10 @@ void AddKvFlags(CLI::App& app, KvFlags* f) {
                              "(default {})",
                              KvCacheOptions{}.center))
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-seed", f->seed,
+                 "seed of the per-layer K/V rotation signs (default: a fixed seed; results vary "
+                 "slightly with it, like convert's --seed)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--kv-qjl", f->qjl, "QJL residual sketch (unbiased inner products; not available)");
 }
 
@@ -66,6 +70,7 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
   needs_bits(!f.scale.empty(), "--kv-scale");
   needs_bits(!f.codebook.empty(), "--kv-codebook");
   needs_bits(f.center >= 0, "--kv-center");
+  needs_bits(f.seed >= 0, "--kv-seed");
   needs_bits(f.qjl, "--kv-qjl");
   if (f.qjl)
     throw UsageError("--kv-qjl", "the QJL residual sketch is not implemented in this build");
@@ -76,6 +81,7 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
   if (f.window >= 0) o->window = f.window;
   if (f.boundary >= 0) o->boundary = f.boundary;
   if (f.center >= 0) o->center = f.center;
+  if (f.seed >= 0) o->seed = uint64_t(f.seed);
   if (!f.scale.empty()) {
     const auto s = ParseKvScale(f.scale);
     if (!s) throw UsageError("--kv-scale", "expected norm, mse or unbiased, got '" + f.scale + "'");

@@ -1,7 +1,7 @@
 // KV-cache compression flags shared by generate, perplexity, bench and serve (DESIGN.md §3):
 //   --kv-bits B | --kv-k-bits B --kv-v-bits B   (B in 2, 2.5, 3, 3.5, 4, 8; none = plain cache)
 //   --kv-sink N  --kv-window N  --kv-boundary N  --kv-scale norm|mse|unbiased  --kv-codebook
-//   gaussian|sphere  --kv-center N (0 = off)
+//   gaussian|sphere  --kv-center N (0 = off)  --kv-seed S (rotation signs)
 //   --kv-qjl (not implemented: a usage error)
 #pragma once
 
@@ -16,6 +16,7 @@ struct KvFlags {
   std::string bits, k_bits, v_bits;               // as typed ("3.5"); empty = not given
   int64_t sink = -1, window = -1, boundary = -1;  // -1 = not given
   int64_t center = -1;                            // -1 = not given
+  int64_t seed = -1;                              // rotation-sign seed; -1 = not given
   std::string scale, codebook;                    // empty = not given
   bool qjl = false;
 };

@@ -33,6 +33,8 @@ TEST(KvFlags, BadValuesAndCombinationsNameTheFlag) {
       {"--kv-bits 4 --kv-window -1", "--kv-window"},
       {"--kv-center 32", "--kv-center"},
       {"--kv-bits 4 --kv-center -2", "--kv-center"},
+      {"--kv-seed 7", "--kv-seed"},
+      {"--kv-bits 4 --kv-seed -1", "--kv-seed"},
   };
   for (auto [flags, name] : cases) {
     const test::CliResult r = RunCli(Ppl(flags));
@@ -53,6 +55,20 @@ TEST(KvFlags, CompressedPerplexityAndBenchRun) {
   // 6 layers x 2 kv heads x (32 + 2 + 32 + 2) bytes.
   EXPECT_NE(b.out.find("\"kv_bytes_per_token\":816"), std::string::npos) << b.out;
   EXPECT_NE(b.out.find("K4V4"), std::string::npos) << b.out;
+}
+
+// --kv-seed picks the rotation signs: the same seed reproduces a run, another seed changes it.
+TEST(KvFlags, SeedPicksTheRotation) {
+  auto ppl = [](const std::string& seed) {
+    const test::CliResult r = RunCli(Ppl("--kv-bits 3 --kv-seed " + seed + " --json"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    const size_t at = r.out.find("\"nll\":");
+    EXPECT_NE(at, std::string::npos) << r.out;
+    return at == std::string::npos ? r.out : r.out.substr(at, r.out.find(',', at) - at);
+  };
+  const std::string a = ppl("1"), b = ppl("2");
+  EXPECT_EQ(a, ppl("1"));
+  EXPECT_NE(a, b);
 }
 
 }  // namespace
