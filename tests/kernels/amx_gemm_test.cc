@@ -16,6 +16,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/packed_matmul_amx.h"
 #include "kernels/packed_ops.h"
+#include "packed_test_util.h"
 #include "quant/codebook.h"
 #include "quant/packing.h"
 #include "quant/quantized_matrix.h"
@@ -26,58 +27,9 @@ namespace {
 using cpu::Isa;
 using quant::CodeFormat;
 using quant::QuantMethod;
-
-struct Owned {
-  quant::QuantizedMatrix q;
-  PackedMatrix view;
-};
-
-Owned RandomPacked(QuantMethod method, CodeFormat f, int64_t rows, int64_t cols, int64_t g,
-                   uint32_t seed) {
-  std::mt19937 rng(seed);
-  Owned o;
-  quant::QuantizedMatrix& q = o.q;
-  q.method = method;
-  q.format = f;
-  q.rows = rows;
-  q.cols = cols;
-  q.group_size = int(g);
-  const int levels = quant::Traits(f).levels;
-  const size_t rb = quant::PackedBytes(f, cols);
-  std::vector<uint8_t> codes(static_cast<size_t>(cols));
-  q.codes.resize(size_t(rows) * rb);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (auto& c : codes) c = uint8_t(rng() % uint32_t(levels));
-    quant::PackCodes(f, codes.data(), cols, q.codes.data() + r * rb);
-  }
-  std::uniform_real_distribution<float> u(0.01f, 0.2f);
-  for (int64_t i = 0; i < rows * (cols / g); ++i) {
-    q.scales.push_back(F32ToF16(u(rng)));
-    if (method == QuantMethod::kAffine) q.mins.push_back(F32ToF16(-u(rng) * 4));
-  }
-  if (method == QuantMethod::kCodebook) q.codebook = quant::GaussianCodebook(f).levels;
-  q.Validate("test");
-  o.view = {method,
-            f,
-            rows,
-            cols,
-            g,
-            q.codes.data(),
-            int64_t(rb),
-            q.scales.data(),
-            q.mins.empty() ? nullptr : q.mins.data(),
-            q.codebook.empty() ? nullptr : q.codebook.data()};
-  return o;
-}
-
-class IsaScope {
- public:
-  explicit IsaScope(Isa isa) : saved_(cpu::ActiveIsa()) { cpu::SetActiveIsa(isa); }
-  ~IsaScope() { cpu::SetActiveIsa(saved_); }
-
- private:
-  Isa saved_;
-};
+using test::IsaScope;
+using test::Owned;
+using test::RandomPacked;
 
 bool HaveAmx() { return cpu::DetectedIsa() >= Isa::kAmx; }
 

@@ -15,6 +15,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/packed_decode.h"
 #include "kernels/packed_ops.h"
+#include "packed_test_util.h"
 #include "quant/codebook.h"
 #include "quant/packing.h"
 
@@ -24,6 +25,7 @@ namespace {
 using cpu::Isa;
 using quant::CodeFormat;
 using quant::QuantMethod;
+using test::IsaScope;
 
 struct Packed {
   std::vector<uint8_t> codes;
@@ -63,15 +65,6 @@ Packed RandomPacked(QuantMethod method, CodeFormat f, int64_t rows, int64_t cols
             o.codebook.empty() ? nullptr : o.codebook.data()};
   return o;
 }
-
-class IsaScope {
- public:
-  explicit IsaScope(Isa isa) : saved_(cpu::ActiveIsa()) { cpu::SetActiveIsa(isa); }
-  ~IsaScope() { cpu::SetActiveIsa(saved_); }
-
- private:
-  Isa saved_;
-};
 
 std::vector<Isa> SimdLevels() {
   std::vector<Isa> v;
