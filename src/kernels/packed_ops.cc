@@ -12,7 +12,11 @@ void CheckPackedMatrix(const PackedMatrix& w, const char* where) {
   TQ_CHECK(w.row_bytes == int64_t(quant::PackedBytes(w.format, w.cols)), where,
            "{} bytes per row for {} {} codes (expected {})", w.row_bytes, w.cols,
            quant::Traits(w.format).name, quant::PackedBytes(w.format, w.cols));
-  TQ_CHECK(w.codes && w.scales, where, "missing codes or scales");
+  TQ_CHECK(w.codes && (w.scales != nullptr) != (w.scale_codes != nullptr), where,
+           "missing codes, or not exactly one of fp16 scales / e8 scale codes");
+  TQ_CHECK(!w.scale_codes || w.scale_table, where, "e8 scale codes without a scale table");
+  TQ_CHECK(!w.scale_codes || w.method == quant::QuantMethod::kCodebook, where,
+           "e8 scales are for the codebook method only");
   if (w.method == quant::QuantMethod::kAffine) {
     TQ_CHECK(w.mins != nullptr && quant::Traits(w.format).code_bits > 0, where,
              "affine needs minimums and a binary format");

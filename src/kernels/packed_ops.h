@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "core/half.h"
 #include "quant/format.h"
 #include "quant/quantized_matrix.h"
 
@@ -19,12 +20,22 @@ struct PackedMatrix {
   quant::CodeFormat format = quant::CodeFormat::kQ4;
   int64_t rows = 0;
   int64_t cols = 0;
-  int64_t group_size = 0;            // divides cols
-  const uint8_t* codes = nullptr;    // [rows, row_bytes]: each row packed on its own
-  int64_t row_bytes = 0;             // quant::PackedBytes(format, cols)
-  const uint16_t* scales = nullptr;  // fp16 [rows, cols / group_size]
-  const uint16_t* mins = nullptr;    // fp16 [rows, cols / group_size], affine only
-  const float* codebook = nullptr;   // [levels], codebook method only
+  int64_t group_size = 0;          // divides cols
+  const uint8_t* codes = nullptr;  // [rows, row_bytes]: each row packed on its own
+  int64_t row_bytes = 0;           // quant::PackedBytes(format, cols)
+  // Group scales, one of two encodings (docs/FORMAT.md "Group scales"):
+  const uint16_t* scales = nullptr;      // fp16 [rows, cols / group_size], or
+  const uint8_t* scale_codes = nullptr;  // e8 [rows, cols / group_size]: scale = scale_table[code]
+  const float* scale_table = nullptr;    // [256], with scale_codes (a per-tensor log grid)
+  const uint16_t* mins = nullptr;        // fp16 [rows, cols / group_size], affine only
+  const float* codebook = nullptr;       // [levels], codebook method only
+
+  bool e8_scales() const { return scale_codes != nullptr; }
+  // The scale of group j of row r (fp32), whichever the encoding.
+  float Scale(int64_t r, int64_t j) const {
+    const int64_t i = r * (cols / group_size) + j;
+    return scale_codes ? scale_table[scale_codes[i]] : F16ToF32(scales[i]);
+  }
 };
 
 // Throws tq::Error naming `where` when the view is inconsistent (null pointers, sizes).

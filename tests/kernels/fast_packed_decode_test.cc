@@ -53,16 +53,16 @@ Packed RandomPacked(QuantMethod method, CodeFormat f, int64_t rows, int64_t cols
     if (method == QuantMethod::kAffine) o.mins.push_back(F32ToF16(-u(rng) * float(levels) / 2));
   }
   if (method == QuantMethod::kCodebook) o.codebook = quant::GaussianCodebook(f).levels;
-  o.view = {method,
-            f,
-            rows,
-            cols,
-            g,
-            o.codes.data(),
-            rb,
-            o.scales.data(),
-            o.mins.empty() ? nullptr : o.mins.data(),
-            o.codebook.empty() ? nullptr : o.codebook.data()};
+  o.view = {.method = method,
+            .format = f,
+            .rows = rows,
+            .cols = cols,
+            .group_size = g,
+            .codes = o.codes.data(),
+            .row_bytes = rb,
+            .scales = o.scales.data(),
+            .mins = o.mins.empty() ? nullptr : o.mins.data(),
+            .codebook = o.codebook.empty() ? nullptr : o.codebook.data()};
   return o;
 }
 

@@ -97,8 +97,8 @@ void DecodeRow(CodeFormat f, const uint8_t* row, int64_t n, uint8_t* codes) {
 TQ_CPU_CLONES void DequantRow(const PackedMatrix& w, int64_t r, uint8_t* codes, float* out) {
   DecodeRow(w.format, w.codes + r * w.row_bytes, w.cols, codes);
   const int64_t g = w.group_size, groups = w.cols / g;
-  const uint16_t* sc = w.scales + r * groups;
   if (w.method == quant::QuantMethod::kAffine) {
+    const uint16_t* sc = w.scales + r * groups;
     const uint16_t* mn = w.mins + r * groups;
     for (int64_t j = 0; j < groups; ++j) {
       const float s = F16ToF32(sc[j]), m = F16ToF32(mn[j]);
@@ -107,7 +107,7 @@ TQ_CPU_CLONES void DequantRow(const PackedMatrix& w, int64_t r, uint8_t* codes, 
   } else {
     const float* cb = w.codebook;
     for (int64_t j = 0; j < groups; ++j) {
-      const float s = F16ToF32(sc[j]);
+      const float s = w.Scale(r, j);
       for (int64_t c = j * g; c < (j + 1) * g; ++c) out[c] = s * cb[codes[c]];
     }
   }

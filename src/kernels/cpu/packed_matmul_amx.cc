@@ -148,8 +148,8 @@ DequantFn DequantFor(const PackedMatrix& w) {
 }  // namespace
 
 bool AmxPackedSupports(const PackedMatrix& w) {
-  return amx::Active() && w.cols % amx::kKMultiple == 0 && w.group_size % 32 == 0 &&
-         DequantFor(w) != nullptr;
+  return amx::Active() && !w.e8_scales() && w.cols % amx::kKMultiple == 0 &&
+         w.group_size % 32 == 0 && DequantFor(w) != nullptr;
 }
 
 void AmxPackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias,

@@ -17,7 +17,7 @@ void PackedDequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, floa
     float* dst = out + i * w.cols;
     for (int64_t c = 0; c < w.cols; ++c) {
       const int64_t g = r * groups + c / w.group_size;
-      const float scale = F16ToF32(w.scales[g]);
+      const float scale = w.Scale(r, c / w.group_size);
       if (w.method == quant::QuantMethod::kAffine) {
         dst[c] = F16ToF32(w.mins[g]) + scale * float(codes[size_t(c)]);
       } else {
