@@ -1,7 +1,8 @@
 // Attention on a compressed KV cache (kernels/kv_ops.h), cpu backend: flash style over key blocks
 // (kv_attention_body.inc), with an AVX-512 build of the whole task (codes decoded by a 16-entry
 // register lookup, vpermps, for 2-4 bits and by a convert for the uniform 8-bit tier) and a
-// portable build for other CPUs. Parallel over (kv head, block of query rows).
+// portable build for other CPUs. Parallel over (kv head, block of query rows). The QJL sketch
+// term of coded keys (kv_ops.h) is a masked sum: each 16 sign bits are one AVX-512 mask.
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -103,7 +104,7 @@ KeyInt8 FillKeyInt8(const KvCodeFormat& f) {
     k.uniform = true;
     k.lo = seg.lo;
     k.step = seg.step;
-  } else if (levels <= 16) {
+  } else if (levels <= 16 && seg.format != quant::CodeFormat::kQ1) {  // ExpandStep: 2-4 bits
     float amax = 0;
     for (int c = 0; c < levels; ++c) amax = std::max(amax, std::fabs(seg.levels[c]));
     if (amax <= 0) return k;
@@ -161,7 +162,33 @@ inline bool ScoreCoded(const Tables&, const QueryInt8&, int64_t, int64_t, int64_
                        const uint16_t*, int64_t, float*) {
   return false;
 }
-inline void ScoredBlock(int64_t, const float*, int64_t, int64_t, float*, float*, float*, float*) {}
+inline void ScoreBlock(const float* qr, int64_t rows, const float* kbuf, int64_t nt, int64_t d,
+                       float* s) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < nt; ++t) s[r * kKeyBlock + t] = Dot(qr + r * d, kbuf + t * d, d);
+}
+inline void ScoredBlock(int64_t rows, const float* vbuf, int64_t nt, int64_t d, float* acc,
+                        float* m, float* l, float* s) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* e = s + r * kKeyBlock;
+    float mx = -INFINITY;
+    for (int64_t t = 0; t < nt; ++t) mx = std::max(mx, e[t]);
+    if (mx > m[r]) {
+      const float corr = std::exp(m[r] - mx);  // 0 on the first block
+      l[r] *= corr;
+      ScaleRow(acc + r * d, corr, d);
+      m[r] = mx;
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      const float w = std::exp(e[t] - m[r]);
+      l[r] += w;
+      Axpy(w, vbuf + t * d, acc + r * d, d);
+    }
+  }
+}
+inline float SignDot(const float* sq, float, const uint8_t* bits, int64_t m) {
+  return float(QjlSignDot(sq, bits, m));
+}
 
 #include "kernels/cpu/kv_attention_body.inc"
 
@@ -243,6 +270,15 @@ inline void UnpackUnit(quant::CodeFormat fmt, const uint8_t* u, __m512i* lo, __m
     case quant::CodeFormat::kQ2:
       UnpackQ2(u, lo, hi);
       return;
+    case quant::CodeFormat::kQ1: {  // bit j of a uint32 = c[j]
+      uint32_t bits;
+      std::memcpy(&bits, u, 4);
+      const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+      const __m512i one = _mm512_set1_epi32(1);
+      *lo = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(int(bits)), lane), one);
+      *hi = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(int(bits >> 16)), lane), one);
+      return;
+    }
     default: {  // kQ8: qs[j] = c[j]
       *lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u)));
       *hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u + 16)));
@@ -420,6 +456,33 @@ inline void ScoredBlock(int64_t rows, const float* vbuf, int64_t nt, int64_t d, 
   }
 }
 
+// fp32 scores s [rows, kKeyBlock] of a block of decoded keys.
+inline void ScoreBlock(const float* qr, int64_t rows, const float* kbuf, int64_t nt, int64_t d,
+                       float* s) {
+  int64_t r = 0;
+  if (d == 64) {
+    for (; r + 4 <= rows; r += 4) Scores<4, 4>(qr + r * d, kbuf, nt, s + r * kKeyBlock);
+  } else if (d == 128) {
+    for (; r + 2 <= rows; r += 2) Scores<8, 2>(qr + r * d, kbuf, nt, s + r * kKeyBlock);
+  }
+  for (; r < rows; ++r)
+    for (int64_t t = 0; t < nt; ++t) s[r * kKeyBlock + t] = Dot(qr + r * d, kbuf + t * d, d);
+}
+
+// ⟨sq, sign⟩ = 2 Σ_{bits set} sq_j - Σ_j sq_j: the sign bits of 16 channels are one mask.
+inline float SignDot(const float* sq, float sq_sum, const uint8_t* bits, int64_t m) {
+  __m512 a = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= m; j += 16) {
+    uint16_t mask;
+    std::memcpy(&mask, bits + j / 8, 2);
+    a = _mm512_mask_add_ps(a, __mmask16(mask), a, _mm512_loadu_ps(sq + j));
+  }
+  float set = _mm512_reduce_add_ps(a);
+  for (; j < m; ++j) set += (bits[j >> 3] >> (j & 7) & 1) ? sq[j] : 0.0f;
+  return 2.0f * set - sq_sum;
+}
+
 #include "kernels/cpu/kv_attention_int8.inc"
 
 inline bool PrepareQueries(const Tables& t, const float* qr, int64_t rows, int64_t d,
@@ -471,8 +534,9 @@ void CpuCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
     tables.kint8 = FillKeyInt8(kv.k_format);
   const int64_t qblocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
-  const size_t scratch_floats =
-      size_t(2 * kKeyBlock * d + kQueryBlock * group * (2 * d + 2 + kKeyBlock + 3 + d / 4 + 1));
+  const int64_t qm = kv.qjl_matrix ? kv.qjl_m : 0;
+  const size_t scratch_floats = size_t(
+      2 * kKeyBlock * d + kQueryBlock * group * (2 * d + 2 + kKeyBlock + 3 + d / 4 + 1 + qm + 1));
   ThreadPool::Global().Run(p.num_kv_heads * qblocks, [&](int64_t task, int) {
     thread_local AlignedBuffer<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
