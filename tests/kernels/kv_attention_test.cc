@@ -165,6 +165,15 @@ TEST(KvAttention, Int8ScoringIsTakenOnVnni) {
     EXPECT_GT(int8, 1e-12) << bits;
     EXPECT_LT(int8, 2e-3) << bits;
   }
+  // The QJL sketch term by VNNI: 1-bit key codes (no int8 key scoring), so only the sketch
+  // term can make the int8 run differ from the exact one.
+  const Case qjl{64, 8, 2, 0, 100, 0, 1, 1, 1, 4, 4, true};
+  SetKvInt8Scoring(true);
+  const double int8 = CpuVsRefNmse(qjl);
+  SetKvInt8Scoring(false);
+  EXPECT_LT(CpuVsRefNmse(qjl), 1e-9);
+  EXPECT_GT(int8, 1e-12);
+  EXPECT_LT(int8, 2e-3);
   SetKvInt8Scoring(true);
 }
 #endif
