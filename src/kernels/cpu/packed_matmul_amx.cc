@@ -1,7 +1,9 @@
 // Packed weights -> bf16 panels for the AMX GEMM (packed_matmul_amx.h). Per 32-code unit: the
 // codes become two zmm of 16 int32 indices (natural order, docs/FORMAT.md "Packing"), the values
 // come from a vpermps of the codebook (<= 16 levels) or a gather (q8), times the group's scale
-// (affine: min + scale · code), and one vcvtne2ps2bf16 writes the unit's 32 bf16.
+// (affine: min + scale · code), and one vcvtne2ps2bf16 writes the unit's 32 bf16. Group scales
+// are fp16 or e8 (a u8 code into the per-tensor fp32 table: one scalar load more per group); with
+// groups of 16 the unit's two index vectors take one group each.
 #include "kernels/cpu/packed_matmul_amx.h"
 
 #include <cstring>
@@ -68,8 +70,16 @@ TQ_DQ_INLINE void Expand(const uint8_t* p, __m512i* i0, __m512i* i1) {
   }
 }
 
+// The fp32 scale of flat group i (row · groups + group).
+template <bool kE8>
+TQ_DQ_INLINE float GroupScale(const PackedMatrix& w, int64_t i) {
+  if constexpr (kE8) return w.scale_table[w.scale_codes[i]];
+  return _cvtsh_ss(w.scales[i]);
+}
+
 // buf [count][ld] = rows r0.. of Ŵ, columns k0 .. k0+kc-1 (k0, kc multiples of 32), in bf16.
-template <CodeFormat F, bool kAffine>
+// kE8: e8 scales; kG16: groups of 16 (else a multiple of 32).
+template <CodeFormat F, bool kAffine, bool kE8, bool kG16>
 TQ_DQ void DequantBlock(const PackedMatrix& w, int64_t r0, int64_t count, int64_t k0, int64_t kc,
                         uint16_t* buf, int64_t ld) {
   constexpr int64_t kBytes = quant::Traits(F).bytes_per_unit;
@@ -88,29 +98,34 @@ TQ_DQ void DequantBlock(const PackedMatrix& w, int64_t r0, int64_t count, int64_
         _mm_prefetch(reinterpret_cast<const char*>(next + b), _MM_HINT_T0);
     }
     const uint8_t* codes = w.codes + (r0 + r) * w.row_bytes;
-    const uint16_t* sc = w.scales + (r0 + r) * groups;
-    const uint16_t* mn = kAffine ? w.mins + (r0 + r) * groups : nullptr;
+    const int64_t row_g = (r0 + r) * groups;
+    const uint16_t* mn = kAffine ? w.mins + row_g : nullptr;
     uint16_t* out = buf + r * ld;
-    // The group of column c is gi; `left` units remain in it (no division per unit).
-    int64_t gi = k0 / g, left = (g - k0 % g) / 32;
+    // The group of column c is gi; `left` units remain in it (no division per unit). kG16: the
+    // unit's codes 0..15 are in group gi, 16..31 in gi + 1.
+    int64_t gi = k0 / g, left = kG16 ? 1 : (g - k0 % g) / 32;
     for (int64_t c = k0; c < k0 + kc; c += 32) {
       __m512i i0, i1;
       Expand<F>(codes + (c / 32) * kBytes, &i0, &i1);
-      const __m512 s = _mm512_set1_ps(_cvtsh_ss(sc[gi]));
+      const __m512 s0 = _mm512_set1_ps(GroupScale<kE8>(w, row_g + gi));
+      const __m512 s1 = kG16 ? _mm512_set1_ps(GroupScale<kE8>(w, row_g + gi + 1)) : s0;
       __m512 v0, v1;
       if constexpr (kAffine) {
-        const __m512 m = _mm512_set1_ps(_cvtsh_ss(mn[gi]));
-        v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), s, m);
-        v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), s, m);
+        const __m512 m0 = _mm512_set1_ps(_cvtsh_ss(mn[gi]));
+        const __m512 m1 = kG16 ? _mm512_set1_ps(_cvtsh_ss(mn[gi + 1])) : m0;
+        v0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i0), s0, m0);
+        v1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i1), s1, m1);
       } else if constexpr (F == CodeFormat::kQ8) {
-        v0 = _mm512_mul_ps(_mm512_i32gather_ps(i0, w.codebook, 4), s);
-        v1 = _mm512_mul_ps(_mm512_i32gather_ps(i1, w.codebook, 4), s);
+        v0 = _mm512_mul_ps(_mm512_i32gather_ps(i0, w.codebook, 4), s0);
+        v1 = _mm512_mul_ps(_mm512_i32gather_ps(i1, w.codebook, 4), s1);
       } else {
-        v0 = _mm512_mul_ps(_mm512_permutexvar_ps(i0, cbv), s);
-        v1 = _mm512_mul_ps(_mm512_permutexvar_ps(i1, cbv), s);
+        v0 = _mm512_mul_ps(_mm512_permutexvar_ps(i0, cbv), s0);
+        v1 = _mm512_mul_ps(_mm512_permutexvar_ps(i1, cbv), s1);
       }
       _mm512_storeu_si512(out + (c - k0), __m512i(_mm512_cvtne2ps_pbh(v1, v0)));
-      if (--left == 0) {
+      if constexpr (kG16) {
+        gi += 2;
+      } else if (--left == 0) {
         ++gi;
         left = g / 32;
       }
@@ -121,24 +136,32 @@ TQ_DQ void DequantBlock(const PackedMatrix& w, int64_t r0, int64_t count, int64_
 using DequantFn = void (*)(const PackedMatrix&, int64_t, int64_t, int64_t, int64_t, uint16_t*,
                            int64_t);
 
+template <CodeFormat F, bool kG16>
+DequantFn PickScales(bool affine, bool e8) {
+  if (affine) return &DequantBlock<F, true, false, kG16>;  // e8 is codebook-only
+  return e8 ? &DequantBlock<F, false, true, kG16> : &DequantBlock<F, false, false, kG16>;
+}
+
 template <CodeFormat F>
-DequantFn Pick(bool affine) {
-  return affine ? &DequantBlock<F, true> : &DequantBlock<F, false>;
+DequantFn Pick(const PackedMatrix& w, bool affine) {
+  if (w.group_size == 16) return PickScales<F, true>(affine, w.e8_scales());
+  if (w.group_size % 32 == 0) return PickScales<F, false>(affine, w.e8_scales());
+  return nullptr;
 }
 
 DequantFn DequantFor(const PackedMatrix& w) {
   const bool affine = w.method == quant::QuantMethod::kAffine;
   switch (w.format) {
     case CodeFormat::kQ1:
-      return Pick<CodeFormat::kQ1>(affine);
+      return Pick<CodeFormat::kQ1>(w, affine);
     case CodeFormat::kQ2:
-      return Pick<CodeFormat::kQ2>(affine);
+      return Pick<CodeFormat::kQ2>(w, affine);
     case CodeFormat::kQ3:
-      return Pick<CodeFormat::kQ3>(affine);
+      return Pick<CodeFormat::kQ3>(w, affine);
     case CodeFormat::kQ4:
-      return Pick<CodeFormat::kQ4>(affine);
+      return Pick<CodeFormat::kQ4>(w, affine);
     case CodeFormat::kQ8:
-      return Pick<CodeFormat::kQ8>(affine);
+      return Pick<CodeFormat::kQ8>(w, affine);
     case CodeFormat::kTernary:
       break;
   }
@@ -148,8 +171,7 @@ DequantFn DequantFor(const PackedMatrix& w) {
 }  // namespace
 
 bool AmxPackedSupports(const PackedMatrix& w) {
-  return amx::Active() && !w.e8_scales() && w.cols % amx::kKMultiple == 0 &&
-         w.group_size % 32 == 0 && DequantFor(w) != nullptr;
+  return amx::Active() && w.cols % amx::kKMultiple == 0 && DequantFor(w) != nullptr;
 }
 
 void AmxPackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
