@@ -208,15 +208,15 @@ void Llama1BArgs(benchmark::internal::Benchmark* b) {
     b->Args({2, g, 1, 2});
     b->Args({2, g, 512, 2});
   }
-  for (int f : {0, 1}) b->Args({f, 16, 1, 2});  // q2 / q3 g16: 2.5 / 3.5 bits with e8
-  b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+  for (int f : {0, 1}) b->Args({f, 16, 1, 2});      // q2 / q3 g16: 2.5 / 3.5 bits with e8
+  b->Unit(benchmark::kMillisecond)->UseRealTime();  // --benchmark_min_time: 5 (decode), 10
 }
 
 void HotArgs(benchmark::internal::Benchmark* b) {
   for (int f = 0; f < 5; ++f)
     for (int64_t g : {16, 32, 64, 128})
       for (int64_t n : {1, 4, 16, 64}) b->Args({f, g, n});
-  b->Unit(benchmark::kMicrosecond)->UseRealTime()->MinTime(0.2);
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
 BENCHMARK(BM_E8Llama1B)->Apply(Llama1BArgs);

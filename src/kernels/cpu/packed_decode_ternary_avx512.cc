@@ -144,14 +144,16 @@ TQ_AVX512 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int
   for (int r = 0; r < R; ++r) {
     const int64_t i0 = (r0 + r) * sh.groups;
     float* dst = wsf + r * sh.groups;
-    if (w.scale_codes != nullptr) {
-      for (int64_t j = 0; j < sh.groups; ++j) dst[j] = w.scale_table[w.scale_codes[i0 + j]];
-      continue;
-    }
     for (int64_t j = 0; j < sh.groups; j += 16) {
       const __mmask16 m = __mmask16(sh.groups - j >= 16 ? 0xFFFF : (1u << (sh.groups - j)) - 1);
-      _mm512_mask_storeu_ps(dst + j, m,
-                            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w.scales + i0 + j)));
+      __m512 v;
+      if (w.scale_codes != nullptr) {  // e8: 16 codes → one gather from the table
+        const __m512i idx = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, w.scale_codes + i0 + j));
+        v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, w.scale_table, 4);
+      } else {
+        v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w.scales + i0 + j));
+      }
+      _mm512_mask_storeu_ps(dst + j, m, v);
     }
   }
   for (int64_t pr = 0; pr < sh.pairs; ++pr) {
