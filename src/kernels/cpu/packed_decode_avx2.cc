@@ -121,9 +121,15 @@ TQ_AVX2_INLINE __m256i Lookup(const Ctx& c, __m256i code) {
 template <int R>
 TQ_AVX2 void RowScales(const PackedMatrix& w, int64_t r0, float* ws) {
   const int64_t n = R * (w.cols / w.group_size), i0 = r0 * (w.cols / w.group_size);
-  if (w.scale_codes != nullptr) {
+  if (w.scale_codes != nullptr) {  // e8: 8 codes → one gather from the table
     const uint8_t* q = w.scale_codes + i0;
-    for (int64_t i = 0; i < n; ++i) ws[i] = w.scale_table[q[i]];
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256i idx =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i)));
+      _mm256_storeu_ps(ws + i, _mm256_i32gather_ps(w.scale_table, idx, 4));
+    }
+    for (; i < n; ++i) ws[i] = w.scale_table[q[i]];
     return;
   }
   const uint16_t* h = w.scales + i0;
