@@ -1,5 +1,6 @@
 // `--budget-bpw X`: re-chooses the code format and group size of every quantized decoder linear so
-// that the stored bits per linear weight (codes + fp16 scales) average at most X, from each
+// that the stored bits per linear weight (codes + group scales, fp16 or e8 codes + the e8 table:
+// quant_recipe.h LinearStoredBits) average at most X, from each
 // tensor's own quantization error (quant::QuantizationError on its rotated weights; no
 // calibration data).
 //
@@ -32,9 +33,13 @@ struct BudgetOptions {
   // Importance multiplier of the first and last layer; 0 = DefaultEdgeLayerWeight(target_bits).
   double edge_layer_weight = 0;
   std::vector<int> bits = {2, 3, 4, 8};
+  // Candidate groups; with e8 scales (recipe.options.scale_format) also 16 (kE8Groups).
   std::vector<int> groups = {32, 64, 128};
   bool progress = true;
 };
+
+// The candidate groups with e8 scales: the fp16 ones plus 16 (q3 g16 = 3.5, q2 g16 = 2.5 bits).
+inline constexpr int kE8Groups[] = {16, 32, 64, 128};
 
 struct BudgetChoice {
   std::string name;

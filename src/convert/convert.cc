@@ -104,6 +104,7 @@ quant::QuantSpec SpecFor(const TensorDecision& d, const ConvertOptions& o) {
   s.format = *d.format;
   s.group_size = d.group_size;
   s.scale.mode = o.scale;
+  s.scale_format = d.scale_format;
   return s;
 }
 
@@ -150,6 +151,7 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
   const std::string p = ModulePrefixOf(d.name);
   const bool affine = o.recipe.method == quant::QuantMethod::kAffine;
   const int64_t groups = cols / d.group_size;
+  const bool e8 = d.scale_format == quant::ScaleFormat::kE8;
   quant::QuantizedMatrix q;
   if (data) {
     // In row chunks of at most o.chunk_floats fp32 values (rows are quantized independently), so
@@ -158,12 +160,27 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
     const uint64_t row_bytes = uint64_t(cols) * DTypeSize(d.dtype);
     std::vector<uint8_t> raw(size_t(std::min(rows, chunk)) * row_bytes);
     std::vector<float> w(size_t(std::min(rows, chunk) * cols));
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-      const int64_t count = std::min(chunk, rows - r0);
+    auto load = [&](int64_t r0, int64_t count) {  // w = rows r0.. of W' = W Rᵀ
       (*read)(uint64_t(r0) * row_bytes, uint64_t(count) * row_bytes, raw.data());
       ToF32(TensorView{raw.data(), d.dtype, {count, cols}}, w.data());
-      if (rot) rot->ForwardRows(w.data(), count);  // W' = W Rᵀ
-      quant::QuantizedMatrix part = quant::Quantize(w.data(), count, cols, SpecFor(d, o), d.name);
+      if (rot) rot->ForwardRows(w.data(), count);
+    };
+    quant::QuantSpec spec = SpecFor(d, o);
+    quant::E8ScaleTable table;
+    if (e8) {  // the per-tensor table needs the whole tensor's group RMS range: a first pass
+      quant::GroupRmsRange range;
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t count = std::min(chunk, rows - r0);
+        load(r0, count);
+        range.Add(w.data(), count, cols, d.group_size);
+      }
+      table = range.Table();
+      spec.e8_table = &table;
+    }
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t count = std::min(chunk, rows - r0);
+      load(r0, count);
+      quant::QuantizedMatrix part = quant::Quantize(w.data(), count, cols, spec, d.name);
       if (r0 == 0) {
         q = std::move(part);
         q.rows = rows;
@@ -171,6 +188,7 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
       }
       q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
       q.scales.insert(q.scales.end(), part.scales.begin(), part.scales.end());
+      q.scale_codes.insert(q.scale_codes.end(), part.scale_codes.begin(), part.scale_codes.end());
       q.mins.insert(q.mins.end(), part.mins.begin(), part.mins.end());
     }
   }
@@ -178,7 +196,13 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
                   DType::U8,
                   {rows, int64_t(quant::PackedBytes(*d.format, cols))},
                   std::move(q.codes)});
-  outs.push_back({p + ".scales", DType::F16, {rows, groups}, AsBytes(q.scales)});
+  if (e8) {
+    outs.push_back({p + ".scales", DType::U8, {rows, groups}, std::move(q.scale_codes)});
+    outs.push_back(
+        {p + ".scale_table", DType::F32, {quant::kE8TableSize}, AsBytes(q.scale_table)});
+  } else {
+    outs.push_back({p + ".scales", DType::F16, {rows, groups}, AsBytes(q.scales)});
+  }
   if (affine) {
     outs.push_back({p + ".mins", DType::F16, {rows, groups}, AsBytes(q.mins)});
   } else {
@@ -208,6 +232,7 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
   q["rotation"] = std::string(RotationKindName(ro.rotation));
   q["seed"] = o.seed;
   q["scale"] = o.scale == quant::ScaleMode::kRms ? "rms" : "mse";
+  q["scale_format"] = std::string(quant::ScaleFormatName(ro.scale_format));
   q["attn_bits"] = ro.attn_bits;
   q["mlp_bits"] = ro.mlp_bits;
   q["mlp_group_size"] = ro.mlp_group_size;
@@ -233,6 +258,7 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
     t["format"] = std::string(quant::Traits(*d.format).name);
     t["shape"] = d.shape;
     t["group_size"] = d.group_size;
+    t["scales"] = std::string(quant::ScaleFormatName(d.scale_format));
     if (d.rotation_block > 0) {
       t["rotation_group"] = RotationGroupName(d.rotation_group);
       t["rotation_block"] = d.rotation_block;
@@ -263,12 +289,9 @@ double LinearBitsPerWeight(const QuantRecipe& r) {
     const double n = double(NumElements(d.shape));
     weights += n;
     if (d.quantize) {
-      // Codes + scales (+ minimums); the per-tensor codebook and shared signs are not per weight.
-      const int64_t cb =
-          method == quant::QuantMethod::kAffine ? 0 : quant::Traits(*d.format).levels * 4;
-      bits += 8.0 *
-              double(QuantizedTensorBytes(d.shape[0], d.shape[1], *d.format, d.group_size, method) -
-                     cb);
+      // Codes + scales (+ e8 table) (+ minimums); the codebook and shared signs are left out.
+      bits += LinearStoredBits(d.shape[0], d.shape[1], *d.format, d.group_size, method,
+                               d.scale_format);
     } else {
       bits += 8.0 * double(d.source_bytes);
     }

@@ -1,5 +1,5 @@
-// TurboQuant packed linears (docs/FORMAT.md): W' = W·Rᵀ stored as codes + fp16 group scales + a
-// codebook (or the affine baseline's scales + minimums), plus one Hadamard sign vector per group
+// TurboQuant packed linears (docs/FORMAT.md): W' = W·Rᵀ stored as codes + group scales (fp16, or
+// e8: a byte per group + a per-tensor table) + a codebook (or the affine baseline's scales + minimums), plus one Hadamard sign vector per group
 // of linears that read the same input. y = W'·(R x): the input is rotated once per sharing group
 // (MatMulShared) and the weights are never un-rotated.
 //
@@ -24,7 +24,9 @@ namespace tq {
 
 class Checkpoint;
 
-inline constexpr int kPackedFormatVersion = 1;
+// Version 2 adds e8 group scales (U8 `.scales` + `.scale_table`); version 1 files still load.
+inline constexpr int kPackedFormatVersion = 2;
+inline constexpr int kOldestPackedFormatVersion = 1;
 
 // config.json's `quantization` block as the loader needs it.
 struct PackedCheckpointInfo {
@@ -44,9 +46,11 @@ std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& co
 
 class PackedLinear final : public Linear {
  public:
-  // `codebook` backs w.codebook (moved in); `rotation` may be null (not rotated).
+  // `codebook` backs w.codebook and `scale_table` (empty: fp16 scales) w.scale_table (moved
+  // in); `rotation` may be null (not rotated).
   PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
-               std::shared_ptr<const quant::HadamardRotation> rotation, std::vector<float> bias);
+               std::shared_ptr<const quant::HadamardRotation> rotation, std::vector<float> bias,
+               std::vector<float> scale_table = {});
   int64_t in_features() const override { return w_.cols; }
   int64_t out_features() const override { return w_.rows; }
   void MatMul(const float* x, int64_t n, float* y) const override;
@@ -62,6 +66,7 @@ class PackedLinear final : public Linear {
  private:
   kernels::PackedMatrix w_;
   std::vector<float> codebook_;
+  std::vector<float> scale_table_;  // [256] with e8 scales, else empty
   std::shared_ptr<const quant::HadamardRotation> rotation_;
   std::vector<float> bias_;
 };

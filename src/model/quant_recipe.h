@@ -57,6 +57,10 @@ struct QuantRecipeOptions {
   std::string tensor_bits;
   RotationKind rotation = RotationKind::kHadamard;
   int64_t max_hadamard_block = quant::kDefaultMaxHadamardBlock;
+  // Group scales of the decoder linears (codebook method): fp16, or e8 (one byte per group + a
+  // per-tensor table, quant/e8_scales.h). The embedding / LM head always keep fp16 scales.
+  // group_size 16 is allowed with e8 only.
+  quant::ScaleFormat scale_format = quant::ScaleFormat::kF16;
 };
 
 // Checks option values; throws tq::UsageError naming the option ("--attn-bits 5: ...").
@@ -81,10 +85,16 @@ struct GroupChoice {
 GroupChoice ChooseGroup(int64_t in, int group_size, RotationKind rotation,
                         int64_t max_block = quant::kDefaultMaxHadamardBlock);
 
-// Bytes of one quantized [rows, cols] matrix: packed codes + fp16 scales (+ fp16 minimums for
-// affine) + the fp32 codebook (codebook method). Signs are counted by the caller (shared).
+// Bytes of one quantized [rows, cols] matrix: packed codes + group scales (fp16, or e8 codes + the
+// 256-entry fp32 table) (+ fp16 minimums for affine) + the fp32 codebook (codebook method). Signs
+// are counted by the caller (shared).
 int64_t QuantizedTensorBytes(int64_t rows, int64_t cols, quant::CodeFormat format, int group_size,
-                             quant::QuantMethod method);
+                             quant::QuantMethod method,
+                             quant::ScaleFormat scales = quant::ScaleFormat::kF16);
+// The stored bits of a quantized linear that count as its "bits per weight": codes + group scales
+// (+ the e8 table) (+ minimums); its codebook and sign vector are left out (docs/FORMAT.md).
+double LinearStoredBits(int64_t rows, int64_t cols, quant::CodeFormat format, int group_size,
+                        quant::QuantMethod method, quant::ScaleFormat scales);
 // Bytes of one stored sign vector of n elements (1 bit each, docs/FORMAT.md).
 int64_t SignBytes(int64_t n);
 
@@ -99,7 +109,8 @@ struct TensorDecision {
   std::optional<quant::CodeFormat> format;  // when quantized
   double bits = 0;                          // per code: 0 = unchanged, 1.6 = ternary, 2, 3, 4, 8
   int group_size = 0;
-  int64_t rotation_block = 0;  // 0 = none
+  quant::ScaleFormat scale_format = quant::ScaleFormat::kF16;  // when quantized
+  int64_t rotation_block = 0;                                  // 0 = none
   // Linears sharing one sign vector have the same key ("model.layers.3/attn_in"); empty if none.
   std::string rotation_group;
   int64_t source_bytes = 0;     // as stored now

@@ -3,7 +3,8 @@
 //
 // A quantized linear at module prefix <p> (weight [out, in]) is stored as
 //   <p>.codes     U8  [out, PackedBytes(format, in)]   packed codes, rows independent
-//   <p>.scales    F16 [out, in / group]                 one scale per group
+//   <p>.scales    F16 [out, in / group]                 one scale per group, or
+//                 U8  [out, in / group]                 e8 codes (format 2) + <p>.scale_table F32 [256]
 //   <p>.codebook  F32 [levels]                          (codebook method) levels -> format
 //   <p>.mins      F16 [out, in / group]                 (affine method) group minimums
 // The bit width comes from the tensors themselves (codebook length, code row bytes), never from
@@ -12,6 +13,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/packed_linear.h"
 #include "model/tensor_roles.h"
 #include "quant/format.h"
 #include "quant/packing.h"
@@ -20,7 +22,6 @@
 namespace tq {
 namespace {
 
-constexpr int kFormatVersion = 1;  // the versions this build reads
 
 const std::set<std::string>& KnownKeys() {
   static const std::set<std::string> keys = {"mode",
@@ -38,6 +39,14 @@ const std::set<std::string>& KnownKeys() {
                                              "protect_layers",
                                              "protect_bits",
                                              "embed_bits",
+                                             "scale",
+                                             "scale_format",
+                                             "tensor_bits",
+                                             "max_rotation_block",
+                                             "budget_bpw",
+                                             "budget_sensitive",
+                                             "budget_edge",
+                                             "linear_bits_per_weight",
                                              "max_hadamard_block",
                                              "layers",
                                              "tensors",
@@ -88,10 +97,19 @@ std::string CheckQuantizedLinear(const std::string& prefix, const Shape& weight_
     return fmt::format("{}.codes is {} {}, expected U8 {} for {} [{}, {}]", prefix,
                        DTypeName(codes->dtype), ShapeToString(codes->shape),
                        ShapeToString(want_codes), *format_name, out, in);
-  if (scales->dtype != DType::F16 || scales->shape.size() != 2 || scales->shape[0] != out ||
-      scales->shape[1] <= 0 || in % scales->shape[1] != 0)
-    return fmt::format("{}.scales is {} {}, expected F16 [{}, {} / group]", prefix,
+  const bool e8 = scales->dtype == DType::U8;
+  if ((scales->dtype != DType::F16 && !e8) || scales->shape.size() != 2 ||
+      scales->shape[0] != out || scales->shape[1] <= 0 || in % scales->shape[1] != 0)
+    return fmt::format("{}.scales is {} {}, expected F16 or U8 (e8) [{}, {} / group]", prefix,
                        DTypeName(scales->dtype), ShapeToString(scales->shape), out, in);
+  const TensorInfo* table = find(".scale_table");
+  if (e8 && (!table || table->dtype != DType::F32 || table->shape != Shape{256} || mins))
+    return fmt::format("{}.scales is U8 (e8) but {}", prefix,
+                       mins     ? "the method is affine"
+                       : !table ? ".scale_table is missing"
+                                : ".scale_table is not F32 [256]");
+  if (!e8 && table) return fmt::format("{}.scale_table with F16 scales", prefix);
+  if (e8) *format_name += " e8";
   if (mins && (mins->dtype != DType::F16 || mins->shape != scales->shape))
     return fmt::format("{}.mins is {} {}, expected F16 {}", prefix, DTypeName(mins->dtype),
                        ShapeToString(mins->shape), ShapeToString(scales->shape));
@@ -129,10 +147,10 @@ void CheckQuantization(DoctorState& st) {
     return;
   }
   const int64_t version = q["format_version"].get<int64_t>();
-  if (version != kFormatVersion) {
+  if (version < kOldestPackedFormatVersion || version > kPackedFormatVersion) {
     st.Add(CheckStatus::kFail, "format version",
-           fmt::format("format_version {} (this build reads {}): convert again or update", version,
-                       kFormatVersion));
+           fmt::format("format_version {} (this build reads {}-{}): convert again or update",
+                       version, kOldestPackedFormatVersion, kPackedFormatVersion));
     return;
   }
   st.Add(CheckStatus::kOk, "format version", fmt::format("TurboQuant format {}", version));
