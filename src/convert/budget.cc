@@ -15,7 +15,7 @@ namespace {
 struct Candidate {
   int bits = 0, group = 0;
   int64_t rotation_block = 0;
-  double bits_per_weight = 0;  // codes + group scales (+ the e8 table): LinearStoredBits
+  double bits_per_weight = 0;  // codes + group scales: LinearStoredBits
   double error = 0;            // relative
 };
 
@@ -53,8 +53,9 @@ std::vector<BudgetChoice> AllocateBitBudget(
     if (d.quantize && IsDecoderLinear(d.role) && d.format != quant::CodeFormat::kTernary)
       idx.push_back(i);
   }
-  // Kept / fixed linears count against the budget at their own cost.
-  double fixed_bits = 0, total_weights = 0;
+  // Kept / fixed linears count against the budget at their own cost, and so do the e8 scale
+  // tables (one per rotation group, whatever the choices).
+  double fixed_bits = ScaleTableBits(recipe.tensors), total_weights = 0;
   for (size_t i = 0; i < recipe.tensors.size(); ++i) {
     const TensorDecision& d = recipe.tensors[i];
     if (!IsDecoderLinear(d.role) || d.shape.size() != 2) continue;
@@ -157,7 +158,7 @@ std::vector<BudgetChoice> AllocateBitBudget(
                          quant::ScaleFormatName(d.scale_format), c.error);
     out.push_back({d.name, c.bits, c.group, c.error, imp[k]});
   }
-  std::set<std::string> signs;
+  std::set<std::string> signs, tables;
   recipe.projected_bytes = 0;
   for (TensorDecision& d : recipe.tensors) {
     if (d.quantize) {
@@ -165,6 +166,8 @@ std::vector<BudgetChoice> AllocateBitBudget(
                                                ro.method, d.scale_format);
       if (d.rotation_block > 0 && signs.insert(d.rotation_group).second)
         d.projected_bytes += SignBytes(d.shape[1]);
+      if (!d.scale_table.empty() && tables.insert(d.scale_table).second)
+        d.projected_bytes += kE8TableBytes;
     }
     recipe.projected_bytes += d.projected_bytes;
   }

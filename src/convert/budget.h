@@ -1,6 +1,6 @@
 // `--budget-bpw X`: re-chooses the code format and group size of every quantized decoder linear so
-// that the stored bits per linear weight (codes + group scales, fp16 or e8 codes + the e8 table:
-// quant_recipe.h LinearStoredBits) average at most X, from each
+// that the stored bits per linear weight (codes + group scales, fp16 or e8, + the e8 tables:
+// quant_recipe.h LinearStoredBits, ScaleTableBits) average at most X, from each
 // tensor's own quantization error (quant::QuantizationError on its rotated weights; no
 // calibration data).
 //

@@ -103,13 +103,21 @@ std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& co
       group = t["rotation_group"].get<std::string>();
     }
     info.rotation_group[name] = group;
+    std::string table = name + ".scale_table";
+    if (t.contains("scale_table")) {
+      TQ_CHECK(t["scale_table"].is_string() && !t["scale_table"].get<std::string>().empty(), where,
+               "quantization.tensors.{}.scale_table must be a tensor name", name);
+      table = t["scale_table"].get<std::string>();
+    }
+    info.scale_table[name] = table;
   }
   return info;
 }
 
 PackedLinear::PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
                            std::shared_ptr<const quant::HadamardRotation> rotation,
-                           std::vector<float> bias, std::vector<float> scale_table)
+                           std::vector<float> bias,
+                           std::shared_ptr<const std::vector<float>> scale_table)
     : w_(w),
       codebook_(std::move(codebook)),
       scale_table_(std::move(scale_table)),
@@ -117,8 +125,10 @@ PackedLinear::PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
       bias_(std::move(bias)) {
   if (w_.method == quant::QuantMethod::kCodebook) w_.codebook = codebook_.data();
   if (w_.scale_codes) {
-    quant::ValidateE8ScaleTable(scale_table_.data(), int64_t(scale_table_.size()), "packed linear");
-    w_.scale_table = scale_table_.data();
+    TQ_CHECK(scale_table_ != nullptr, "packed linear", "e8 scale codes without a table");
+    quant::ValidateE8ScaleTable(scale_table_->data(), int64_t(scale_table_->size()),
+                                "packed linear");
+    w_.scale_table = scale_table_->data();
   }
   kernels::CheckPackedMatrix(w_, "packed linear");
   TQ_CHECK(bias_.empty() || int64_t(bias_.size()) == w_.rows, "packed linear",
@@ -153,9 +163,11 @@ void PackedLinear::DequantizeRows(int64_t r0, int64_t count, float* out) const {
 
 int64_t PackedLinear::WeightBytes() const {
   const int64_t groups = w_.rows * (w_.cols / w_.group_size);
-  const int64_t scale_bytes = w_.scale_codes ? groups : groups * 2 * (w_.mins ? 2 : 1);
+  // An e8 table shared by a rotation group is counted with each of its linears (an upper bound).
+  const int64_t scale_bytes = w_.scale_codes ? groups + quant::kE8TableSize * 4
+                                             : groups * 2 * (w_.mins ? 2 : 1);
   return w_.rows * w_.row_bytes + scale_bytes +
-         int64_t((codebook_.size() + scale_table_.size() + bias_.size()) * sizeof(float));
+         int64_t((codebook_.size() + bias_.size()) * sizeof(float));
 }
 
 bool PackedMatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
@@ -199,27 +211,37 @@ std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedChe
   w.cols = in;
   w.group_size = in / scales.dim(1);
   w.codes = codes.bytes();
-  const std::string table_name = prefix + ".scale_table";
-  std::vector<float> scale_table;
+  const auto named = info.scale_table.find(prefix);
+  const std::string table_name =
+      named != info.scale_table.end() ? named->second : prefix + ".scale_table";
+  std::shared_ptr<const std::vector<float>> scale_table;
   if (e8) {
     TQ_CHECK(info.format_version >= 2, where,
              "tensor '{}' holds e8 scales (U8), which need quantization.format_version >= 2 (the "
              "file says {})",
              scales_name, info.format_version);
-    TQ_CHECK(ckpt.Has(table_name), where, "missing tensor '{}' (the table of the e8 scales '{}')",
-             table_name, scales_name);
-    const TensorView t = ckpt.View(table_name);
-    TQ_CHECK(t.dtype == DType::F32 && t.rank() == 1 && t.dim(0) == quant::kE8TableSize, where,
-             "tensor '{}' is {} {}, expected F32 [{}]", table_name, DTypeName(t.dtype),
-             ShapeToString(t.shape), quant::kE8TableSize);
-    scale_table.resize(size_t(quant::kE8TableSize));
-    std::memcpy(scale_table.data(), t.data, t.nbytes());
-    quant::ValidateE8ScaleTable(scale_table.data(), int64_t(scale_table.size()),
-                                fmt::format("{}: tensor '{}'", where, table_name));
+    auto it = info.tables.find(table_name);
+    if (it == info.tables.end()) {
+      TQ_CHECK(ckpt.Has(table_name), where,
+               "missing tensor '{}' (the table of the e8 scales '{}')", table_name, scales_name);
+      const TensorView t = ckpt.View(table_name);
+      TQ_CHECK(t.dtype == DType::F32 && t.rank() == 1 && t.dim(0) == quant::kE8TableSize, where,
+               "tensor '{}' is {} {}, expected F32 [{}]", table_name, DTypeName(t.dtype),
+               ShapeToString(t.shape), quant::kE8TableSize);
+      std::vector<float> values(size_t(quant::kE8TableSize));
+      std::memcpy(values.data(), t.data, t.nbytes());
+      quant::ValidateE8ScaleTable(values.data(), int64_t(values.size()),
+                                  fmt::format("{}: tensor '{}'", where, table_name));
+      it = info.tables
+               .emplace(table_name, std::make_shared<const std::vector<float>>(std::move(values)))
+               .first;
+    }
+    scale_table = it->second;
     w.scale_codes = scales.bytes();
   } else {
-    TQ_CHECK(!ckpt.Has(table_name), where, "tensor '{}' with fp16 scales '{}' (e8 scales are U8)",
-             table_name, scales_name);
+    TQ_CHECK(!ckpt.Has(prefix + ".scale_table"), where,
+             "tensor '{}.scale_table' with fp16 scales '{}' (e8 scales are U8)", prefix,
+             scales_name);
     w.scales = scales.as<uint16_t>();
   }
   std::vector<float> codebook;

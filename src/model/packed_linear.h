@@ -37,6 +37,10 @@ struct PackedCheckpointInfo {
   std::map<std::string, std::string> rotation_group;
   // Rotations loaded so far, by group (shared by the group's linears).
   std::map<std::string, std::shared_ptr<const quant::HadamardRotation>> rotations;
+  // Module prefix -> the name of its e8 scale table (quantization.tensors.<p>.scale_table; absent:
+  // "<p>.scale_table"), and the tables loaded so far by name (shared by the linears naming them).
+  std::map<std::string, std::string> scale_table;
+  std::map<std::string, std::shared_ptr<const std::vector<float>>> tables;
 };
 
 // Parses the `quantization` block of config.json text; nullopt when there is none. Throws
@@ -46,11 +50,11 @@ std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& co
 
 class PackedLinear final : public Linear {
  public:
-  // `codebook` backs w.codebook and `scale_table` (empty: fp16 scales) w.scale_table (moved
-  // in); `rotation` may be null (not rotated).
+  // `codebook` backs w.codebook (moved in) and `scale_table` (null: fp16 scales; else 256 values)
+  // w.scale_table; `rotation` may be null (not rotated).
   PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
                std::shared_ptr<const quant::HadamardRotation> rotation, std::vector<float> bias,
-               std::vector<float> scale_table = {});
+               std::shared_ptr<const std::vector<float>> scale_table = nullptr);
   int64_t in_features() const override { return w_.cols; }
   int64_t out_features() const override { return w_.rows; }
   void MatMul(const float* x, int64_t n, float* y) const override;
@@ -66,7 +70,7 @@ class PackedLinear final : public Linear {
  private:
   kernels::PackedMatrix w_;
   std::vector<float> codebook_;
-  std::vector<float> scale_table_;  // [256] with e8 scales, else empty
+  std::shared_ptr<const std::vector<float>> scale_table_;  // [256] with e8 scales (shared)
   std::shared_ptr<const quant::HadamardRotation> rotation_;
   std::vector<float> bias_;
 };

@@ -199,8 +199,8 @@ int64_t QuantizedTensorBytes(int64_t rows, int64_t cols, quant::CodeFormat forma
   const int64_t groups = rows * (cols / group_size);
   const bool affine = method == quant::QuantMethod::kAffine;
   const bool e8 = !affine && scale_format == quant::ScaleFormat::kE8;
-  // fp16 scale (+ fp16 minimum), or an e8 code per group + the fp32 table
-  const int64_t scales = e8 ? groups + quant::kE8TableSize * 4 : groups * 2 * (affine ? 2 : 1);
+  // fp16 scale (+ fp16 minimum), or an e8 code per group (its table is counted by the caller)
+  const int64_t scales = e8 ? groups : groups * 2 * (affine ? 2 : 1);
   const int64_t codebook = affine ? 0 : int64_t(quant::Traits(format).levels) * 4;  // fp32
   return codes + scales + codebook;
 }
@@ -215,6 +215,24 @@ double LinearStoredBits(int64_t rows, int64_t cols, quant::CodeFormat format, in
 
 int64_t SignBytes(int64_t n) { return (n + 7) / 8; }
 
+void AssignScaleTable(TensorDecision& d) {
+  d.scale_table.clear();
+  if (!d.quantize || d.scale_format != quant::ScaleFormat::kE8) return;
+  std::string base = d.rotation_group.empty() ? d.name : d.rotation_group;
+  if (base.ends_with(".weight")) base.resize(base.size() - 7);
+  for (char& ch : base)
+    if (ch == '/') ch = '.';  // "model.layers.3/attn_in" -> "model.layers.3.attn_in"
+  d.scale_table = base + ".scale_table";
+}
+
+double ScaleTableBits(const std::vector<TensorDecision>& decisions) {
+  std::set<std::string> tables;
+  for (const TensorDecision& d : decisions)
+    if (d.quantize && IsDecoderLinear(d.role) && !d.scale_table.empty())
+      tables.insert(d.scale_table);
+  return 8.0 * double(kE8TableBytes) * double(tables.size());
+}
+
 QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<TensorInfo>& tensors,
                              const QuantRecipeOptions& opts) {
   ValidateQuantRecipeOptions(opts);
@@ -224,7 +242,7 @@ QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<Tensor
   const std::set<int64_t> protect(r.protected_layers.begin(), r.protected_layers.end());
   const TensorRoleMap roles(config);
   const std::vector<std::pair<std::string, int>> tensor_bits = ParseTensorBits(opts.tensor_bits);
-  std::set<std::string> signs_counted, notes;
+  std::set<std::string> signs_counted, tables_counted, notes;
 
   for (const TensorInfo& t : tensors) {
     TensorDecision d;
@@ -283,6 +301,9 @@ QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<Tensor
           d.rotation_group = RotationGroupKey(d.role, d.layer);
           if (signs_counted.insert(d.rotation_group).second) d.projected_bytes += SignBytes(cols);
         }
+        AssignScaleTable(d);
+        if (!d.scale_table.empty() && tables_counted.insert(d.scale_table).second)
+          d.projected_bytes += kE8TableBytes;
       }
     }
     r.source_bytes += d.source_bytes;

@@ -85,18 +85,27 @@ struct GroupChoice {
 GroupChoice ChooseGroup(int64_t in, int group_size, RotationKind rotation,
                         int64_t max_block = quant::kDefaultMaxHadamardBlock);
 
-// Bytes of one quantized [rows, cols] matrix: packed codes + group scales (fp16, or e8 codes + the
-// 256-entry fp32 table) (+ fp16 minimums for affine) + the fp32 codebook (codebook method). Signs
-// are counted by the caller (shared).
+// Bytes of one quantized [rows, cols] matrix: packed codes + group scales (fp16, or one e8 code
+// per group) (+ fp16 minimums for affine) + the fp32 codebook (codebook method). Signs and e8
+// scale tables are counted by the caller (shared by a group of linears).
 int64_t QuantizedTensorBytes(int64_t rows, int64_t cols, quant::CodeFormat format, int group_size,
                              quant::QuantMethod method,
                              quant::ScaleFormat scales = quant::ScaleFormat::kF16);
-// The stored bits of a quantized linear that count as its "bits per weight": codes + group scales
-// (+ the e8 table) (+ minimums); its codebook and sign vector are left out (docs/FORMAT.md).
+// Bytes of one stored e8 scale table (256 fp32 values).
+inline constexpr int64_t kE8TableBytes = int64_t(quant::kE8TableSize) * 4;
+// The stored bits of a quantized linear that count toward "bits per linear weight": codes + group
+// scales (+ minimums). Its codebook and sign vector are left out; an e8 table (shared by a
+// rotation group) is added once per table by the callers (docs/FORMAT.md).
 double LinearStoredBits(int64_t rows, int64_t cols, quant::CodeFormat format, int group_size,
                         quant::QuantMethod method, quant::ScaleFormat scales);
 // Bytes of one stored sign vector of n elements (1 bit each, docs/FORMAT.md).
 int64_t SignBytes(int64_t n);
+
+struct TensorDecision;
+// Sets d.scale_table from d's rotation group (or name) when d has e8 scales, else clears it.
+void AssignScaleTable(TensorDecision& d);
+// Bits of the distinct e8 scale tables of the quantized decoder linears of `decisions`.
+double ScaleTableBits(const std::vector<TensorDecision>& decisions);
 
 struct TensorDecision {
   std::string name;
@@ -110,12 +119,15 @@ struct TensorDecision {
   double bits = 0;                          // per code: 0 = unchanged, 1.6 = ternary, 2, 3, 4, 8
   int group_size = 0;
   quant::ScaleFormat scale_format = quant::ScaleFormat::kF16;  // when quantized
-  int64_t rotation_block = 0;                                  // 0 = none
+  // e8 scales: the name of the stored table tensor, shared by the linears of one rotation group
+  // ("model.layers.3.attn_in.scale_table"; unrotated: "<prefix>.scale_table"). Empty otherwise.
+  std::string scale_table;
+  int64_t rotation_block = 0;  // 0 = none
   // Linears sharing one sign vector have the same key ("model.layers.3/attn_in"); empty if none.
   std::string rotation_group;
   int64_t source_bytes = 0;     // as stored now
   int64_t projected_bytes = 0;  // after conversion, incl. scales, codebook and (first member of
-                                // its rotation group) signs
+                                // its rotation group) signs and e8 scale table
   std::string note;             // a fallback that was taken, or why the tensor is kept
 };
 

@@ -4,7 +4,8 @@
 // A quantized linear at module prefix <p> (weight [out, in]) is stored as
 //   <p>.codes     U8  [out, PackedBytes(format, in)]   packed codes, rows independent
 //   <p>.scales    F16 [out, in / group]                 one scale per group, or
-//                 U8  [out, in / group]                 e8 codes (format 2) + <p>.scale_table F32 [256]
+//                 U8  [out, in / group]                 e8 codes (format 2), with a table F32 [256]
+//                                                       (tensors.<p>.scale_table names it)
 //   <p>.codebook  F32 [levels]                          (codebook method) levels -> format
 //   <p>.mins      F16 [out, in / group]                 (affine method) group minimums
 // The bit width comes from the tensors themselves (codebook length, code row bytes), never from
@@ -58,7 +59,7 @@ const std::set<std::string>& KnownKeys() {
 // Checks the tensors of one quantized linear; returns "" or what is wrong.
 std::string CheckQuantizedLinear(const std::string& prefix, const Shape& weight_shape,
                                  const std::map<std::string, const TensorInfo*>& present,
-                                 std::string* format_name) {
+                                 const std::string& table_name, std::string* format_name) {
   auto find = [&](const char* suffix) -> const TensorInfo* {
     const auto it = present.find(prefix + suffix);
     return it == present.end() ? nullptr : it->second;
@@ -102,13 +103,14 @@ std::string CheckQuantizedLinear(const std::string& prefix, const Shape& weight_
       scales->shape[0] != out || scales->shape[1] <= 0 || in % scales->shape[1] != 0)
     return fmt::format("{}.scales is {} {}, expected F16 or U8 (e8) [{}, {} / group]", prefix,
                        DTypeName(scales->dtype), ShapeToString(scales->shape), out, in);
-  const TensorInfo* table = find(".scale_table");
+  const auto table_it = present.find(table_name);
+  const TensorInfo* table = table_it == present.end() ? nullptr : table_it->second;
   if (e8 && (!table || table->dtype != DType::F32 || table->shape != Shape{256} || mins))
     return fmt::format("{}.scales is U8 (e8) but {}", prefix,
                        mins     ? "the method is affine"
                        : !table ? ".scale_table is missing"
                                 : ".scale_table is not F32 [256]");
-  if (!e8 && table) return fmt::format("{}.scale_table with F16 scales", prefix);
+  if (!e8 && find(".scale_table")) return fmt::format("{}.scale_table with F16 scales", prefix);
   if (e8) *format_name += " e8";
   if (mins && (mins->dtype != DType::F16 || mins->shape != scales->shape))
     return fmt::format("{}.mins is {} {}, expected F16 {}", prefix, DTypeName(mins->dtype),
@@ -179,8 +181,12 @@ void CheckQuantization(DoctorState& st) {
     const std::string prefix = e.name.substr(0, e.name.size() - 7);
     const bool any = present.count(prefix + ".codes") || present.count(prefix + ".scales");
     if (!any && !e.required) continue;  // an absent (tied) LM head
-    std::string format;
-    const std::string problem = CheckQuantizedLinear(prefix, e.shape, present, &format);
+    std::string format, table = prefix + ".scale_table";
+    if (q.contains("tensors") && q["tensors"].is_object() && q["tensors"].contains(prefix) &&
+        q["tensors"][prefix].is_object() && q["tensors"][prefix].contains("scale_table") &&
+        q["tensors"][prefix]["scale_table"].is_string())
+      table = q["tensors"][prefix]["scale_table"].get<std::string>();
+    const std::string problem = CheckQuantizedLinear(prefix, e.shape, present, table, &format);
     if (problem.empty()) {
       ++formats[format];
     } else {
