@@ -42,10 +42,11 @@ int Run(int argc, char** argv) {
   app.add_option("--scale", scale, "group scale: rms | mse (MSE-optimal search)")
       ->capture_default_str();
   std::string scale_format = "auto";
-  app.add_option("--scale-format", scale_format,
-                 "how group scales are stored: f16 (2 bytes per group) | e8 (1 byte per group + "
-                 "a 256-entry table per tensor; allows --group-size 16) | auto (e8 with "
-                 "--budget-bpw, else f16)")
+  app.add_option(
+         "--scale-format", scale_format,
+         "how group scales are stored: f16 (2 bytes per group) | e8 (1 byte per group + "
+         "256-entry tables shared per rotation group; allows --group-size 16) | auto (e8 with "
+         "--budget-bpw, else f16)")
       ->capture_default_str();
   app.add_option("--budget-bpw", o.budget_bpw,
                  "choose bits and group per linear for this average bits per linear weight");

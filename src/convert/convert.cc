@@ -183,21 +183,20 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
       TQ_CHECK(table != nullptr, "convert", "no e8 scale table for '{}'", d.name);
       spec.e8_table = table;
     }
-    ForEachRotatedChunk(d, o.chunk_floats, *read, rot,
-                        [&](int64_t r0, int64_t count, const float* w) {
-                          quant::QuantizedMatrix part =
-                              quant::Quantize(w, count, cols, spec, d.name);
-                          if (r0 == 0) {
-                            q = std::move(part);
-                            q.rows = rows;
-                            return;
-                          }
-                          q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
-                          q.scales.insert(q.scales.end(), part.scales.begin(), part.scales.end());
-                          q.scale_codes.insert(q.scale_codes.end(), part.scale_codes.begin(),
-                                               part.scale_codes.end());
-                          q.mins.insert(q.mins.end(), part.mins.begin(), part.mins.end());
-                        });
+    ForEachRotatedChunk(
+        d, o.chunk_floats, *read, rot, [&](int64_t r0, int64_t count, const float* w) {
+          quant::QuantizedMatrix part = quant::Quantize(w, count, cols, spec, d.name);
+          if (r0 == 0) {
+            q = std::move(part);
+            q.rows = rows;
+            return;
+          }
+          q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
+          q.scales.insert(q.scales.end(), part.scales.begin(), part.scales.end());
+          q.scale_codes.insert(q.scale_codes.end(), part.scale_codes.begin(),
+                               part.scale_codes.end());
+          q.mins.insert(q.mins.end(), part.mins.begin(), part.mins.end());
+        });
   }
   outs.push_back({p + ".codes",
                   DType::U8,
@@ -301,8 +300,8 @@ double LinearBitsPerWeight(const QuantRecipe& r) {
     weights += n;
     if (d.quantize) {
       // Codes + scales (+ e8 table) (+ minimums); the codebook and shared signs are left out.
-      bits += LinearStoredBits(d.shape[0], d.shape[1], *d.format, d.group_size, method,
-                               d.scale_format);
+      bits +=
+          LinearStoredBits(d.shape[0], d.shape[1], *d.format, d.group_size, method, d.scale_format);
     } else {
       bits += 8.0 * double(d.source_bytes);
     }
@@ -371,16 +370,14 @@ ConvertSummary Convert(const ConvertOptions& o) {
   for (size_t i = 0; i < recipe.tensors.size(); ++i) {
     const TensorDecision& d = recipe.tensors[i];
     if (d.scale_table.empty()) continue;
-    const quant::HadamardRotation* rot =
-        d.rotation_block > 0 ? rotations.Get(d).first : nullptr;
+    const quant::HadamardRotation* rot = d.rotation_block > 0 ? rotations.Get(d).first : nullptr;
     quant::GroupRmsRange& range = ranges[d.scale_table];
     const ReadFn read = [&](uint64_t begin, uint64_t n, uint8_t* dst) {
       reader.ReadRange(infos[i], begin, n, dst);
     };
-    ForEachRotatedChunk(d, o.chunk_floats, read, rot,
-                        [&](int64_t, int64_t count, const float* w) {
-                          range.Add(w, count, d.shape[1], d.group_size);
-                        });
+    ForEachRotatedChunk(d, o.chunk_floats, read, rot, [&](int64_t, int64_t count, const float* w) {
+      range.Add(w, count, d.shape[1], d.group_size);
+    });
   }
   std::map<std::string, quant::E8ScaleTable> tables;
   for (const auto& [name, range] : ranges) tables[name] = range.Table();
@@ -393,8 +390,8 @@ ConvertSummary Convert(const ConvertOptions& o) {
     for (const TensorDecision& d : recipe.tensors) {
       signs_first.push_back(d.rotation_block > 0 && seen_groups.insert(d.rotation_group).second);
       table_first.push_back(!d.scale_table.empty() && seen_tables.insert(d.scale_table).second);
-      layout.push_back(OutputsOf(d, o, signs_first.back(), table_first.back(), nullptr, nullptr,
-                                 nullptr));
+      layout.push_back(
+          OutputsOf(d, o, signs_first.back(), table_first.back(), nullptr, nullptr, nullptr));
     }
   }
   std::vector<int> shard_of(layout.size(), 0);

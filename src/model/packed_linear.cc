@@ -90,7 +90,8 @@ std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& co
   info.format_version = q["format_version"].get<int>();
   TQ_CHECK(info.format_version >= kOldestPackedFormatVersion &&
                info.format_version <= kPackedFormatVersion,
-           where, "quantization.format_version {} is not supported (this build reads versions {}-{})",
+           where,
+           "quantization.format_version {} is not supported (this build reads versions {}-{})",
            info.format_version, kOldestPackedFormatVersion, kPackedFormatVersion);
   TQ_CHECK(q.contains("tensors") && q["tensors"].is_object(), where,
            "quantization.tensors is missing or not an object");
@@ -164,8 +165,8 @@ void PackedLinear::DequantizeRows(int64_t r0, int64_t count, float* out) const {
 int64_t PackedLinear::WeightBytes() const {
   const int64_t groups = w_.rows * (w_.cols / w_.group_size);
   // An e8 table shared by a rotation group is counted with each of its linears (an upper bound).
-  const int64_t scale_bytes = w_.scale_codes ? groups + quant::kE8TableSize * 4
-                                             : groups * 2 * (w_.mins ? 2 : 1);
+  const int64_t scale_bytes =
+      w_.scale_codes ? groups + quant::kE8TableSize * 4 : groups * 2 * (w_.mins ? 2 : 1);
   return w_.rows * w_.row_bytes + scale_bytes +
          int64_t((codebook_.size() + bias_.size()) * sizeof(float));
 }
@@ -222,8 +223,8 @@ std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedChe
              scales_name, info.format_version);
     auto it = info.tables.find(table_name);
     if (it == info.tables.end()) {
-      TQ_CHECK(ckpt.Has(table_name), where,
-               "missing tensor '{}' (the table of the e8 scales '{}')", table_name, scales_name);
+      TQ_CHECK(ckpt.Has(table_name), where, "missing tensor '{}' (the table of the e8 scales '{}')",
+               table_name, scales_name);
       const TensorView t = ckpt.View(table_name);
       TQ_CHECK(t.dtype == DType::F32 && t.rank() == 1 && t.dim(0) == quant::kE8TableSize, where,
                "tensor '{}' is {} {}, expected F32 [{}]", table_name, DTypeName(t.dtype),

@@ -1,7 +1,8 @@
 // TurboQuant packed linears (docs/FORMAT.md): W' = W·Rᵀ stored as codes + group scales (fp16, or
-// e8: a byte per group + a per-tensor table) + a codebook (or the affine baseline's scales + minimums), plus one Hadamard sign vector per group
-// of linears that read the same input. y = W'·(R x): the input is rotated once per sharing group
-// (MatMulShared) and the weights are never un-rotated.
+// e8: a byte per group + a per-tensor table) + a codebook (or the affine baseline's scales +
+// minimums), plus one Hadamard sign vector per group of linears that read the same input. y = W'·(R
+// x): the input is rotated once per sharing group (MatMulShared) and the weights are never
+// un-rotated.
 //
 // The loader reads each tensor's format from the tensors themselves: the codebook's length gives
 // the code format (2/3/4/8/16/256 levels; 3 = ternary), the affine method's code width comes from

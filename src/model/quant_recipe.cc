@@ -295,8 +295,8 @@ QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<Tensor
         if (opts.scale_format == quant::ScaleFormat::kE8 && IsDecoderLinear(d.role) &&
             opts.method == quant::QuantMethod::kCodebook)
           d.scale_format = quant::ScaleFormat::kE8;
-        d.projected_bytes = QuantizedTensorBytes(rows, cols, *d.format, d.group_size, opts.method,
-                                                 d.scale_format);
+        d.projected_bytes =
+            QuantizedTensorBytes(rows, cols, *d.format, d.group_size, opts.method, d.scale_format);
         if (d.rotation_block > 0) {
           d.rotation_group = RotationGroupKey(d.role, d.layer);
           if (signs_counted.insert(d.rotation_group).second) d.projected_bytes += SignBytes(cols);

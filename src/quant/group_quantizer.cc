@@ -323,8 +323,9 @@ QuantError QuantizationError(const float* w, int64_t rows, int64_t cols, const Q
     std::vector<uint16_t> scales(static_cast<size_t>(groups)), mins(static_cast<size_t>(groups));
     std::vector<uint8_t> scale_codes(static_cast<size_t>(groups));
     for (int64_t r = r0; r < r1; ++r) {
-      row_err[size_t(r)] = QuantizeRow(w + r * cols, cols, spec, cb, e8 ? &*e8 : nullptr,
-                                       codes.data(), scales.data(), scale_codes.data(), mins.data());
+      row_err[size_t(r)] =
+          QuantizeRow(w + r * cols, cols, spec, cb, e8 ? &*e8 : nullptr, codes.data(),
+                      scales.data(), scale_codes.data(), mins.data());
       double ss = 0.0;
       for (int64_t c = 0; c < cols; ++c) ss += double(w[r * cols + c]) * w[r * cols + c];
       row_norm[size_t(r)] = ss;

@@ -35,7 +35,7 @@ double BitsPerWeight(const QuantSpec& spec, int64_t cols) {
   TQ_CHECK(cols > 0 && spec.group_size > 0, "bits per weight", "cols {} / group size {}", cols,
            spec.group_size);
   const double code_bits = 8.0 * double(PackedBytes(spec.format, cols)) / double(cols);
-  const double per_group = spec.method == QuantMethod::kAffine   ? 32.0
+  const double per_group = spec.method == QuantMethod::kAffine     ? 32.0
                            : spec.scale_format == ScaleFormat::kE8 ? 8.0
                                                                    : 16.0;
   return code_bits + per_group / spec.group_size;

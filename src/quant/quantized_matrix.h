@@ -78,7 +78,7 @@ struct QuantizedMatrix {
   // e8 scales (scale_format kE8): codes [rows, groups_per_row()] into scale_table [256].
   std::vector<uint8_t> scale_codes;
   std::vector<float> scale_table;
-  std::vector<uint16_t> mins;    // fp16 [rows, groups_per_row()], affine only (else empty)
+  std::vector<uint16_t> mins;  // fp16 [rows, groups_per_row()], affine only (else empty)
   // Codebook method: the levels used, ascending [levels]. Vector method: the points
   // [2^(bits * vector_dim), vector_dim]. Affine: empty.
   std::vector<float> codebook;

@@ -178,8 +178,8 @@ TEST_F(HostileCheckpoint, E8TableOfTheWrongShapeOrDtype) {
 }
 
 TEST_F(HostileCheckpoint, E8TableWithNegativeOrNonFiniteEntries) {
-  for (float bad : {-1.0f, std::numeric_limits<float>::quiet_NaN(),
-                    std::numeric_limits<float>::infinity()}) {
+  for (float bad :
+       {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     const std::string d = Copy("good_e8");
     EditTensors(d, [&](test::TensorMap& m) {
       auto& t = m[kDownTable];
@@ -213,9 +213,7 @@ TEST_F(HostileCheckpoint, E8ScalesOfTheWrongShape) {
 TEST_F(HostileCheckpoint, TableNextToFp16Scales) {
   const std::string d = Copy();
   const auto e8 = test::ReadTensors(dir_->file("good_e8"));
-  EditTensors(d, [&](test::TensorMap& m) {
-    m[kDown + ".scale_table"] = e8.at(kDownTable);
-  });
+  EditTensors(d, [&](test::TensorMap& m) { m[kDown + ".scale_table"] = e8.at(kDownTable); });
   ExpectErrorMentions(d, kDown + ".scale_table");
 }
 

@@ -1,5 +1,5 @@
-// e8 group scales (quant/e8_scales.h): the per-tensor grid, the group quantizer's code choice, round
-// trips, and that the error stays within ~1% of fp16 scales at the same group size.
+// e8 group scales (quant/e8_scales.h): the per-tensor grid, the group quantizer's code choice,
+// round trips, and that the error stays within ~1% of fp16 scales at the same group size.
 #include "quant/e8_scales.h"
 
 #include <gtest/gtest.h>
@@ -97,8 +97,8 @@ TEST(E8Scales, ErrorWithinOnePercentOfFp16) {
   const std::vector<float> w = Rows(rows, cols, 3.0, 11);
   for (CodeFormat f : {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4}) {
     for (int g : {16, 32, 64, 128}) {
-      const double f16 = QuantizationError(w.data(), rows, cols, Spec(f, g, ScaleFormat::kF16))
-                             .relative();
+      const double f16 =
+          QuantizationError(w.data(), rows, cols, Spec(f, g, ScaleFormat::kF16)).relative();
       const double e8 =
           QuantizationError(w.data(), rows, cols, Spec(f, g, ScaleFormat::kE8)).relative();
       EXPECT_LT(e8, 1.01 * f16) << Traits(f).name << " g" << g;
@@ -158,7 +158,8 @@ TEST(E8Scales, QuantizeDequantizeRoundTrip) {
         err += std::pow(double(w[size_t(r * cols + c)]) - d[size_t(r * cols + c)], 2);
       }
     }
-    for (int64_t j = 0; j < cols / 32; ++j) EXPECT_EQ(q.scale_codes[size_t(4 * (cols / 32) + j)], 0);
+    for (int64_t j = 0; j < cols / 32; ++j)
+      EXPECT_EQ(q.scale_codes[size_t(4 * (cols / 32) + j)], 0);
     EXPECT_EQ(q.scale_codes[size_t(9 * (cols / 32) + 1)], 0);
     for (int64_t c = 0; c < cols; ++c) EXPECT_EQ(d[size_t(4 * cols + c)], 0.0f);
     // The error the budget allocator measures is the error of what is stored.

@@ -23,7 +23,6 @@
 namespace tq {
 namespace {
 
-
 const std::set<std::string>& KnownKeys() {
   static const std::set<std::string> keys = {"mode",
                                              "format_version",

@@ -20,8 +20,8 @@ constexpr int64_t kMaxCodebookBytes = (int64_t(1) << kMaxBits) * 4;  // fp32 cod
 // Bits per weight (codes + group scales + e8 table) of `bits`-bit codes in groups of g of a
 // [rows, cols] linear.
 double CodeBpw(int bits, int g, int64_t rows, int64_t cols, quant::ScaleFormat sf) {
-  return LinearStoredBits(rows, cols, *quant::FormatForBits(bits), g,
-                          quant::QuantMethod::kCodebook, sf) /
+  return LinearStoredBits(rows, cols, *quant::FormatForBits(bits), g, quant::QuantMethod::kCodebook,
+                          sf) /
          (double(rows) * double(cols));
 }
 
@@ -49,8 +49,7 @@ BudgetBound BoundBitBudget(const QuantRecipe& recipe, double x) {
     }
     const int64_t rows = d.shape[0];
     const quant::ScaleFormat sf = d.scale_format;
-    const int64_t core =
-        QuantizedTensorBytes(rows, cols, *d.format, d.group_size, ro.method, sf);
+    const int64_t core = QuantizedTensorBytes(rows, cols, *d.format, d.group_size, ro.method, sf);
     overhead += d.projected_bytes - core;           // its sign vector, if it stores its group's
     if (d.format == quant::CodeFormat::kTernary) {  // fixed at its own cost
       fixed_bits += LinearStoredBits(rows, cols, *d.format, d.group_size, ro.method, sf);
