@@ -1,10 +1,12 @@
 // The AMX paths (Isa::kAmx) against the oracles: packed weights (every binary format x method x
-// group size x awkward shapes, token counts 1..33 incl. the 8-16-row server batches) and bf16
-// dense weights (hi + lo activations: fp32-grade). Skipped where the CPU or kernel has no AMX.
+// group size 16..128 x fp16/e8 scales x awkward shapes, token counts 1..33 incl. the 8-16-row
+// server batches) and bf16 dense weights (hi + lo activations: fp32-grade). Skipped where the CPU
+// or kernel has no AMX.
 #include "kernels/cpu/amx_gemm.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -30,6 +32,7 @@ using quant::QuantMethod;
 using test::IsaScope;
 using test::Owned;
 using test::RandomPacked;
+using test::Scales;
 
 bool HaveAmx() { return cpu::DetectedIsa() >= Isa::kAmx; }
 
@@ -44,43 +47,49 @@ TEST(AmxGemm, PackedMatchesRefForEveryFormatGroupAndShape) {
     for (CodeFormat f :
          {CodeFormat::kQ1, CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8}) {
       if (m == QuantMethod::kAffine && f == CodeFormat::kQ1) continue;
-      const std::string name =
-          std::string(quant::Traits(f).name) + (m == QuantMethod::kAffine ? " affine" : "");
-      double num = 0, den = 0;
-      for (int64_t g : {32, 64, 128}) {
-        const int64_t shapes[][2] = {{1, g}, {17, 3 * g}, {40, 5 * g}, {300, 1024 + g}};
-        for (const auto& s : shapes) {
-          const int64_t rows = s[0], cols = s[1];
-          const Owned o = RandomPacked(m, f, rows, cols, g, uint32_t(rows * 31 + cols + int(f)));
-          ASSERT_TRUE(cpu::AmxPackedSupports(o.view)) << name;
-          std::vector<float> bias(static_cast<size_t>(rows)), wd(size_t(rows * cols));
-          for (auto& b : bias) b = nd(rng);
-          ref::PackedDequantizeRows(o.view, 0, rows, wd.data());
-          for (int64_t n : {1, 3, 8, 13, 16, 17, 33}) {
-            std::vector<float> x(size_t(n * cols));
-            for (auto& v : x) v = nd(rng);
-            std::vector<float> want(size_t(n * rows)), got(want.size());
-            const float* b = n % 2 ? bias.data() : nullptr;
-            ref::PackedMatMul(x.data(), n, o.view, b, want.data());
-            cpu::AmxPackedMatMul(x.data(), n, o.view, b, got.data());
-            for (int64_t t = 0; t < n; ++t) {
-              for (int64_t r = 0; r < rows; ++r) {
-                double mag = 0;
-                for (int64_t c = 0; c < cols; ++c)
-                  mag += std::fabs(double(wd[size_t(r * cols + c)]) * x[size_t(t * cols + c)]);
-                const size_t i = size_t(t * rows + r);
-                ASSERT_NEAR(got[i], want[i], mag / 128 + 1e-6)
-                    << name << " g" << g << " [" << rows << ", " << cols << "] n=" << n;
-                num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-                den += double(want[i]) * want[i];
+      for (Scales sk : {Scales::kF16, Scales::kE8}) {
+        if (sk == Scales::kE8 && m == QuantMethod::kAffine) continue;  // e8 is codebook-only
+        const std::string name = std::string(quant::Traits(f).name) +
+                                 (m == QuantMethod::kAffine ? " affine" : "") +
+                                 (sk == Scales::kE8 ? " e8" : "");
+        double num = 0, den = 0;
+        for (int64_t g : {16, 32, 64, 128}) {
+          const int64_t u = std::max<int64_t>(g, 32);  // AMX needs cols % 32 == 0
+          const int64_t shapes[][2] = {{1, u}, {17, 3 * u}, {40, 5 * u}, {300, 1024 + u}};
+          for (const auto& s : shapes) {
+            const int64_t rows = s[0], cols = s[1];
+            const Owned o =
+                RandomPacked(m, f, rows, cols, g, uint32_t(rows * 31 + cols + int(f)), sk);
+            ASSERT_TRUE(cpu::AmxPackedSupports(o.view)) << name;
+            std::vector<float> bias(static_cast<size_t>(rows)), wd(size_t(rows * cols));
+            for (auto& b : bias) b = nd(rng);
+            ref::PackedDequantizeRows(o.view, 0, rows, wd.data());
+            for (int64_t n : {1, 3, 8, 13, 16, 17, 33}) {
+              std::vector<float> x(size_t(n * cols));
+              for (auto& v : x) v = nd(rng);
+              std::vector<float> want(size_t(n * rows)), got(want.size());
+              const float* b = n % 2 ? bias.data() : nullptr;
+              ref::PackedMatMul(x.data(), n, o.view, b, want.data());
+              cpu::AmxPackedMatMul(x.data(), n, o.view, b, got.data());
+              for (int64_t t = 0; t < n; ++t) {
+                for (int64_t r = 0; r < rows; ++r) {
+                  double mag = 0;
+                  for (int64_t c = 0; c < cols; ++c)
+                    mag += std::fabs(double(wd[size_t(r * cols + c)]) * x[size_t(t * cols + c)]);
+                  const size_t i = size_t(t * rows + r);
+                  ASSERT_NEAR(got[i], want[i], mag / 128 + 1e-6)
+                      << name << " g" << g << " [" << rows << ", " << cols << "] n=" << n;
+                  num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+                  den += double(want[i]) * want[i];
+                }
               }
             }
           }
         }
+        std::printf("amx %s: NMSE %.2e (bound %.0e)\n", name.c_str(), num / den,
+                    cpu::kAmxPackedMaxNmse);
+        EXPECT_LE(num / den, cpu::kAmxPackedMaxNmse) << name;
       }
-      std::printf("amx %s: NMSE %.2e (bound %.0e)\n", name.c_str(), num / den,
-                  cpu::kAmxPackedMaxNmse);
-      EXPECT_LE(num / den, cpu::kAmxPackedMaxNmse) << name;
     }
   }
 }

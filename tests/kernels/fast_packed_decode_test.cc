@@ -27,44 +27,9 @@ using quant::CodeFormat;
 using quant::QuantMethod;
 using test::IsaScope;
 
-struct Packed {
-  std::vector<uint8_t> codes;
-  std::vector<uint16_t> scales, mins;
-  std::vector<float> codebook;
-  PackedMatrix view;
-};
-
-// Random codes, scales (and minimums) for a [rows, cols] matrix with group size g.
-Packed RandomPacked(QuantMethod method, CodeFormat f, int64_t rows, int64_t cols, int64_t g,
-                    uint32_t seed) {
-  std::mt19937 rng(seed);
-  Packed o;
-  const int levels = quant::Traits(f).levels;
-  const int64_t rb = int64_t(quant::PackedBytes(f, cols));
-  std::vector<uint8_t> codes(static_cast<size_t>(cols));
-  o.codes.resize(size_t(rows * rb));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (auto& c : codes) c = uint8_t(rng() % uint32_t(levels));
-    quant::PackCodes(f, codes.data(), cols, o.codes.data() + r * rb);
-  }
-  std::uniform_real_distribution<float> u(0.01f, 0.2f);
-  for (int64_t i = 0; i < rows * (cols / g); ++i) {
-    o.scales.push_back(F32ToF16(u(rng)));
-    if (method == QuantMethod::kAffine) o.mins.push_back(F32ToF16(-u(rng) * float(levels) / 2));
-  }
-  if (method == QuantMethod::kCodebook) o.codebook = quant::GaussianCodebook(f).levels;
-  o.view = {.method = method,
-            .format = f,
-            .rows = rows,
-            .cols = cols,
-            .group_size = g,
-            .codes = o.codes.data(),
-            .row_bytes = rb,
-            .scales = o.scales.data(),
-            .mins = o.mins.empty() ? nullptr : o.mins.data(),
-            .codebook = o.codebook.empty() ? nullptr : o.codebook.data()};
-  return o;
-}
+using Packed = test::Owned;
+using test::RandomPacked;
+using test::Scales;
 
 std::vector<Isa> SimdLevels() {
   std::vector<Isa> v;
@@ -83,8 +48,11 @@ double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
 }
 
 // Per output: |got - want| <= 0.02 · Σ_c |ŵ_rc·x_c| (two int8 roundings, each <= 1/254 of a
-// block maximum). Per (isa, format, method): the NMSE over all shapes and tokens <= the format's
-// kFastDecodeMaxNmse (a single output can be near zero, so NMSE is only meaningful in aggregate).
+// block maximum; affine: |ŵ| + |ŵ - min| in place of |ŵ|). Per (isa, format, method, scales): the
+// NMSE over all shapes and tokens <= the format's kFastDecodeMaxNmse (a single output can be near
+// zero, so NMSE is only meaningful in aggregate). Group sizes 16 .. 128, fp16 and e8 scales
+// (codebook method); on AVX-512 every binary format and ternary must take the int8 kernel at every
+// group size and scale encoding.
 TEST(FastPackedDecode, MatchesRefForEveryIsaFormatGroupAndShape) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd;
@@ -95,48 +63,71 @@ TEST(FastPackedDecode, MatchesRefForEveryIsaFormatGroupAndShape) {
       for (CodeFormat f : {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8,
                            CodeFormat::kTernary}) {
         if (f == CodeFormat::kTernary && m == QuantMethod::kAffine) continue;  // no such format
-        double num = 0, den = 0;
-        const std::string name = std::string(cpu::IsaName(isa)) + " " +
-                                 std::string(quant::Traits(f).name) +
-                                 (m == QuantMethod::kAffine ? " affine" : "");
-        for (int64_t g : {32, 64, 128}) {
-          for (int64_t rows : {1, 7, 257}) {
-            for (int64_t cols : {g, 3 * g, 5 * g, int64_t{2048}, 2048 + g}) {
-              const Packed o = RandomPacked(m, f, rows, cols, g, uint32_t(rows * 131 + cols));
-              if (!cpu::FastDecodeSupports(o.view)) continue;
-              ++covered;
-              std::vector<float> bias(static_cast<size_t>(rows)), wd(size_t(rows * cols));
-              for (auto& b : bias) b = nd(rng);
-              ref::PackedDequantizeRows(o.view, 0, rows, wd.data());
-              for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{6}, cpu::kFastDecodeMaxTokens}) {
-                std::vector<float> x(size_t(n * cols));
-                for (auto& v : x) v = nd(rng);
-                std::vector<float> want(size_t(n * rows)), got(want.size());
-                const float* b = n == 3 ? bias.data() : nullptr;
-                ref::PackedMatMul(x.data(), n, o.view, b, want.data());
-                cpu::FastPackedDecode(x.data(), n, o.view, b, got.data());
-                for (int64_t t = 0; t < n; ++t) {
-                  for (int64_t r = 0; r < rows; ++r) {
-                    double mag = 0;
-                    for (int64_t c = 0; c < cols; ++c)
-                      mag += std::fabs(double(wd[size_t(r * cols + c)]) * x[size_t(t * cols + c)]);
-                    const size_t i = size_t(t * rows + r);
-                    const double bb = b ? b[r] : 0.0;
-                    ASSERT_NEAR(got[i], want[i], 0.02 * mag + 1e-5 * std::fabs(bb))
-                        << name << " g" << g << " [" << rows << ", " << cols << "] n=" << n
-                        << " token " << t << " row " << r;
-                    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-                    den += (want[i] - bb) * (want[i] - bb);
+        for (Scales sk : {Scales::kF16, Scales::kE8}) {
+          if (sk == Scales::kE8 && m == QuantMethod::kAffine) continue;  // e8 is codebook-only
+          double num = 0, den = 0;
+          const std::string name =
+              std::string(cpu::IsaName(isa)) + " " + std::string(quant::Traits(f).name) +
+              (m == QuantMethod::kAffine ? " affine" : "") + (sk == Scales::kE8 ? " e8" : "");
+          for (int64_t g : {16, 32, 64, 128}) {
+            const int64_t u = std::max<int64_t>(g, 32);  // the kernels need cols % 32 == 0
+            for (int64_t rows : {1, 7, 257}) {
+              for (int64_t cols : {u, 3 * u, 5 * u, int64_t{2048}, 2048 + u}) {
+                const Packed o = RandomPacked(m, f, rows, cols, g, uint32_t(rows * 131 + cols), sk);
+                if (isa >= Isa::kAvx512) {
+                  ASSERT_TRUE(cpu::FastDecodeSupports(o.view)) << name << " g" << g << " " << cols;
+                }
+                if (!cpu::FastDecodeSupports(o.view)) continue;
+                ++covered;
+                std::vector<float> bias(static_cast<size_t>(rows)), wd(size_t(rows * cols));
+                for (auto& b : bias) b = nd(rng);
+                ref::PackedDequantizeRows(o.view, 0, rows, wd.data());
+                // Affine: the int8 error scales with scale · code = ŵ - min (min · Σx is exact),
+                // which can exceed |ŵ|; bound with |ŵ| + |ŵ - min|.
+                if (m == QuantMethod::kAffine)
+                  for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t c = 0; c < cols; ++c) {
+                      float& v = wd[size_t(r * cols + c)];
+                      v = std::fabs(v) +
+                          std::fabs(v - F16ToF32(o.q.mins[size_t(r * (cols / g) + c / g)]));
+                    }
+                // Every token count 1..16 on the 7-row matrices (cheap), four elsewhere.
+                std::vector<int64_t> counts = {1, 3, 6, cpu::kFastDecodeMaxTokens};
+                if (rows == 7) {
+                  counts.clear();
+                  for (int64_t n = 1; n <= cpu::kFastDecodeMaxTokens; ++n) counts.push_back(n);
+                }
+                for (int64_t n : counts) {
+                  std::vector<float> x(size_t(n * cols));
+                  for (auto& v : x) v = nd(rng);
+                  std::vector<float> want(size_t(n * rows)), got(want.size());
+                  const float* b = n == 3 ? bias.data() : nullptr;
+                  ref::PackedMatMul(x.data(), n, o.view, b, want.data());
+                  cpu::FastPackedDecode(x.data(), n, o.view, b, got.data());
+                  for (int64_t t = 0; t < n; ++t) {
+                    for (int64_t r = 0; r < rows; ++r) {
+                      double mag = 0;
+                      for (int64_t c = 0; c < cols; ++c)
+                        mag +=
+                            std::fabs(double(wd[size_t(r * cols + c)]) * x[size_t(t * cols + c)]);
+                      const size_t i = size_t(t * rows + r);
+                      const double bb = b ? b[r] : 0.0;
+                      ASSERT_NEAR(got[i], want[i], 0.02 * mag + 1e-5 * std::fabs(bb))
+                          << name << " g" << g << " [" << rows << ", " << cols << "] n=" << n
+                          << " token " << t << " row " << r;
+                      num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+                      den += (want[i] - bb) * (want[i] - bb);
+                    }
                   }
                 }
               }
             }
           }
+          if (den == 0) continue;
+          std::printf("%s: NMSE %.2e (bound %.0e)\n", name.c_str(), num / den,
+                      cpu::kFastDecodeMaxNmse[int(f)]);
+          EXPECT_LE(num / den, cpu::kFastDecodeMaxNmse[int(f)]) << name;
         }
-        if (den == 0) continue;
-        std::printf("%s: NMSE %.2e (bound %.0e)\n", name.c_str(), num / den,
-                    cpu::kFastDecodeMaxNmse[int(f)]);
-        EXPECT_LE(num / den, cpu::kFastDecodeMaxNmse[int(f)]) << name;
       }
     }
   }

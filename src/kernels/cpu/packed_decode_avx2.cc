@@ -5,6 +5,8 @@
 // Affine codes (0..15) are already unsigned. q8 (256 levels): 16 vpshufb over 16-entry slices of
 // the codebook, each slice taking the codes whose high nibble selects it (4 ops per slice); about
 // 3x the generic float path, below the AVX-512 vpermi2b lookup.
+// Group scales (fp16 or e8 codes into a per-tensor table) are converted to fp32 once per row block
+// (RowScales); with groups of 16 a unit's two groups give its low and high four dword lanes.
 #if defined(__x86_64__)
 // GCC 12 warns about the _mm*_undefined_* inside its own intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -115,6 +117,29 @@ TQ_AVX2_INLINE __m256i Lookup(const Ctx& c, __m256i code) {
   }
 }
 
+// ws [R, groups] = the fp32 group scales of rows r0 .. r0+R-1.
+template <int R>
+TQ_AVX2 void RowScales(const PackedMatrix& w, int64_t r0, float* ws) {
+  const int64_t n = R * (w.cols / w.group_size), i0 = r0 * (w.cols / w.group_size);
+  if (w.scale_codes != nullptr) {  // e8: 8 codes → one gather from the table
+    const uint8_t* q = w.scale_codes + i0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      const __m256i idx =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i)));
+      _mm256_storeu_ps(ws + i, _mm256_i32gather_ps(w.scale_table, idx, 4));
+    }
+    for (; i < n; ++i) ws[i] = w.scale_table[q[i]];
+    return;
+  }
+  const uint16_t* h = w.scales + i0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(ws + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  for (; i < n; ++i) ws[i] = _cvtsh_ss(h[i]);
+}
+
 // Prefetch of the next R-row block (see packed_decode_avx512.cc): each unit step prefetches
 // its share of the block's R·row_bytes bytes.
 template <CodeFormat F, int R>
@@ -129,25 +154,29 @@ TQ_AVX2_INLINE void PrefetchUnit(const uint8_t* pf, int64_t u) {
 // y[t · ystride + r] = row r0 + r of Ŵ · token t (without bias), r < R, t < N: each row's codes
 // are expanded and looked up once per unit for the N tokens.
 // kLooked: `looked` holds the R rows already as signed int8 centroids ([R, cols], q8 with many
-// tokens: its 16-slice lookup is done once per row instead of once per pass).
-template <CodeFormat F, bool kAffine, int R, int N, bool kLooked = false>
+// tokens: its 16-slice lookup is done once per row instead of once per pass). wsf [R, groups]:
+// the rows' fp32 group scales (RowScales). kG16: groups of 16 (two per unit).
+template <CodeFormat F, bool kAffine, bool kG16, int R, int N, bool kLooked = false>
 TQ_AVX2 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int64_t ystride,
-                  const uint8_t* pf, const int8_t* looked = nullptr) {
+                  const uint8_t* pf, const float* wsf, const int8_t* looked = nullptr) {
   const PackedMatrix& w = *c.w;
   const int64_t g = w.group_size, groups = w.cols / g, units = w.cols / 32;
   constexpr int kUnitBytes = kLooked ? 32 : quant::Traits(F).bytes_per_unit;
   const uint8_t* p[R];
-  const uint16_t* sc[R];
+  const float* sc[R];
   __m256 acc[R][N];
   for (int r = 0; r < R; ++r) {
     p[r] = kLooked ? reinterpret_cast<const uint8_t*>(looked) + r * w.cols
                    : w.codes + (r0 + r) * w.row_bytes;
-    sc[r] = w.scales + (r0 + r) * groups;
+    sc[r] = wsf + r * groups;
     for (int t = 0; t < N; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   if (pf != nullptr) {
-    const char* ps = reinterpret_cast<const char*>(sc[0] + R * groups);
-    for (int64_t k = 0; k < R * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
+    const bool e8 = w.scale_codes != nullptr;
+    const int64_t i1 = (r0 + R) * groups;  // the next block's first scale
+    const char* ps = e8 ? reinterpret_cast<const char*>(w.scale_codes + i1)
+                        : reinterpret_cast<const char*>(w.scales + i1);
+    for (int64_t k = 0; k < R * groups * (e8 ? 1 : 2); k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
   }
   const __m256i ones = _mm256_set1_epi16(1);
   constexpr CodeFormat kF = kLooked ? CodeFormat::kQ8 : F;  // looked-up rows load like q8
@@ -161,13 +190,24 @@ TQ_AVX2 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int64
         wv = kLooked ? code : Lookup<F>(c, code);
         wa = _mm256_abs_epi8(wv);
       }
-      const float ws = H2F(sc[r][gi]);
+      __m256 wsv;  // kG16: group 2u in the low four lanes (codes 0..15), 2u + 1 in the high
+      float ws = 0.0f;
+      if constexpr (kG16) {
+        wsv = _mm256_blend_ps(_mm256_set1_ps(sc[r][2 * u]), _mm256_set1_ps(sc[r][2 * u + 1]), 0xF0);
+      } else {
+        ws = sc[r][gi];
+      }
       for (int t = 0; t < N; ++t) {
         const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(tv[t].xq + u * 32));
         const __m256i prod = kAffine ? _mm256_maddubs_epi16(code, xv)
                                      : _mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv));
         const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
-        acc[r][t] = _mm256_fmadd_ps(d, _mm256_set1_ps(tv[t].xs[u] * ws), acc[r][t]);
+        if constexpr (kG16) {
+          acc[r][t] =
+              _mm256_fmadd_ps(d, _mm256_mul_ps(_mm256_set1_ps(tv[t].xs[u]), wsv), acc[r][t]);
+        } else {
+          acc[r][t] = _mm256_fmadd_ps(d, _mm256_set1_ps(tv[t].xs[u] * ws), acc[r][t]);
+        }
       }
     }
   }
@@ -187,12 +227,17 @@ TQ_AVX2 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int64
 }
 
 // Rows r0 .. r0+R-1 for all n tokens, up to 4 tokens per pass (R·N ymm accumulators).
-template <CodeFormat F, bool kAffine, int R>
+template <CodeFormat F, bool kAffine, bool kG16, int R>
 TQ_AVX2 void RowsAllTokens(const Ctx& c, int64_t r0, const TokenView* tv, int64_t n, float* y,
                            int64_t ystride, const uint8_t* pf) {
+  const PackedMatrix& w = *c.w;
+  thread_local AlignedBuffer<float> wsf;  // [R, groups]
+  if (wsf.size() < size_t(R * (w.cols / w.group_size)))
+    wsf.resize(size_t(R * (w.cols / w.group_size)));
+  RowScales<R>(w, r0, wsf.data());
+  const float* ws = wsf.data();
   if constexpr (F == CodeFormat::kQ8 && !kAffine) {
     if (n > 4) {  // look the R rows up once into an L1-resident buffer, then run the passes
-      const PackedMatrix& w = *c.w;
       thread_local AlignedBuffer<int8_t> looked;
       if (looked.size() < size_t(R * w.cols)) looked.resize(size_t(R * w.cols));
       for (int r = 0; r < R; ++r)
@@ -204,16 +249,16 @@ TQ_AVX2 void RowsAllTokens(const Ctx& c, int64_t r0, const TokenView* tv, int64_
         float* yp = y + t0 * ystride + r0;
         switch (std::min<int64_t>(4, n - t0)) {
           case 1:
-            Rows<F, false, R, 1, true>(c, r0, tp, yp, ystride, nullptr, looked.data());
+            Rows<F, false, kG16, R, 1, true>(c, r0, tp, yp, ystride, nullptr, ws, looked.data());
             break;
           case 2:
-            Rows<F, false, R, 2, true>(c, r0, tp, yp, ystride, nullptr, looked.data());
+            Rows<F, false, kG16, R, 2, true>(c, r0, tp, yp, ystride, nullptr, ws, looked.data());
             break;
           case 3:
-            Rows<F, false, R, 3, true>(c, r0, tp, yp, ystride, nullptr, looked.data());
+            Rows<F, false, kG16, R, 3, true>(c, r0, tp, yp, ystride, nullptr, ws, looked.data());
             break;
           default:
-            Rows<F, false, R, 4, true>(c, r0, tp, yp, ystride, nullptr, looked.data());
+            Rows<F, false, kG16, R, 4, true>(c, r0, tp, yp, ystride, nullptr, ws, looked.data());
             break;
         }
       }
@@ -226,22 +271,22 @@ TQ_AVX2 void RowsAllTokens(const Ctx& c, int64_t r0, const TokenView* tv, int64_
     const uint8_t* f = t0 == 0 ? pf : nullptr;
     switch (std::min<int64_t>(4, n - t0)) {
       case 1:
-        Rows<F, kAffine, R, 1>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kG16, R, 1>(c, r0, tp, yp, ystride, f, ws);
         break;
       case 2:
-        Rows<F, kAffine, R, 2>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kG16, R, 2>(c, r0, tp, yp, ystride, f, ws);
         break;
       case 3:
-        Rows<F, kAffine, R, 3>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kG16, R, 3>(c, r0, tp, yp, ystride, f, ws);
         break;
       default:
-        Rows<F, kAffine, R, 4>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kG16, R, 4>(c, r0, tp, yp, ystride, f, ws);
         break;
     }
   }
 }
 
-template <CodeFormat F, bool kAffine>
+template <CodeFormat F, bool kAffine, bool kG16>
 void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
                const Ctx& ctx) {
   const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
@@ -255,9 +300,9 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
     int64_t r = b;
     for (; r + 4 <= e; r += 4) {
       const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
-      RowsAllTokens<F, kAffine, 4>(ctx, r, tv, n, y, rows, pf);
+      RowsAllTokens<F, kAffine, kG16, 4>(ctx, r, tv, n, y, rows, pf);
     }
-    for (; r < e; ++r) RowsAllTokens<F, kAffine, 1>(ctx, r, tv, n, y, rows, nullptr);
+    for (; r < e; ++r) RowsAllTokens<F, kAffine, kG16, 1>(ctx, r, tv, n, y, rows, nullptr);
     if (bias != nullptr)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
@@ -268,8 +313,13 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
 template <CodeFormat F>
 void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
               const Ctx& ctx) {
-  if (w.method == QuantMethod::kAffine) return RunFormat<F, true>(x, n, w, bias, y, ctx);
-  RunFormat<F, false>(x, n, w, bias, y, ctx);
+  const bool g16 = w.group_size == 16;
+  if (w.method == QuantMethod::kAffine) {
+    return g16 ? RunFormat<F, true, true>(x, n, w, bias, y, ctx)
+               : RunFormat<F, true, false>(x, n, w, bias, y, ctx);
+  }
+  g16 ? RunFormat<F, false, true>(x, n, w, bias, y, ctx)
+      : RunFormat<F, false, false>(x, n, w, bias, y, ctx);
 }
 
 }  // namespace
@@ -279,7 +329,7 @@ bool Avx2Supports(const PackedMatrix& w) {
   // Affine q8 codes (0..255) times int8 would saturate vpmaddubsw's int16 pair sums.
   const bool q8_ok = f == CodeFormat::kQ8 && w.method != QuantMethod::kAffine;
   return (f == CodeFormat::kQ2 || f == CodeFormat::kQ3 || f == CodeFormat::kQ4 || q8_ok) &&
-         w.group_size % 32 == 0 && w.cols % 32 == 0;
+         (w.group_size == 16 || w.group_size % 32 == 0) && w.cols % 32 == 0;
 }
 
 TQ_AVX2 void Avx2Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,

@@ -6,6 +6,9 @@
 // vpdpbusd, convert, one fma with the per-lane scale. vpdpbusd multiplies unsigned by signed
 // bytes, so the looked-up weights are stored +128 (u8) and the excess 128·Σx is pre-loaded,
 // negated, into the accumulator (`bias` lanes); affine codes are already unsigned.
+// Group scales are fp16 or e8 (a u8 code per group into a per-tensor fp32 table): either way 16
+// groups of a row become one zmm of fp32 at a time (vcvtph2ps, or vpmovzxbd + vgatherdps), so e8
+// costs one gather per 16 groups and reads half the scale bytes.
 #if defined(__x86_64__)
 // GCC 12 warns about the _mm*_undefined_* inside its own intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -24,9 +27,6 @@
 #define TQ_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c,bmi2")))
 #define TQ_AVX512_INLINE TQ_AVX512 inline __attribute__((always_inline))
-#define TQ_AVX512_LAMBDA                                                                       \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2,fma,f16c,bmi2"), \
-                 always_inline))
 
 namespace tq::kernels::cpu::isa {
 namespace {
@@ -44,15 +44,6 @@ constexpr int PosToCode(int p) {
 }
 template <CodeFormat F>
 constexpr int kStepBytes = 2 * quant::Traits(F).bytes_per_unit;
-
-// The dword lanes (of 16) that hold unit u1's codes.
-template <CodeFormat F>
-constexpr __mmask16 U1Lanes() {
-  __mmask16 m = 0;
-  for (int i = 0; i < 16; ++i)
-    if (PosToCode<F>(4 * i) >= 32) m = __mmask16(m | (1u << i));
-  return m;
-}
 
 // One token's activations in kernel order: xq int8 [steps, 64], bias int32 [steps, 16]
 // (-128 · Σ of each dword's 4 bytes for the codebook method, else 0), xs float [steps, 16] (the
@@ -189,6 +180,25 @@ TQ_AVX512_INLINE __m512i Lookup(__m512i c, const Tables& t) {
 
 TQ_AVX512_INLINE float H2F(uint16_t h) { return _cvtsh_ss(h); }
 
+// The fp32 scales of the groups i0 .. i0+15 (flat index row · groups + group) where m is set,
+// 0 elsewhere: fp16 scales, or e8 codes looked up in the per-tensor table.
+TQ_AVX512_INLINE __m512 LoadScales(const PackedMatrix& w, int64_t i0, __mmask16 m) {
+  if (w.scale_codes != nullptr) {
+    const __m512i idx = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, w.scale_codes + i0));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, w.scale_table, 4);
+  }
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w.scales + i0));
+}
+
+// Per-lane group (0 .. 64/g - 1 within a step) of each dword lane for g = 16 or 32: a dword's 4
+// codes are consecutive and 4-aligned in every format order (PosToCode), so one group holds them.
+template <CodeFormat F>
+TQ_AVX512_INLINE __m512i LaneGroups(int64_t g) {
+  alignas(64) int32_t v[16];
+  for (int i = 0; i < 16; ++i) v[i] = PosToCode<F>(4 * i) / int(g);
+  return _mm512_load_si512(v);
+}
+
 struct RowCtx {
   const PackedMatrix* w;
   const Tables* t;
@@ -241,38 +251,41 @@ TQ_AVX512_INLINE void PrefetchStep(const uint8_t* pf, int64_t s) {
   if constexpr (kBytes % 64 != 0) _mm_prefetch(a + kBytes - 1, _MM_HINT_T1);
 }
 
-// y[t · ystride + r] = row r0 + r of Ŵ · token t (without bias), r < R, t < N. Group size 32
-// (kG32: a step spans two groups) or a multiple of 64 (a group spans whole steps). Scales are
-// converted 16 groups at a time into wsf and broadcast from there. pf: the next block to
-// prefetch, or null.
-template <CodeFormat F, bool kAffine, bool kG32, int R, int N>
+// y[t · ystride + r] = row r0 + r of Ŵ · token t (without bias), r < R, t < N. Group size 16 or
+// 32 (kPerLane: a step spans 4 or 2 groups, each dword lane has its own scale) or a multiple of
+// 64 (a group spans whole steps). Scales are converted 16 groups at a time (LoadScales).
+// pf: the next block to prefetch, or null.
+template <CodeFormat F, bool kAffine, bool kPerLane, int R, int N>
 TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, int64_t ystride,
                     const uint8_t* pf) {
   const PackedMatrix& w = *c.w;
   const int64_t groups = w.cols / w.group_size;
-  const int64_t spg = kG32 ? 1 : w.group_size / 64;  // steps per group
   const int64_t steps = c.full_steps + (c.odd ? 1 : 0);
   const uint8_t* p[R];
-  const uint16_t* sc[R];
+  int64_t si[R];  // flat index of the row's first group scale
   __m512 acc[R][N];
   for (int r = 0; r < R; ++r) {
     p[r] = w.codes + (r0 + r) * w.row_bytes;
-    sc[r] = w.scales + (r0 + r) * groups;
+    si[r] = (r0 + r) * groups;
     for (int t = 0; t < N; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   if (pf != nullptr) {
-    const char* ps = reinterpret_cast<const char*>(sc[0] + R * groups);
-    for (int64_t k = 0; k < R * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
+    const bool e8 = w.scale_codes != nullptr;
+    const char* ps = e8 ? reinterpret_cast<const char*>(w.scale_codes + si[0] + R * groups)
+                        : reinterpret_cast<const char*>(w.scales + si[0] + R * groups);
+    const int64_t bytes = R * groups * (e8 ? 1 : 2);
+    for (int64_t k = 0; k < bytes; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
     if (kAffine) {
       ps = reinterpret_cast<const char*>(w.mins + (r0 + R) * groups);
       for (int64_t k = 0; k < R * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
     }
   }
-  if constexpr (!kG32) {
+  if constexpr (!kPerLane) {
     // Blocks of 16 steps: the steps' group scales (step s is in group s / spg) times each
     // token's per-step activation scales, one vector multiply per row and token; a step then
     // costs expand, lookup, vpdpbusd, convert and one fma with an embedded broadcast (session 1:
     // per-lane scales, one more multiply and load per row and step; 20-33% slower).
+    const int64_t spg = w.group_size / 64;  // steps per group
     alignas(64) float f[R][N][16];
     alignas(64) int32_t gi[16];
     for (int64_t s0 = 0; s0 < steps; s0 += 16) {
@@ -286,7 +299,7 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
       __m512 xsv[N];
       for (int t = 0; t < N; ++t) xsv[t] = _mm512_maskz_loadu_ps(ms, tv[t].xss + s0);
       for (int r = 0; r < R; ++r) {
-        __m512 ws = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mg, sc[r] + g0));
+        __m512 ws = LoadScales(w, si[r] + g0, mg);
         if (spg > 1) ws = _mm512_permutexvar_ps(gidx, ws);
         for (int t = 0; t < N; ++t) _mm512_store_ps(f[r][t], _mm512_mul_ps(ws, xsv[t]));
       }
@@ -301,29 +314,26 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
       }
     }
   } else {
-    alignas(64) float wsf[R][16];
+    // Blocks of 16 groups = 16 / gps steps; lane i of step j takes group gps·j + lane_g[i] of the
+    // block (a vpermps of the block's scales). Lanes past the row's end get 0 (their codes meet
+    // zero activations).
+    const int gps = int(64 / w.group_size);  // groups per step: 2 or 4
+    const __m512i lane_g = LaneGroups<F>(w.group_size);
     int64_t s = 0;
-    auto run = [&](const __m512* ws) TQ_AVX512_LAMBDA {
-      PrefetchStep<F, R>(pf, s);
-      if (s < c.full_steps) {
-        Step<F, kAffine, R, N, false>(c, tv, s, p, ws, acc);
-      } else {
-        Step<F, kAffine, R, N, true>(c, tv, s, p, ws, acc);
-      }
-      ++s;
-    };
     for (int64_t g0 = 0; g0 < groups; g0 += 16) {
       const int gn = int(std::min<int64_t>(16, groups - g0));
       const __mmask16 m = __mmask16((1u << gn) - 1);
-      for (int r = 0; r < R; ++r)
-        _mm512_store_ps(wsf[r], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sc[r] + g0)));
-      __m512 ws[R];
-      for (int j = 0; j < gn; j += 2) {
-        const int j1 = j + 1 < gn ? j + 1 : j;
-        for (int r = 0; r < R; ++r)
-          ws[r] = _mm512_mask_blend_ps(U1Lanes<F>(), _mm512_set1_ps(wsf[r][j]),
-                                       _mm512_set1_ps(wsf[r][j1]));
-        run(ws);
+      __m512 gv[R], ws[R];
+      for (int r = 0; r < R; ++r) gv[r] = LoadScales(w, si[r] + g0, m);
+      for (int j = 0; j < gn; j += gps, ++s) {
+        const __m512i idx = _mm512_add_epi32(lane_g, _mm512_set1_epi32(j));
+        for (int r = 0; r < R; ++r) ws[r] = _mm512_permutexvar_ps(idx, gv[r]);
+        PrefetchStep<F, R>(pf, s);
+        if (s < c.full_steps) {
+          Step<F, kAffine, R, N, false>(c, tv, s, p, ws, acc);
+        } else {
+          Step<F, kAffine, R, N, true>(c, tv, s, p, ws, acc);
+        }
       }
     }
   }
@@ -350,7 +360,7 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
 // accumulators); the first pass prefetches the next block, the others find it in L1/L2.
 inline constexpr int kTokensPerPass = 4;
 
-template <CodeFormat F, bool kAffine, bool kG32, int R>
+template <CodeFormat F, bool kAffine, bool kPerLane, int R>
 TQ_AVX512 void RowsAllTokens(const RowCtx& c, int64_t r0, const TokenView* tv, int64_t n, float* y,
                              int64_t ystride, const uint8_t* pf) {
   for (int64_t t0 = 0; t0 < n; t0 += kTokensPerPass) {
@@ -359,22 +369,22 @@ TQ_AVX512 void RowsAllTokens(const RowCtx& c, int64_t r0, const TokenView* tv, i
     const uint8_t* f = t0 == 0 ? pf : nullptr;
     switch (std::min<int64_t>(kTokensPerPass, n - t0)) {
       case 1:
-        Rows<F, kAffine, kG32, R, 1>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kPerLane, R, 1>(c, r0, tp, yp, ystride, f);
         break;
       case 2:
-        Rows<F, kAffine, kG32, R, 2>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kPerLane, R, 2>(c, r0, tp, yp, ystride, f);
         break;
       case 3:
-        Rows<F, kAffine, kG32, R, 3>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kPerLane, R, 3>(c, r0, tp, yp, ystride, f);
         break;
       default:
-        Rows<F, kAffine, kG32, R, 4>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kPerLane, R, 4>(c, r0, tp, yp, ystride, f);
         break;
     }
   }
 }
 
-template <CodeFormat F, bool kAffine, bool kG32>
+template <CodeFormat F, bool kAffine, bool kPerLane>
 void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
                const Tables& t) {
   const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
@@ -384,15 +394,15 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
   if (buf.size() < size_t(per_token * n)) buf.resize(size_t(per_token * n));
   TokenView tv[kFastDecodeMaxTokens];
   for (int64_t i = 0; i < n; ++i)
-    PrepareToken<F>(x + i * cols, cols, g, !kAffine, !kG32, buf.data() + i * per_token, &tv[i]);
+    PrepareToken<F>(x + i * cols, cols, g, !kAffine, !kPerLane, buf.data() + i * per_token, &tv[i]);
   const RowCtx ctx{&w, &t, units, units / 2, (units & 1) != 0};
   auto body = [&](int64_t b, int64_t e) {
     int64_t r = b;
     for (; r + 4 <= e; r += 4) {
       const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
-      RowsAllTokens<F, kAffine, kG32, 4>(ctx, r, tv, n, y, rows, pf);
+      RowsAllTokens<F, kAffine, kPerLane, 4>(ctx, r, tv, n, y, rows, pf);
     }
-    for (; r < e; ++r) RowsAllTokens<F, kAffine, kG32, 1>(ctx, r, tv, n, y, rows, nullptr);
+    for (; r < e; ++r) RowsAllTokens<F, kAffine, kPerLane, 1>(ctx, r, tv, n, y, rows, nullptr);
     if (bias != nullptr)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
@@ -419,13 +429,13 @@ TQ_AVX512 void BuildTables(const PackedMatrix& w, Tables* t) {
 template <CodeFormat F>
 void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
               const Tables& t) {
-  const bool affine = w.method == QuantMethod::kAffine, g32 = w.group_size == 32;
+  const bool affine = w.method == QuantMethod::kAffine, per_lane = w.group_size < 64;
   if (affine) {
-    g32 ? RunFormat<F, true, true>(x, n, w, bias, y, t)
-        : RunFormat<F, true, false>(x, n, w, bias, y, t);
+    per_lane ? RunFormat<F, true, true>(x, n, w, bias, y, t)
+             : RunFormat<F, true, false>(x, n, w, bias, y, t);
   } else {
-    g32 ? RunFormat<F, false, true>(x, n, w, bias, y, t)
-        : RunFormat<F, false, false>(x, n, w, bias, y, t);
+    per_lane ? RunFormat<F, false, true>(x, n, w, bias, y, t)
+             : RunFormat<F, false, false>(x, n, w, bias, y, t);
   }
 }
 
@@ -436,7 +446,8 @@ bool Avx512Supports(const PackedMatrix& w) {
   if (f == CodeFormat::kTernary) return Avx512TernarySupports(w);
   const bool fmt_ok =
       f == CodeFormat::kQ2 || f == CodeFormat::kQ3 || f == CodeFormat::kQ4 || f == CodeFormat::kQ8;
-  return fmt_ok && (w.group_size == 32 || w.group_size % 64 == 0) && w.cols % 32 == 0;
+  const int64_t g = w.group_size;
+  return fmt_ok && (g == 16 || g == 32 || g % 64 == 0) && w.cols % 32 == 0;
 }
 
 TQ_AVX512 void Avx512Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,

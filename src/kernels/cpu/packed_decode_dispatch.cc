@@ -6,7 +6,6 @@
 namespace tq::kernels::cpu {
 
 bool FastDecodeSupports(const PackedMatrix& w) {
-  if (w.e8_scales()) return false;  // TODO(e8kern): the int8 kernels read fp16 scales only
   switch (ActiveIsa()) {
     case Isa::kAmx:  // the decode kernels are the avx512 ones
     case Isa::kAvx512:

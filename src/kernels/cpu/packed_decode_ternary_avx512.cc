@@ -6,7 +6,9 @@
 // a 256-entry table per digit (two vpermi2b + a blend on the byte's top bit, as q8): one zmm of
 // 64 weights = unit k of A (bytes 0..31) and unit k of B (32..63). Each token's int8 activations
 // are stored once per call in that order, so a step (pair, k) is: table lookup, vpdpbusd,
-// convert, one fma with per-lane scales (A's dwords 0..7, B's 8..15).
+// convert, one fma with per-lane scales (A's dwords 0..7, B's 8..15; groups of 16: each lane's
+// group scale comes from one vpermps of the 16 group scales from the step's first group on; the
+// rows' scales, fp16 or e8, are converted to fp32 first).
 // The shortened last chunk (m = cols mod 160 trits, B = ceil(m/5) bytes: column k·B + j of the
 // chunk is digit k of byte j) does not line up with 32-column units, so it runs in fp32: digit
 // vectors → centroids and group scales by vpermps, fma with the float activations stored in the
@@ -120,7 +122,8 @@ struct Ctx {
   alignas(64) uint8_t lut[5][256];     // digit k of byte q → 128 + centroid · 127 / amax
   float cb_scale;                      // centroid = (table - 128) · cb_scale
   __m512 cb;                           // float codebook in lanes 0..2 (tail)
-  const int32_t* step_group;           // [steps, 2]: group of unit k of A, of B
+  const int32_t* step_group;           // [steps]: group of the step's first column (unit k of A)
+  const int32_t* lane_group;           // [steps, 16]: group of each dword lane - step_group
   alignas(64) int32_t tail_gi[5][32];  // digit k, byte j → group - tail_g0 (0..15)
 };
 
@@ -130,7 +133,7 @@ TQ_AVX512_INLINE __m512i Trits(__m512i q16, int k) {
 }
 
 // y[t · ystride + r] for rows r0 .. r0+R-1 and N tokens (without bias).
-template <int R, int N>
+template <bool kG16, int R, int N>
 TQ_AVX512 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int64_t ystride,
                     float* wsf) {
   const PackedMatrix& w = *c.w;
@@ -138,13 +141,19 @@ TQ_AVX512 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int
   __m512 acc[R][N];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < N; ++t) acc[r][t] = _mm512_setzero_ps();
-  const __mmask16 kB = 0xFF00;  // dwords of chunk B
   for (int r = 0; r < R; ++r) {
-    const uint16_t* sc = w.scales + (r0 + r) * sh.groups;
+    const int64_t i0 = (r0 + r) * sh.groups;
+    float* dst = wsf + r * sh.groups;
     for (int64_t j = 0; j < sh.groups; j += 16) {
       const __mmask16 m = __mmask16(sh.groups - j >= 16 ? 0xFFFF : (1u << (sh.groups - j)) - 1);
-      _mm512_mask_storeu_ps(wsf + r * sh.groups + j, m,
-                            _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, sc + j)));
+      __m512 v;
+      if (w.scale_codes != nullptr) {  // e8: 16 codes → one gather from the table
+        const __m512i idx = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, w.scale_codes + i0 + j));
+        v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, w.scale_table, 4);
+      } else {
+        v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w.scales + i0 + j));
+      }
+      _mm512_mask_storeu_ps(dst + j, m, v);
     }
   }
   for (int64_t pr = 0; pr < sh.pairs; ++pr) {
@@ -158,12 +167,17 @@ TQ_AVX512 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int
       const int64_t s = pr * 5 + k;
       const __m512i t0 = _mm512_load_si512(c.lut[k]), t1 = _mm512_load_si512(c.lut[k] + 64);
       const __m512i t2 = _mm512_load_si512(c.lut[k] + 128), t3 = _mm512_load_si512(c.lut[k] + 192);
+      // kG16: a vpermps of the 16 scales from the step's first group; else A's unit and B's
+      // unit are one group each (two broadcasts and a blend: cheaper on port 5).
+      const __m512i lg = kG16 ? _mm512_load_si512(c.lane_group + s * 16) : _mm512_setzero_si512();
+      const int64_t ga = c.step_group[s], gb = ga + c.lane_group[s * 16 + 8];
       for (int r = 0; r < R; ++r) {
         const __m512i wv = _mm512_mask_blend_epi8(top[r], _mm512_permutex2var_epi8(t0, q[r], t1),
                                                   _mm512_permutex2var_epi8(t2, q[r], t3));
         const float* ws = wsf + r * sh.groups;
-        const __m512 wsv = _mm512_mask_blend_ps(kB, _mm512_set1_ps(ws[c.step_group[2 * s]]),
-                                                _mm512_set1_ps(ws[c.step_group[2 * s + 1]]));
+        const __m512 wsv =
+            kG16 ? _mm512_permutexvar_ps(lg, _mm512_loadu_ps(ws + ga))
+                 : _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(ws[ga]), _mm512_set1_ps(ws[gb]));
         for (int t = 0; t < N; ++t) {
           const __m512i d = _mm512_dpbusd_epi32(_mm512_load_si512(tv[t].bias + s * 16), wv,
                                                 _mm512_load_si512(tv[t].xq + s * 64));
@@ -181,7 +195,7 @@ TQ_AVX512 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int
       const uint8_t* p = w.codes + (r0 + r) * w.row_bytes + sh.full * 32;
       const __m512i q16 =
           _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(__mmask32((1ull << sh.tail_b) - 1), p));
-      // The tail's groups (at most 5 for m <= 128, g >= 32) as floats in lanes 0..15.
+      // The tail's groups (at most 10 for m < 160, g >= 16) as floats in lanes 0..15.
       const float* ws = wsf + r * sh.groups + sh.tail_g0;
       const int64_t ng = std::min<int64_t>(16, sh.groups - sh.tail_g0);
       const __m512 gs = _mm512_maskz_loadu_ps(__mmask16((1u << ng) - 1), ws);
@@ -204,7 +218,7 @@ TQ_AVX512 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int
   }
 }
 
-template <int R>
+template <bool kG16, int R>
 TQ_AVX512 void RowsAllTokens(const Ctx& c, int64_t r0, const TokenView* tv, int64_t n, float* y,
                              int64_t ystride, float* wsf) {
   for (int64_t t0 = 0; t0 < n; t0 += 4) {
@@ -212,16 +226,16 @@ TQ_AVX512 void RowsAllTokens(const Ctx& c, int64_t r0, const TokenView* tv, int6
     float* yp = y + t0 * ystride + r0;
     switch (std::min<int64_t>(4, n - t0)) {
       case 1:
-        Rows<R, 1>(c, r0, tp, yp, ystride, wsf);
+        Rows<kG16, R, 1>(c, r0, tp, yp, ystride, wsf);
         break;
       case 2:
-        Rows<R, 2>(c, r0, tp, yp, ystride, wsf);
+        Rows<kG16, R, 2>(c, r0, tp, yp, ystride, wsf);
         break;
       case 3:
-        Rows<R, 3>(c, r0, tp, yp, ystride, wsf);
+        Rows<kG16, R, 3>(c, r0, tp, yp, ystride, wsf);
         break;
       default:
-        Rows<R, 4>(c, r0, tp, yp, ystride, wsf);
+        Rows<kG16, R, 4>(c, r0, tp, yp, ystride, wsf);
         break;
     }
   }
@@ -231,7 +245,7 @@ TQ_AVX512 void RowsAllTokens(const Ctx& c, int64_t r0, const TokenView* tv, int6
 
 bool Avx512TernarySupports(const PackedMatrix& w) {
   return w.format == quant::CodeFormat::kTernary && w.method == quant::QuantMethod::kCodebook &&
-         w.cols % 32 == 0 && w.group_size % 32 == 0;
+         w.cols % 32 == 0 && w.group_size % 16 == 0;
 }
 
 TQ_AVX512 void Avx512TernaryDecode(const float* x, int64_t n, const PackedMatrix& w,
@@ -259,30 +273,46 @@ TQ_AVX512 void Avx512TernaryDecode(const float* x, int64_t n, const PackedMatrix
       c.tail_gi[k][j] =
           j < sh.tail_b && k * sh.tail_b + j < sh.tail_m ? int32_t(col / sh.g - sh.tail_g0) : 0;
     }
-  // Per-call scratch (the calling thread): prepared tokens and the step → group table.
+  // Per-call scratch (the calling thread): prepared tokens and the step → group tables. A lane
+  // past the row's full chunks (a missing chunk B) is clamped to the last column: its
+  // activations are 0, and the clamp keeps its group inside the row (16 groups from the step's
+  // first one cover A's and B's units: (160 + 63) / 16 + 1 <= 15).
   const int64_t per_token = TokenFloats(sh);
   thread_local AlignedBuffer<float> buf;
   thread_local AlignedBuffer<int32_t> groups;
   if (buf.size() < size_t(per_token * n)) buf.resize(size_t(per_token * n));
-  if (groups.size() < size_t(2 * sh.steps)) groups.resize(size_t(2 * sh.steps));
+  if (groups.size() < size_t(17 * sh.steps)) groups.resize(size_t(17 * sh.steps));
+  int32_t* lane_group = groups.data();  // [steps, 16], 64-byte aligned
+  int32_t* step_group = groups.data() + 16 * sh.steps;
   for (int64_t st = 0; st < sh.steps; ++st) {
     const int64_t pr = st / 5, k = st % 5;
-    for (int h = 0; h < 2; ++h) {
-      const int64_t col = std::min(sh.cols - 1, (2 * pr + h) * kChunk + 32 * k);
-      groups[size_t(2 * st + h)] = int32_t(col / sh.g);
+    const int64_t first = std::min(sh.cols - 1, 2 * pr * kChunk + 32 * k) / sh.g;
+    step_group[st] = int32_t(first);
+    for (int i = 0; i < 16; ++i) {
+      const int64_t col = std::min(sh.cols - 1, (2 * pr + i / 8) * kChunk + 32 * k + 4 * (i % 8));
+      lane_group[st * 16 + i] = int32_t(col / sh.g - first);
     }
   }
-  c.step_group = groups.data();
+  c.step_group = step_group;
+  c.lane_group = lane_group;
   TokenView tv[kFastDecodeMaxTokens];
   for (int64_t i = 0; i < n; ++i)
     PrepareToken(x + i * w.cols, sh, buf.data() + i * per_token, &tv[i]);
   const int64_t rows = w.rows;
   auto body = [&](int64_t b, int64_t e) {
-    thread_local AlignedBuffer<float> wsf;  // the 4 rows' group scales as fp32
-    if (wsf.size() < size_t(4 * sh.groups + 16)) wsf.resize(size_t(4 * sh.groups + 16));
+    thread_local AlignedBuffer<float> wsf;  // the 4 rows' group scales as fp32 (+16 read past)
+    if (wsf.size() < size_t(4 * sh.groups + 16)) {
+      wsf.resize(size_t(4 * sh.groups + 16));
+      std::fill(wsf.data(), wsf.data() + wsf.size(), 0.0f);
+    }
     int64_t r = b;
-    for (; r + 4 <= e; r += 4) RowsAllTokens<4>(c, r, tv, n, y, rows, wsf.data());
-    for (; r < e; ++r) RowsAllTokens<1>(c, r, tv, n, y, rows, wsf.data());
+    if (sh.g % 32 != 0) {  // 16, 48, ...: a unit spans two groups
+      for (; r + 4 <= e; r += 4) RowsAllTokens<true, 4>(c, r, tv, n, y, rows, wsf.data());
+      for (; r < e; ++r) RowsAllTokens<true, 1>(c, r, tv, n, y, rows, wsf.data());
+    } else {
+      for (; r + 4 <= e; r += 4) RowsAllTokens<false, 4>(c, r, tv, n, y, rows, wsf.data());
+      for (; r < e; ++r) RowsAllTokens<false, 1>(c, r, tv, n, y, rows, wsf.data());
+    }
     if (bias != nullptr)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];

@@ -21,7 +21,8 @@ inline constexpr int64_t kAmxMinTokens = 10;
 inline constexpr double kAmxPackedMaxNmse = 2e-5;
 
 // True when the amx level is active and the format has a bf16 dequantizer here (binary formats;
-// ternary takes the float path), cols % 32 == 0 and group_size % 32 == 0.
+// ternary takes the float path), cols % 32 == 0 and group_size 16 or a multiple of 32; fp16 or e8
+// scales.
 bool AmxPackedSupports(const PackedMatrix& w);
 
 // y [n, rows] = x [n, cols] · Ŵᵀ (+ bias). Requires AmxPackedSupports(w).
