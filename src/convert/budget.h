@@ -52,7 +52,9 @@ struct BudgetChoice {
 // The default first/last-layer multiplier: 2. Measured (full protocol, both files; BENCHMARKS.md
 // "Weight quantization"): 4 is better on tq-llama-21m at 4.25 and 3.5 bits (by 0.05-0.3 points,
 // about one rotation-seed sd) but worse at 2.5 bits and ~1 point worse on tq-qwen3moe-17m at 3.5
-// bits, so the default stays 2; `--budget-edge 4` is the dense model's best setting.
+// bits, so the default stays 2; `--budget-edge 4` is the dense model's best setting. With e8
+// scales (session 3) E4 is better on both models at 3.5 bits but still 3.4 points worse on
+// tq-llama-21m at 2.5, so the default is unchanged.
 double DefaultEdgeLayerWeight(double target_bits);
 
 // Rewrites the format, group size, rotation block and projected bytes of the quantized decoder
