@@ -180,6 +180,45 @@ TEST(QjlCacheSizes, BytesPerTokenCountsTheSketch) {
   EXPECT_EQ(KvCacheBytes(l, o, 100), want);
 }
 
+TEST(QjlCacheSizes, BoundaryAndSlidingLayersStayPlain) {
+  // 5 layers: boundary 1 (layers 0 and 4 fp16), layer 2 a sliding window (fp16, its window);
+  // layers 1 and 3 coded with sketches. Prefill and decode run and match the ref kernel.
+  KvLayout l = Layout(5);
+  l.window = {0, 0, 16, 0, 0};
+  KvCacheOptions o;
+  o.max_tokens = 128;
+  o.k_bits = 3.5;
+  o.v_bits = 3;
+  o.boundary = 1;
+  o.qjl = true;
+  auto cache = MakeKvCache(l, o);
+  auto* tq = dynamic_cast<TurboQuantKvCache*>(cache.get());
+  ASSERT_NE(tq, nullptr);
+  for (int64_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(tq->IsCompressed(i), i == 1 || i == 3) << i;
+    EXPECT_EQ(tq->qjl_sketch(i) != nullptr, i == 1 || i == 3) << i;
+  }
+  // 3 fp16 layers: 2 heads x 64 x 2 x 2 bytes; 2 coded: 2 heads x (K 2.5-bit 20 + 2 + 8 + 2,
+  // V 24 + 2).
+  EXPECT_EQ(cache->BytesPerToken(), 3 * 512 + 2 * 2 * (20 + 2 + 8 + 2 + 24 + 2));
+  std::mt19937 rng(3);
+  for (int64_t n : {40, 1, 30, 1}) {
+    for (int64_t layer = 0; layer < 5; ++layer) {
+      const auto k = Random(size_t(n * 128), rng), v = Random(size_t(n * 128), rng);
+      const auto q = Random(size_t(n * 512), rng, 2.0f);
+      cache->Append(layer, k.data(), v.data(), n);
+      std::vector<float> ref(q.size()), cpu(q.size());
+      kernels::SetActiveKernels(kernels::RefKernels());
+      cache->Attend(layer, q.data(), n, ref.data());
+      kernels::SetActiveKernels(kernels::CpuKernels());
+      cache->Attend(layer, q.data(), n, cpu.data());
+      EXPECT_LT(Nmse(cpu, ref), 2e-3) << "layer " << layer << " n " << n;
+    }
+    cache->Commit(n);
+  }
+  EXPECT_EQ(cache->size(), 72);
+}
+
 TEST(QjlCacheSizes, BadKeyBitsNameQjl) {
   KvCacheOptions o;
   o.k_bits = 8;
