@@ -1,6 +1,7 @@
 // Decode attention (n = 1) of one layer over a KV cache of C positions, fp16 vs TurboQuant codes
 // (Llama-3.2-1B attention shape: 32 query heads, 8 kv heads, head_dim 64). Counter: KV bytes of
-// the layer read per second. Args: context, threads. $TQ_KV_INT8=0: fp32 key scores.
+// the layer read per second. Args: context, threads. $TQ_KV_INT8=0: fp32 key scores. `_qjl`:
+// keys with the QJL residual sketch (k bits = MSE codes at k-1 + sign bits).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -12,7 +13,7 @@
 namespace tq {
 namespace {
 
-void BM_KvDecodeAttention(benchmark::State& state, double k_bits, double v_bits) {
+void BM_KvDecodeAttention(benchmark::State& state, double k_bits, double v_bits, bool qjl = false) {
   const int64_t context = state.range(0);
   ThreadPool::SetGlobalThreads(int(state.range(1)));
   KvLayout layout;
@@ -25,6 +26,7 @@ void BM_KvDecodeAttention(benchmark::State& state, double k_bits, double v_bits)
   o.max_tokens = context;
   o.k_bits = k_bits;
   o.v_bits = v_bits;
+  o.qjl = qjl;
   auto cache = MakeKvCache(layout, o);
   cache->FillSynthetic(context - 1, 1);
   std::mt19937 rng(2);
@@ -54,6 +56,8 @@ BENCHMARK_CAPTURE(BM_KvDecodeAttention, k8v3, 8, 3)->Apply(Contexts);
 BENCHMARK_CAPTURE(BM_KvDecodeAttention, k4v3, 4, 3)->Apply(Contexts);
 BENCHMARK_CAPTURE(BM_KvDecodeAttention, k3v3, 3, 3)->Apply(Contexts);
 BENCHMARK_CAPTURE(BM_KvDecodeAttention, k3_5v3_5, 3.5, 3.5)->Apply(Contexts);
+BENCHMARK_CAPTURE(BM_KvDecodeAttention, k4v3_qjl, 4, 3, true)->Apply(Contexts);
+BENCHMARK_CAPTURE(BM_KvDecodeAttention, k3v3_qjl, 3, 3, true)->Apply(Contexts);
 
 }  // namespace
 }  // namespace tq

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "core/error.h"
+#include "kv/qjl_sketch.h"
 #include "kv/turboquant_codec.h"
 
 namespace tq::cli {
@@ -49,7 +50,10 @@ void AddKvFlags(CLI::App& app, KvFlags* f) {
                  "seed of the per-layer K/V rotation signs (default: a fixed seed; results vary "
                  "slightly with it, like convert's --seed)")
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--kv-qjl", f->qjl, "QJL residual sketch (unbiased inner products; not available)");
+  app.add_flag("--kv-qjl", f->qjl,
+               "QJL residual sketch of the keys (the paper's unbiased inner products): keys use "
+               "k bits = MSE codes at k-1 bits + 1 sign bit per channel; k bits 2, 2.5, 3, 3.5 "
+               "or 4 (default off)");
 }
 
 void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
@@ -72,10 +76,14 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
   needs_bits(f.center >= 0, "--kv-center");
   needs_bits(f.seed >= 0, "--kv-seed");
   needs_bits(f.qjl, "--kv-qjl");
-  if (f.qjl)
-    throw UsageError("--kv-qjl", "the QJL residual sketch is not implemented in this build");
   if (!compressed) return;
   o->k_bits = both ? ParseBits("--kv-bits", f.bits) : ParseBits("--kv-k-bits", f.k_bits);
+  if (f.qjl && !IsValidQjlKeyBits(o->k_bits))
+    throw UsageError("--kv-qjl",
+                     fmt::format("needs key bits 2, 2.5, 3, 3.5 or 4 (MSE codes at k-1 bits + 1 "
+                                 "sign bit), got {}",
+                                 BitsName(o->k_bits)));
+  o->qjl = f.qjl;
   o->v_bits = both ? ParseBits("--kv-bits", f.bits) : ParseBits("--kv-v-bits", f.v_bits);
   if (f.sink >= 0) o->sink = f.sink;
   if (f.window >= 0) o->window = f.window;
@@ -97,9 +105,9 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
 
 std::string DescribeKvCache(const KvCacheOptions& o) {
   if (!o.compressed()) return std::string(KvDTypeName(o.dtype));
-  return fmt::format("K{}V{} (sink {}, window {}, boundary {}, scale {}, {}, center {})",
-                     BitsName(o.k_bits), BitsName(o.v_bits), o.sink, o.window, o.boundary,
-                     KvScaleName(o.scale), KvCodebookName(o.codebook), o.center);
+  return fmt::format("K{}{}V{} (sink {}, window {}, boundary {}, scale {}, {}, center {})",
+                     BitsName(o.k_bits), o.qjl ? "+qjl" : "", BitsName(o.v_bits), o.sink, o.window,
+                     o.boundary, KvScaleName(o.scale), KvCodebookName(o.codebook), o.center);
 }
 
 }  // namespace tq::cli

@@ -20,7 +20,7 @@ int Run(int argc, char** argv) {
   app.add_option("--out", o.out_dir, "output directory (must not exist unless --force)")
       ->required();
   app.add_option("--bits", r.bits, "bits per weight: 2, 3, 4 (8)")->capture_default_str();
-  app.add_option("--group-size", r.group_size, "weights per fp16 scale: 32, 64, 128")
+  app.add_option("--group-size", r.group_size, "weights per group scale: 32, 64, 128 (16 with e8)")
       ->capture_default_str();
   app.add_option("--method", method, "turboquant | affine (the baseline)")->capture_default_str();
   app.add_option("--attn-bits", r.attn_bits, "bits of attention linears (default --bits)");
@@ -40,6 +40,13 @@ int Run(int argc, char** argv) {
   app.add_option("--embed-bits", r.embed_bits, "embedding / LM head: 4, 8 or 16 (= keep)")
       ->capture_default_str();
   app.add_option("--scale", scale, "group scale: rms | mse (MSE-optimal search)")
+      ->capture_default_str();
+  std::string scale_format = "auto";
+  app.add_option(
+         "--scale-format", scale_format,
+         "how group scales are stored: f16 (2 bytes per group) | e8 (1 byte per group + "
+         "256-entry tables shared per rotation group; allows --group-size 16) | auto (e8 with "
+         "--budget-bpw, else f16)")
       ->capture_default_str();
   app.add_option("--budget-bpw", o.budget_bpw,
                  "choose bits and group per linear for this average bits per linear weight");
@@ -73,6 +80,17 @@ int Run(int argc, char** argv) {
       o.scale = quant::ScaleMode::kMseSearch;
     } else {
       throw UsageError("--scale " + scale, "must be rms or mse");
+    }
+    if (scale_format == "f16") {
+      r.scale_format = quant::ScaleFormat::kF16;
+    } else if (scale_format == "e8") {
+      r.scale_format = quant::ScaleFormat::kE8;
+    } else if (scale_format == "auto") {
+      r.scale_format = o.budget_bpw > 0 && r.method == quant::QuantMethod::kCodebook
+                           ? quant::ScaleFormat::kE8
+                           : quant::ScaleFormat::kF16;
+    } else {
+      throw UsageError("--scale-format " + scale_format, "must be f16, e8 or auto");
     }
     const auto rk = ParseRotationKind(rotation);
     if (!rk) throw UsageError("--rotation " + rotation, "must be hadamard or none");

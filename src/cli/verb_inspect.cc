@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "cli/verb.h"
@@ -124,7 +125,24 @@ nlohmann::ordered_json Describe(const std::string& dir) {
                        {"shards", shards.size()},
                        {"by_dtype", dt}};
   const auto raw = ojson::parse(c.raw_json);
-  if (raw.contains("quantization")) j["quantization"] = raw["quantization"];
+  if (raw.contains("quantization")) {
+    j["quantization"] = raw["quantization"];
+    // Group-scale storage per quantized tensor (format 2: "scales": "f16" | "e8"; format 1: f16)
+    // and the number of distinct e8 scale tables.
+    const auto& q = raw["quantization"];
+    if (q.is_object() && q.contains("tensors") && q["tensors"].is_object()) {
+      std::map<std::string, int> formats;
+      std::set<std::string> tables;
+      for (const auto& [name, t] : q["tensors"].items()) {
+        if (!t.is_object()) continue;
+        ++formats[t.contains("scales") && t["scales"].is_string() ? t["scales"].get<std::string>()
+                                                                  : "f16"];
+        if (t.contains("scale_table") && t["scale_table"].is_string())
+          tables.insert(t["scale_table"].get<std::string>());
+      }
+      j["group_scales"] = ojson{{"tensors", formats}, {"e8_tables", tables.size()}};
+    }
+  }
   return j;
 }
 
@@ -176,6 +194,15 @@ void PrintHuman(const nlohmann::ordered_json& j) {
   for (const auto& [name, s] : t["by_dtype"].items())
     row(("  " + name).c_str(),
         fmt::format("{} tensors, {}", s["count"].dump(), HumanBytes(s["bytes"].get<uint64_t>())));
+  if (j.contains("group_scales")) {
+    std::string v;
+    for (const auto& [name, n] : j["group_scales"]["tensors"].items())
+      v += fmt::format("{}{} {}", v.empty() ? "" : ", ", n.dump(), name);
+    if (j["group_scales"]["e8_tables"].get<int64_t>() > 0)
+      v += fmt::format(" (e8: 1 byte per group, {} shared 256-entry tables)",
+                       j["group_scales"]["e8_tables"].dump());
+    row("group scales", v);
+  }
   if (j.contains("quantization")) row("quantization", j["quantization"].dump(2));
 }
 

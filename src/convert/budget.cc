@@ -15,7 +15,7 @@ namespace {
 struct Candidate {
   int bits = 0, group = 0;
   int64_t rotation_block = 0;
-  double bits_per_weight = 0;  // codes + fp16 scales
+  double bits_per_weight = 0;  // codes + group scales: LinearStoredBits
   double error = 0;            // relative
 };
 
@@ -40,6 +40,10 @@ std::vector<BudgetChoice> AllocateBitBudget(
   const QuantRecipeOptions& ro = recipe.options;
   if (ro.method != quant::QuantMethod::kCodebook)
     throw UsageError("--budget-bpw", "needs --method turboquant");
+  const quant::ScaleFormat sf = ro.scale_format;
+  std::vector<int> groups = opts.groups;
+  if (sf == quant::ScaleFormat::kE8 && std::find(groups.begin(), groups.end(), 16) == groups.end())
+    groups.insert(groups.begin(), 16);
   int64_t num_layers = 0;
   for (const TensorDecision& d : recipe.tensors) num_layers = std::max(num_layers, d.layer + 1);
 
@@ -49,19 +53,18 @@ std::vector<BudgetChoice> AllocateBitBudget(
     if (d.quantize && IsDecoderLinear(d.role) && d.format != quant::CodeFormat::kTernary)
       idx.push_back(i);
   }
-  // Kept / fixed linears count against the budget at their own cost.
-  double fixed_bits = 0, total_weights = 0;
+  // Kept / fixed linears count against the budget at their own cost, and so do the e8 scale
+  // tables (one per rotation group, whatever the choices).
+  double fixed_bits = ScaleTableBits(recipe.tensors), total_weights = 0;
   for (size_t i = 0; i < recipe.tensors.size(); ++i) {
     const TensorDecision& d = recipe.tensors[i];
     if (!IsDecoderLinear(d.role) || d.shape.size() != 2) continue;
     const double n = double(NumElements(d.shape));
     total_weights += n;
     if (std::find(idx.begin(), idx.end(), i) != idx.end()) continue;
-    fixed_bits +=
-        d.quantize
-            ? n * (8.0 * double(quant::PackedBytes(*d.format, d.shape[1])) / double(d.shape[1]) +
-                   16.0 / d.group_size)
-            : 8.0 * double(d.source_bytes);
+    fixed_bits += d.quantize ? LinearStoredBits(d.shape[0], d.shape[1], *d.format, d.group_size,
+                                                ro.method, d.scale_format)
+                             : 8.0 * double(d.source_bytes);
   }
 
   std::vector<std::vector<Candidate>> cands(idx.size());
@@ -78,7 +81,7 @@ std::vector<BudgetChoice> AllocateBitBudget(
           d.rotation_block);
       rot.ForwardRows(w.data(), rows);
     }
-    for (int g : opts.groups) {
+    for (int g : groups) {
       const GroupChoice gc = ChooseGroup(cols, g, ro.rotation, ro.max_hadamard_block);
       if (!gc.quantizable || gc.group_size != g || gc.rotation_block != d.rotation_block) continue;
       for (int b : opts.bits) {
@@ -86,8 +89,10 @@ std::vector<BudgetChoice> AllocateBitBudget(
         spec.format = *quant::FormatForBits(b);
         spec.group_size = g;
         spec.scale.mode = opts.scale;
-        Candidate c{b, g, gc.rotation_block,
-                    8.0 * double(quant::PackedBytes(spec.format, cols)) / double(cols) + 16.0 / g,
+        spec.scale_format = d.scale_format;
+        const double bpw = LinearStoredBits(rows, cols, spec.format, g, ro.method, d.scale_format) /
+                           (double(rows) * double(cols));
+        Candidate c{b, g, gc.rotation_block, bpw,
                     quant::QuantizationError(w.data(), rows, cols, spec, d.name).relative()};
         cands[k].push_back(c);
       }
@@ -149,17 +154,20 @@ std::vector<BudgetChoice> AllocateBitBudget(
     d.bits = quant::Traits(*d.format).bits_per_code;
     d.group_size = c.group;
     d.rotation_block = c.rotation_block;
-    d.note = fmt::format("budget: q{} g{}, relative error {:.5f}", c.bits, c.group, c.error);
+    d.note = fmt::format("budget: q{} g{} {}, relative error {:.5f}", c.bits, c.group,
+                         quant::ScaleFormatName(d.scale_format), c.error);
     out.push_back({d.name, c.bits, c.group, c.error, imp[k]});
   }
-  std::set<std::string> signs;
+  std::set<std::string> signs, tables;
   recipe.projected_bytes = 0;
   for (TensorDecision& d : recipe.tensors) {
     if (d.quantize) {
-      d.projected_bytes =
-          QuantizedTensorBytes(d.shape[0], d.shape[1], *d.format, d.group_size, ro.method);
+      d.projected_bytes = QuantizedTensorBytes(d.shape[0], d.shape[1], *d.format, d.group_size,
+                                               ro.method, d.scale_format);
       if (d.rotation_block > 0 && signs.insert(d.rotation_group).second)
         d.projected_bytes += SignBytes(d.shape[1]);
+      if (!d.scale_table.empty() && tables.insert(d.scale_table).second)
+        d.projected_bytes += kE8TableBytes;
     }
     recipe.projected_bytes += d.projected_bytes;
   }

@@ -104,6 +104,7 @@ quant::QuantSpec SpecFor(const TensorDecision& d, const ConvertOptions& o) {
   s.format = *d.format;
   s.group_size = d.group_size;
   s.scale.mode = o.scale;
+  s.scale_format = d.scale_format;
   return s;
 }
 
@@ -133,8 +134,30 @@ class Rotations {
 // Copies bytes [begin, begin + n) of the current source tensor to dst.
 using ReadFn = std::function<void(uint64_t begin, uint64_t n, uint8_t* dst)>;
 
+// Reads the rows of a tensor as W' = W Rᵀ in chunks of at most `chunk` rows: fn(r0, count, w).
+void ForEachRotatedChunk(const TensorDecision& d, int64_t chunk_floats, const ReadFn& read,
+                         const quant::HadamardRotation* rot,
+                         const std::function<void(int64_t, int64_t, const float*)>& fn) {
+  const int64_t rows = d.shape[0], cols = d.shape[1];
+  const int64_t chunk = std::max<int64_t>(1, chunk_floats / cols);
+  const uint64_t row_bytes = uint64_t(cols) * DTypeSize(d.dtype);
+  std::vector<uint8_t> raw(size_t(std::min(rows, chunk)) * row_bytes);
+  std::vector<float> w(size_t(std::min(rows, chunk) * cols));
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int64_t count = std::min(chunk, rows - r0);
+    read(uint64_t(r0) * row_bytes, uint64_t(count) * row_bytes, raw.data());
+    ToF32(TensorView{raw.data(), d.dtype, {count, cols}}, w.data());
+    if (rot) rot->ForwardRows(w.data(), count);
+    fn(r0, count, w.data());
+  }
+}
+
+// The output tensors of one source tensor (layout only when `read` is null). `table` is its e8
+// scale table (e8 decisions with data); `table_first`: it writes the table tensor.
 std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& o, bool signs_first,
-                                 const ReadFn* read, const quant::HadamardRotation* rot) {
+                                 bool table_first, const ReadFn* read,
+                                 const quant::HadamardRotation* rot,
+                                 const quant::E8ScaleTable* table) {
   const bool data = read != nullptr;
   std::vector<OutTensor> outs;
   if (!d.quantize) {
@@ -150,35 +173,45 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
   const std::string p = ModulePrefixOf(d.name);
   const bool affine = o.recipe.method == quant::QuantMethod::kAffine;
   const int64_t groups = cols / d.group_size;
+  const bool e8 = d.scale_format == quant::ScaleFormat::kE8;
   quant::QuantizedMatrix q;
   if (data) {
     // In row chunks of at most o.chunk_floats fp32 values (rows are quantized independently), so
     // a large tensor (an embedding) never exists in fp32 as a whole.
-    const int64_t chunk = std::max<int64_t>(1, o.chunk_floats / cols);
-    const uint64_t row_bytes = uint64_t(cols) * DTypeSize(d.dtype);
-    std::vector<uint8_t> raw(size_t(std::min(rows, chunk)) * row_bytes);
-    std::vector<float> w(size_t(std::min(rows, chunk) * cols));
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-      const int64_t count = std::min(chunk, rows - r0);
-      (*read)(uint64_t(r0) * row_bytes, uint64_t(count) * row_bytes, raw.data());
-      ToF32(TensorView{raw.data(), d.dtype, {count, cols}}, w.data());
-      if (rot) rot->ForwardRows(w.data(), count);  // W' = W Rᵀ
-      quant::QuantizedMatrix part = quant::Quantize(w.data(), count, cols, SpecFor(d, o), d.name);
-      if (r0 == 0) {
-        q = std::move(part);
-        q.rows = rows;
-        continue;
-      }
-      q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
-      q.scales.insert(q.scales.end(), part.scales.begin(), part.scales.end());
-      q.mins.insert(q.mins.end(), part.mins.begin(), part.mins.end());
+    quant::QuantSpec spec = SpecFor(d, o);
+    if (e8) {
+      TQ_CHECK(table != nullptr, "convert", "no e8 scale table for '{}'", d.name);
+      spec.e8_table = table;
     }
+    ForEachRotatedChunk(
+        d, o.chunk_floats, *read, rot, [&](int64_t r0, int64_t count, const float* w) {
+          quant::QuantizedMatrix part = quant::Quantize(w, count, cols, spec, d.name);
+          if (r0 == 0) {
+            q = std::move(part);
+            q.rows = rows;
+            return;
+          }
+          q.codes.insert(q.codes.end(), part.codes.begin(), part.codes.end());
+          q.scales.insert(q.scales.end(), part.scales.begin(), part.scales.end());
+          q.scale_codes.insert(q.scale_codes.end(), part.scale_codes.begin(),
+                               part.scale_codes.end());
+          q.mins.insert(q.mins.end(), part.mins.begin(), part.mins.end());
+        });
   }
   outs.push_back({p + ".codes",
                   DType::U8,
                   {rows, int64_t(quant::PackedBytes(*d.format, cols))},
                   std::move(q.codes)});
-  outs.push_back({p + ".scales", DType::F16, {rows, groups}, AsBytes(q.scales)});
+  if (e8) {
+    outs.push_back({p + ".scales", DType::U8, {rows, groups}, std::move(q.scale_codes)});
+    if (table_first) {
+      OutTensor t{d.scale_table, DType::F32, {quant::kE8TableSize}, {}};
+      if (data) t.bytes = AsBytes(q.scale_table);
+      outs.push_back(std::move(t));
+    }
+  } else {
+    outs.push_back({p + ".scales", DType::F16, {rows, groups}, AsBytes(q.scales)});
+  }
   if (affine) {
     outs.push_back({p + ".mins", DType::F16, {rows, groups}, AsBytes(q.mins)});
   } else {
@@ -208,6 +241,7 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
   q["rotation"] = std::string(RotationKindName(ro.rotation));
   q["seed"] = o.seed;
   q["scale"] = o.scale == quant::ScaleMode::kRms ? "rms" : "mse";
+  q["scale_format"] = std::string(quant::ScaleFormatName(ro.scale_format));
   q["attn_bits"] = ro.attn_bits;
   q["mlp_bits"] = ro.mlp_bits;
   q["mlp_group_size"] = ro.mlp_group_size;
@@ -233,6 +267,8 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
     t["format"] = std::string(quant::Traits(*d.format).name);
     t["shape"] = d.shape;
     t["group_size"] = d.group_size;
+    t["scales"] = std::string(quant::ScaleFormatName(d.scale_format));
+    if (!d.scale_table.empty()) t["scale_table"] = d.scale_table;
     if (d.rotation_block > 0) {
       t["rotation_group"] = RotationGroupName(d.rotation_group);
       t["rotation_block"] = d.rotation_block;
@@ -263,16 +299,14 @@ double LinearBitsPerWeight(const QuantRecipe& r) {
     const double n = double(NumElements(d.shape));
     weights += n;
     if (d.quantize) {
-      // Codes + scales (+ minimums); the per-tensor codebook and shared signs are not per weight.
-      const int64_t cb =
-          method == quant::QuantMethod::kAffine ? 0 : quant::Traits(*d.format).levels * 4;
-      bits += 8.0 *
-              double(QuantizedTensorBytes(d.shape[0], d.shape[1], *d.format, d.group_size, method) -
-                     cb);
+      // Codes + scales (+ e8 table) (+ minimums); the codebook and shared signs are left out.
+      bits +=
+          LinearStoredBits(d.shape[0], d.shape[1], *d.format, d.group_size, method, d.scale_format);
     } else {
       bits += 8.0 * double(d.source_bytes);
     }
   }
+  bits += ScaleTableBits(r.tensors);  // one per rotation group (e8 scales)
   return weights > 0 ? bits / weights : 0;
 }
 
@@ -328,14 +362,36 @@ ConvertSummary Convert(const ConvertOptions& o) {
     });
   }
   const double linear_bpw = LinearBitsPerWeight(recipe);
+  Rotations rotations(o.seed);
+
+  // e8 scale tables: one per table group (the linears of a rotation group), from the range of the
+  // group RMS values of all its members — a pass over those tensors before any is quantized.
+  std::map<std::string, quant::GroupRmsRange> ranges;
+  for (size_t i = 0; i < recipe.tensors.size(); ++i) {
+    const TensorDecision& d = recipe.tensors[i];
+    if (d.scale_table.empty()) continue;
+    const quant::HadamardRotation* rot = d.rotation_block > 0 ? rotations.Get(d).first : nullptr;
+    quant::GroupRmsRange& range = ranges[d.scale_table];
+    const ReadFn read = [&](uint64_t begin, uint64_t n, uint8_t* dst) {
+      reader.ReadRange(infos[i], begin, n, dst);
+    };
+    ForEachRotatedChunk(d, o.chunk_floats, read, rot, [&](int64_t, int64_t count, const float* w) {
+      range.Add(w, count, d.shape[1], d.group_size);
+    });
+  }
+  std::map<std::string, quant::E8ScaleTable> tables;
+  for (const auto& [name, range] : ranges) tables[name] = range.Table();
 
   // Layout: every output tensor, assigned to shards in order before anything is computed.
   std::vector<std::vector<OutTensor>> layout;
+  std::vector<char> signs_first, table_first;
   {
-    std::set<std::string> seen_groups;
+    std::set<std::string> seen_groups, seen_tables;
     for (const TensorDecision& d : recipe.tensors) {
-      const bool first = d.rotation_block > 0 && seen_groups.insert(d.rotation_group).second;
-      layout.push_back(OutputsOf(d, o, first, nullptr, nullptr));
+      signs_first.push_back(d.rotation_block > 0 && seen_groups.insert(d.rotation_group).second);
+      table_first.push_back(!d.scale_table.empty() && seen_tables.insert(d.scale_table).second);
+      layout.push_back(
+          OutputsOf(d, o, signs_first.back(), table_first.back(), nullptr, nullptr, nullptr));
     }
   }
   std::vector<int> shard_of(layout.size(), 0);
@@ -375,7 +431,6 @@ ConvertSummary Convert(const ConvertOptions& o) {
   }
 
   ProgressBar bar("convert", int64_t(recipe.tensors.size()), o.progress);
-  Rotations rotations(o.seed);
   std::unique_ptr<SafetensorsWriter> writer;
   int open_shard = -1;
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
@@ -412,9 +467,10 @@ ConvertSummary Convert(const ConvertOptions& o) {
       }
     };
     const quant::HadamardRotation* rot = nullptr;
-    bool first = false;
-    if (d.quantize && d.rotation_block > 0) std::tie(rot, first) = rotations.Get(d);
-    std::vector<OutTensor> outs = OutputsOf(d, o, first, &read, rot);
+    if (d.quantize && d.rotation_block > 0) rot = rotations.Get(d).first;
+    const auto table = tables.find(d.scale_table);
+    std::vector<OutTensor> outs = OutputsOf(d, o, signs_first[i], table_first[i], &read, rot,
+                                            table == tables.end() ? nullptr : &table->second);
     if (!o.streaming) all_source[i] = {};
     if (d.quantize) ++sum.quantized_tensors;
     if (o.streaming) {

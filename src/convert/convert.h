@@ -42,7 +42,8 @@ struct ConvertSummary {
   int64_t quantized_tensors = 0;
   int64_t output_bytes = 0;  // tensor bytes written (all shards)
   int64_t num_shards = 0;
-  double linear_bits_per_weight = 0;  // decoder linears: stored bits / weights
+  // Decoder linears: stored bits (codes + group scales + e8 tables) / weights.
+  double linear_bits_per_weight = 0;
   double seconds = 0;
   int64_t peak_rss_bytes = 0;
 };

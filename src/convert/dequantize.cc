@@ -23,8 +23,10 @@ void WriteDequantizedCheckpoint(const std::string& packed_dir, const std::string
   // Packed tensors: everything under a quantized prefix, plus the rotation groups' signs.
   std::set<std::string> consumed;
   for (const auto& [prefix, group] : info->rotation_group) {
-    for (const char* s : {".codes", ".scales", ".mins", ".codebook"}) consumed.insert(prefix + s);
+    for (const char* s : {".codes", ".scales", ".scale_table", ".mins", ".codebook"})
+      consumed.insert(prefix + s);
     if (!group.empty()) consumed.insert(group + ".signs");
+    consumed.insert(info->scale_table.at(prefix));
   }
   fs::create_directories(out_dir);
   SafetensorsWriter w(out_dir + "/model.safetensors");

@@ -1,6 +1,8 @@
 #include "kernels/kv_ops.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <string_view>
 
 #include "core/error.h"
@@ -27,6 +29,23 @@ void DecodeKvVector(const KvCodeFormat& f, const uint8_t* codes, const uint16_t*
   }
 }
 
+double QjlFactor(int64_t m) { return std::sqrt(std::numbers::pi / 2) / double(m); }
+
+void QjlProject(const float* s, int64_t m, int64_t dim, const float* x, float* out) {
+  for (int64_t j = 0; j < m; ++j) {
+    const float* row = s + j * dim;
+    float acc = 0;
+    for (int64_t i = 0; i < dim; ++i) acc += row[i] * x[i];
+    out[j] = acc;
+  }
+}
+
+double QjlSignDot(const float* sq, const uint8_t* bits, int64_t m) {
+  double acc = 0;
+  for (int64_t j = 0; j < m; ++j) acc += (bits[j >> 3] >> (j & 7) & 1) ? sq[j] : -double(sq[j]);
+  return acc;
+}
+
 void CheckCompressedKvView(const CompressedKvView& kv, const AttentionParams& p, int64_t end,
                            const char* where) {
   TQ_CHECK(kv.k_rotation && kv.v_rotation && kv.k_rotation->dim() == p.head_dim &&
@@ -47,6 +66,8 @@ void CheckCompressedKvView(const CompressedKvView& kv, const AttentionParams& p,
     }
     TQ_CHECK(c == f->dim, where, "code segments cover {} of {} channels", c, f->dim);
   }
+  TQ_CHECK(!kv.qjl_matrix || (kv.qjl_m > 0 && kv.qjl_m <= 1024), where, "QJL sketch of {} bits",
+           kv.qjl_m);
   TQ_CHECK(kv.num_spans >= 1 && kv.num_spans <= CompressedKvView::kMaxSpans, where, "{} spans",
            kv.num_spans);
   int64_t pos = 0;
@@ -57,6 +78,8 @@ void CheckCompressedKvView(const CompressedKvView& kv, const AttentionParams& p,
     const bool ok =
         s.coded ? (s.k_codes && s.v_codes && s.k_scales && s.v_scales) : (s.k16 && s.v16);
     TQ_CHECK(ok || s.end == s.begin, where, "span {} has no storage", i);
+    TQ_CHECK(!kv.qjl_matrix || !s.coded || s.end == s.begin || (s.k_qjl && s.k_qjl_norm), where,
+             "span {} has no QJL sketches but the view has a QJL matrix", i);
     TQ_CHECK(s.end == s.begin || s.head_stride >= s.end - s.begin, where,
              "span {} head stride {} < its {} positions", i, s.head_stride, s.end - s.begin);
     pos = s.end;

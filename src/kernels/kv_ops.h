@@ -7,6 +7,12 @@
 //   q · k = (R_k q) · k'        and        Σ_t p_t v_t = R_vᵀ (Σ_t p_t v'_t),
 // so the query is rotated once per head, scores are taken against codebook values and values are
 // accumulated in the rotated domain and un-rotated once per head.
+//
+// QJL residual sketch (optional, keys only; the paper's TurboQuant_prod): a coded key k̂' leaves
+// the residual r = k' - k̂' (rotated domain). The cache stores m sign bits sign(S r) (S the
+// layer's i.i.d. N(0, 1) matrix [m, dim]) and ‖r‖ (fp16), and the score becomes the unbiased
+//   q'·k' ≈ q'·k̂' + ‖r‖ √(π/2) / m · ⟨S q', sign(S r)⟩,
+// E_S[⟨S q', sign(S r)⟩] = m √(2/π) q'·r/‖r‖ (Gaussian rows); S q' is computed once per query row.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +59,11 @@ struct KvSpan {
   const uint8_t* v_codes = nullptr;
   const uint16_t* k_scales = nullptr;  // fp16
   const uint16_t* v_scales = nullptr;
+  // QJL sketch of coded keys (view.qjl_matrix set): k_qjl + (h * head_stride + t - begin) *
+  // QjlSignBytes(m) holds sign(S r) (bit j of byte j / 8 set: (S r)_j >= 0); k_qjl_norm the same
+  // slot's ‖r‖ (fp16).
+  const uint8_t* k_qjl = nullptr;
+  const uint16_t* k_qjl_norm = nullptr;
 };
 
 // One compressed layer: its spans in position order, covering 0 .. (last end) without gaps.
@@ -67,7 +78,20 @@ struct CompressedKvView {
   // [num_kv_heads, dim] rotated, or null. (Keys are centered too, but q·μ_K is the same for every
   // position of a query, and softmax drops it.)
   const float* v_offset = nullptr;
+  // QJL residual sketch of the coded keys: S [qjl_m, dim] row-major (i.i.d. N(0, 1)), or null.
+  const float* qjl_matrix = nullptr;
+  int64_t qjl_m = 0;
 };
+
+// Bytes of one key's sign bits: ceil(m / 8).
+inline int64_t QjlSignBytes(int64_t m) { return (m + 7) / 8; }
+// The estimator's factor √(π/2) / m (multiplied by ‖r‖ and the sign dot product).
+double QjlFactor(int64_t m);
+// out [m] = S [m, dim] · x [dim].
+void QjlProject(const float* s, int64_t m, int64_t dim, const float* x, float* out);
+// ⟨sq, sign⟩ = Σ_j (bit j set ? sq_j : -sq_j) over m sign bits (the sketch term before ‖r‖ and
+// QjlFactor). Scalar reference.
+double QjlSignDot(const float* sq, const uint8_t* bits, int64_t m);
 
 // Causal attention of q [n, num_heads, head_dim] at positions pos0 .. pos0+n-1 over positions
 // 0 .. pos0+n-1 of a compressed layer -> out [n, num_heads, head_dim]. Same contract as
@@ -92,7 +116,7 @@ void DecodeKvVector(const KvCodeFormat& f, const uint8_t* codes, const uint16_t*
                     float* out);
 
 // Throws tq::Error naming `where` if the view is inconsistent (spans not contiguous from 0,
-// formats whose dim differs from head_dim, missing pointers).
+// formats whose dim differs from head_dim, missing pointers, a QJL matrix without sketches).
 void CheckCompressedKvView(const CompressedKvView& kv, const AttentionParams& p, int64_t end,
                            const char* where);
 

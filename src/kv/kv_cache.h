@@ -71,6 +71,10 @@ struct KvCacheOptions {
   // The most tokens one forward pass appends (Model::Forward chunks prompts by it): sizes the
   // sliding-window layers' buffers (KvLayerSlots). Last, so positional initializers still work.
   int64_t max_append = kDefaultMaxAppend;
+  // QJL residual sketch of coded keys (kv/qjl_sketch.h; off by default): k_bits counts the sign
+  // bit, so keys are coded at k_bits - 1 by the MSE codec plus head_dim sign bits and an fp16
+  // residual norm; scores become unbiased. k_bits in {2, 2.5, 3, 3.5, 4}. Values are unchanged.
+  bool qjl = false;
 
   bool compressed() const { return k_bits > 0 || v_bits > 0; }
 };

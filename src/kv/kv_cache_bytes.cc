@@ -19,12 +19,12 @@ int64_t PlainLayerBytes(const KvLayout& l, int64_t layer, const KvCacheOptions& 
 
 // The TurboQuant cache (turboquant_kv_cache.h): per compressed layer and kv head, the first
 // `sink` positions in fp16, the recent window in an fp16 tail of up to window + 32 positions,
-// every other position coded; boundary and sliding-window layers are plain.
+// every other position coded (codes, scales and, with qjl, the key sketches); boundary and
+// sliding-window layers are plain.
 int64_t TurboQuantBytes(const TurboQuantKvCache& c, const KvCacheOptions& o, int64_t tokens) {
   const KvLayout& l = c.layout();
   const int64_t H = l.num_kv_heads, D = l.head_dim;
-  const int64_t coded_per_head = c.key_codec().code_bytes() + 2 * c.key_codec().groups() +
-                                 c.value_codec().code_bytes() + 2 * c.value_codec().groups();
+  const int64_t coded_per_head = c.CodedBytesPerHead();
   int64_t compressed = 0, plain = 0;
   for (int64_t i = 0; i < l.num_layers; ++i) {
     if (c.IsCompressed(i)) {

@@ -71,6 +71,8 @@ bool IsValidKvBits(double bits) {
   return false;
 }
 
+bool IsValidKvCodecBits(double bits) { return IsValidKvBits(bits) || bits == 1.0 || bits == 1.5; }
+
 int64_t KvScaleGroup(int64_t head_dim) {
   if (head_dim <= 128 && (head_dim & (head_dim - 1)) == 0) return head_dim;
   return quant::HadamardBlockSize(head_dim, 128);
@@ -78,8 +80,8 @@ int64_t KvScaleGroup(int64_t head_dim) {
 
 KvVectorCodec::KvVectorCodec(int64_t dim, double bits, KvScale scale, KvCodebook codebook)
     : bits_(bits), scale_(scale) {
-  TQ_CHECK(IsValidKvBits(bits), "kv codec", "unsupported bit width {} (2, 2.5, 3, 3.5, 4 or 8)",
-           bits);
+  TQ_CHECK(IsValidKvCodecBits(bits), "kv codec",
+           "unsupported bit width {} (1, 1.5, 2, 2.5, 3, 3.5, 4 or 8)", bits);
   TQ_CHECK(dim >= 2 && dim <= 1024, "kv codec", "head_dim {} outside [2, 1024]", dim);
   kernels::KvCodeFormat& f = format_;
   f.dim = dim;

@@ -2,11 +2,12 @@
 // rotation x' = R x: channels are split into scale groups of `group` channels (the whole head for
 // head_dim <= 128, else 128 or the Hadamard block); each group stores one fp16 scale σ and
 // codes of x'_i / σ against a fixed codebook:
-//   - 2, 3, 4 bits: Lloyd-Max for N(0, 1) (plain TurboQuant) or for the exact coordinate
+//   - 1, 2, 3, 4 bits: Lloyd-Max for N(0, 1) (plain TurboQuant) or for the exact coordinate
 //     distribution of a rotated unit vector in ℝ^group scaled by √group ("sphere");
 //   - 8 bits: an int8-grade uniform grid (255 equal steps, the step MSE-optimal for the same
 //     density), so kernels decode it with a convert instead of a table lookup;
-//   - 2.5 / 3.5 bits: the paper's fixed channel split, the first half of the rotated channels at
+//   - 1.5 / 2.5 / 3.5 bits: the paper's fixed channel split, the first half of the rotated channels
+//   at
 //     b+1 bits and the second half at b (all rotated channels are alike, so the split is fixed).
 // σ is the group's RMS (= ‖x‖/√D for one group: "norm"), the per-vector MSE-optimal scale
 // ("mse": σ = ⟨x', c⟩/⟨c, c⟩ alternated with re-assignment, never worse than the RMS), or
@@ -24,8 +25,10 @@
 
 namespace tq {
 
-// 2, 2.5, 3, 3.5, 4 or 8.
+// 2, 2.5, 3, 3.5, 4 or 8: the widths a cache's k_bits / v_bits take.
 bool IsValidKvBits(double bits);
+// What KvVectorCodec codes: those, and 1 / 1.5 (keys under the QJL sketch at 2 / 2.5 bits in all).
+bool IsValidKvCodecBits(double bits);
 
 // The scale group of head_dim channels: head_dim itself up to 128 when it is a power of two,
 // else the largest power of two <= 128 dividing it.

@@ -49,6 +49,10 @@ void CheckOptions(const KvLayout& layout, const KvCacheOptions& o) {
            o.k_bits);
   TQ_CHECK(IsValidKvBits(o.v_bits), "kv cache", "v_bits {} (expected 2, 2.5, 3, 3.5, 4 or 8)",
            o.v_bits);
+  TQ_CHECK(!o.qjl || IsValidQjlKeyBits(o.k_bits), "kv cache",
+           "qjl needs k_bits 2, 2.5, 3, 3.5 or 4 (the MSE codec at k_bits - 1 plus one sign bit), "
+           "not {}",
+           o.k_bits);
   TQ_CHECK(o.sink >= 0, "kv cache", "sink {} is negative", o.sink);
   TQ_CHECK(o.window >= 0, "kv cache", "window {} is negative", o.window);
   TQ_CHECK(o.boundary >= 0, "kv cache", "boundary {} is negative", o.boundary);
@@ -84,8 +88,8 @@ KvRoundtripStats GlobalKvRoundtripStats() {
 TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts)
     : KvCache(layout, opts.max_tokens, opts.max_append),
       opts_(opts),
-      kcodec_((CheckOptions(layout, opts), layout.head_dim), opts.k_bits, opts.scale,
-              opts.codebook),
+      kcodec_((CheckOptions(layout, opts), layout.head_dim), opts.k_bits - (opts.qjl ? 1 : 0),
+              opts.scale, opts.codebook),
       vcodec_(layout.head_dim, opts.v_bits, opts.scale, opts.codebook) {
   const int64_t H = layout_.num_kv_heads, D = layout_.head_dim, L = layout_.num_layers;
   sink_cap_ = std::min(opts.sink, capacity_);
@@ -115,6 +119,12 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
     y.scales_k.resize(size_t(H * code_cap_ * kcodec_.groups()));
     y.scales_v.resize(size_t(H * code_cap_ * vcodec_.groups()));
     if (opts.center > 0) y.mean_v.resize(size_t(H * D));
+    if (opts.qjl) {
+      y.sketch =
+          KvQjlSketch(D, opts.seed ^ (0x716a6c5f736b6574ull + uint64_t(l) * 0x9e3779b97f4a7c15ull));
+      y.qjl_bits.resize(size_t(H * code_cap_ * y.sketch.sign_bytes()));
+      y.qjl_norm.resize(size_t(H * code_cap_));
+    }
   }
   if (dense_layout.num_layers > 0) {
     KvCacheOptions d;
@@ -130,9 +140,14 @@ TurboQuantKvCache::~TurboQuantKvCache() {
   Global().stats.Merge(stats_);
 }
 
+int64_t TurboQuantKvCache::CodedBytesPerHead() const {
+  const int64_t sketch = opts_.qjl ? (layout_.head_dim + 7) / 8 + 2 : 0;
+  return kcodec_.code_bytes() + 2 * kcodec_.groups() + sketch + vcodec_.code_bytes() +
+         2 * vcodec_.groups();
+}
+
 int64_t TurboQuantKvCache::BytesPerToken() const {
-  const int64_t per_head =
-      kcodec_.code_bytes() + 2 * kcodec_.groups() + vcodec_.code_bytes() + 2 * vcodec_.groups();
+  const int64_t per_head = CodedBytesPerHead();
   int64_t bytes = dense_ ? dense_->BytesPerToken() : 0;
   for (const Layer& y : layers_)
     if (!y.dense) bytes += layout_.num_kv_heads * per_head;
@@ -161,6 +176,12 @@ double TurboQuantKvCache::EncodeInto(Layer& y, bool key, int64_t h, int64_t slot
   c.Encode(rotated, codes, scales);
   float back[1024];
   c.Decode(codes, scales, back);
+  if (key && opts_.qjl) {  // the residual's sketch, in the same slot
+    float residual[1024];
+    for (int64_t i = 0; i < c.dim(); ++i) residual[i] = rotated[i] - back[i];
+    y.sketch.Encode(residual, y.qjl_bits.data() + at * y.sketch.sign_bytes(),
+                    y.qjl_norm.data() + at);
+  }
   return Cosine(rotated, back, c.dim());
 }
 
@@ -283,6 +304,12 @@ kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
   coded.v_codes = y.codes_v.data();
   coded.k_scales = y.scales_k.data();
   coded.v_scales = y.scales_v.data();
+  if (opts_.qjl) {
+    v.qjl_matrix = y.sketch.matrix();
+    v.qjl_m = y.sketch.m();
+    coded.k_qjl = y.qjl_bits.data();
+    coded.k_qjl_norm = y.qjl_norm.data();
+  }
   kernels::KvSpan& tail = v.spans[2];
   tail.begin = coded.end;
   tail.end = tail.begin + y.tail_len;

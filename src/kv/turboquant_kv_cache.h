@@ -4,6 +4,8 @@
 //   positions [0, sink)                 rotated fp16      sink_  [kv_heads, sink, D]
 //   positions [sink, sink + coded)      codes + scales    codes_ [kv_heads, capacity - sink, .]
 //   the most recent `window` positions  rotated fp16      tail_  [kv_heads, window + 32, D]
+// With opts.qjl, every coded key also keeps its QJL residual sketch (kv/qjl_sketch.h) in the
+// same slot: sign bits [kv_heads, capacity - sink, D / 8] and ‖r‖ [kv_heads, capacity - sink].
 // The tail is coded 32 positions at a time once it holds window + 32 (window 0: every position
 // is coded as it is appended, prompts included). Boundary layers and sliding-window layers are
 // plain fp16 caches (sliding-window layers keep only their window: kv_cache.h).
@@ -15,6 +17,7 @@
 
 #include "core/aligned_buffer.h"
 #include "kv/kv_cache.h"
+#include "kv/qjl_sketch.h"
 #include "kv/turboquant_codec.h"
 #include "quant/hadamard.h"
 
@@ -58,7 +61,16 @@ class TurboQuantKvCache final : public KvCache {
   void DecodeLayer(int64_t layer, int64_t count, float* k, float* v) const;
   // The attention view of a compressed layer over its stored positions.
   kernels::CompressedKvView View(int64_t layer) const;
+  // Decoded keys are the MSE codes' k̂ (the QJL sketch refines scores, it is no reconstruction).
   const KvVectorCodec& key_codec() const { return kcodec_; }
+  bool qjl() const { return opts_.qjl; }
+  // The QJL sketch of a compressed layer (opts.qjl), else null.
+  const KvQjlSketch* qjl_sketch(int64_t layer) const {
+    return opts_.qjl && IsCompressed(layer) ? &layers_[size_t(layer)].sketch : nullptr;
+  }
+  // Bytes of one coded position of one kv head: key codes + scales (+ sign bits + ‖r‖ with qjl)
+  // + value codes + scales.
+  int64_t CodedBytesPerHead() const;
   const KvVectorCodec& value_codec() const { return vcodec_; }
   // Roundtrip cosines of the vectors this cache coded so far.
   const KvRoundtripStats& stats() const { return stats_; }
@@ -73,6 +85,9 @@ class TurboQuantKvCache final : public KvCache {
     AlignedBuffer<uint8_t> codes_k, codes_v;     // [kv_heads, code_cap, code_bytes]
     AlignedBuffer<uint16_t> scales_k, scales_v;  // [kv_heads, code_cap, groups] fp16
     AlignedBuffer<float> mean_v;                 // [kv_heads, D] rotated value mean (centering)
+    KvQjlSketch sketch;                          // opts.qjl: the layer's S
+    AlignedBuffer<uint8_t> qjl_bits;             // [kv_heads, code_cap, D / 8] sign(S r)
+    AlignedBuffer<uint16_t> qjl_norm;            // [kv_heads, code_cap] ‖r‖ fp16
     int64_t sink_len = 0, coded = 0, tail_len = 0;
     int64_t stored() const { return sink_len + coded + tail_len; }
   };

@@ -88,9 +88,11 @@ std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& co
            "quantization.format_version is missing or not an integer");
   PackedCheckpointInfo info;
   info.format_version = q["format_version"].get<int>();
-  TQ_CHECK(info.format_version == kPackedFormatVersion, where,
-           "quantization.format_version {} is not supported (this build reads version {})",
-           info.format_version, kPackedFormatVersion);
+  TQ_CHECK(info.format_version >= kOldestPackedFormatVersion &&
+               info.format_version <= kPackedFormatVersion,
+           where,
+           "quantization.format_version {} is not supported (this build reads versions {}-{})",
+           info.format_version, kOldestPackedFormatVersion, kPackedFormatVersion);
   TQ_CHECK(q.contains("tensors") && q["tensors"].is_object(), where,
            "quantization.tensors is missing or not an object");
   for (const auto& [name, t] : q["tensors"].items()) {
@@ -102,18 +104,33 @@ std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& co
       group = t["rotation_group"].get<std::string>();
     }
     info.rotation_group[name] = group;
+    std::string table = name + ".scale_table";
+    if (t.contains("scale_table")) {
+      TQ_CHECK(t["scale_table"].is_string() && !t["scale_table"].get<std::string>().empty(), where,
+               "quantization.tensors.{}.scale_table must be a tensor name", name);
+      table = t["scale_table"].get<std::string>();
+    }
+    info.scale_table[name] = table;
   }
   return info;
 }
 
 PackedLinear::PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
                            std::shared_ptr<const quant::HadamardRotation> rotation,
-                           std::vector<float> bias)
+                           std::vector<float> bias,
+                           std::shared_ptr<const std::vector<float>> scale_table)
     : w_(w),
       codebook_(std::move(codebook)),
+      scale_table_(std::move(scale_table)),
       rotation_(std::move(rotation)),
       bias_(std::move(bias)) {
   if (w_.method == quant::QuantMethod::kCodebook) w_.codebook = codebook_.data();
+  if (w_.scale_codes) {
+    TQ_CHECK(scale_table_ != nullptr, "packed linear", "e8 scale codes without a table");
+    quant::ValidateE8ScaleTable(scale_table_->data(), int64_t(scale_table_->size()),
+                                "packed linear");
+    w_.scale_table = scale_table_->data();
+  }
   kernels::CheckPackedMatrix(w_, "packed linear");
   TQ_CHECK(bias_.empty() || int64_t(bias_.size()) == w_.rows, "packed linear",
            "bias of {} for {} outputs", bias_.size(), w_.rows);
@@ -147,7 +164,10 @@ void PackedLinear::DequantizeRows(int64_t r0, int64_t count, float* out) const {
 
 int64_t PackedLinear::WeightBytes() const {
   const int64_t groups = w_.rows * (w_.cols / w_.group_size);
-  return w_.rows * w_.row_bytes + groups * 2 * (w_.mins ? 2 : 1) +
+  // An e8 table shared by a rotation group is counted with each of its linears (an upper bound).
+  const int64_t scale_bytes =
+      w_.scale_codes ? groups + quant::kE8TableSize * 4 : groups * 2 * (w_.mins ? 2 : 1);
+  return w_.rows * w_.row_bytes + scale_bytes +
          int64_t((codebook_.size() + bias_.size()) * sizeof(float));
 }
 
@@ -179,23 +199,59 @@ std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedChe
   TQ_CHECK(codes.dtype == DType::U8 && codes.rank() == 2 && codes.dim(0) == out, where,
            "tensor '{}' is {} {}, expected U8 [{}, bytes per row]", codes_name,
            DTypeName(codes.dtype), ShapeToString(codes.shape), out);
-  TQ_CHECK(scales.dtype == DType::F16 && scales.rank() == 2 && scales.dim(0) == out &&
+  const bool e8 = scales.dtype == DType::U8;  // e8 scales: a byte per group + a table
+  TQ_CHECK((scales.dtype == DType::F16 || e8) && scales.rank() == 2 && scales.dim(0) == out &&
                scales.dim(1) > 0 && in % scales.dim(1) == 0,
-           where, "tensor '{}' is {} {}, expected F16 [{}, groups] with groups dividing {}",
+           where,
+           "tensor '{}' is {} {}, expected F16 or U8 (e8) [{}, groups] with groups dividing {}",
            scales_name, DTypeName(scales.dtype), ShapeToString(scales.shape), out, in);
-  TQ_CHECK(Aligned(scales.data, 2), where, "tensor '{}' is not 2-byte aligned", scales_name);
+  TQ_CHECK(e8 || Aligned(scales.data, 2), where, "tensor '{}' is not 2-byte aligned", scales_name);
 
   kernels::PackedMatrix w;
   w.rows = out;
   w.cols = in;
   w.group_size = in / scales.dim(1);
   w.codes = codes.bytes();
-  w.scales = scales.as<uint16_t>();
+  const auto named = info.scale_table.find(prefix);
+  const std::string table_name =
+      named != info.scale_table.end() ? named->second : prefix + ".scale_table";
+  std::shared_ptr<const std::vector<float>> scale_table;
+  if (e8) {
+    TQ_CHECK(info.format_version >= 2, where,
+             "tensor '{}' holds e8 scales (U8), which need quantization.format_version >= 2 (the "
+             "file says {})",
+             scales_name, info.format_version);
+    auto it = info.tables.find(table_name);
+    if (it == info.tables.end()) {
+      TQ_CHECK(ckpt.Has(table_name), where, "missing tensor '{}' (the table of the e8 scales '{}')",
+               table_name, scales_name);
+      const TensorView t = ckpt.View(table_name);
+      TQ_CHECK(t.dtype == DType::F32 && t.rank() == 1 && t.dim(0) == quant::kE8TableSize, where,
+               "tensor '{}' is {} {}, expected F32 [{}]", table_name, DTypeName(t.dtype),
+               ShapeToString(t.shape), quant::kE8TableSize);
+      std::vector<float> values(size_t(quant::kE8TableSize));
+      std::memcpy(values.data(), t.data, t.nbytes());
+      quant::ValidateE8ScaleTable(values.data(), int64_t(values.size()),
+                                  fmt::format("{}: tensor '{}'", where, table_name));
+      it = info.tables
+               .emplace(table_name, std::make_shared<const std::vector<float>>(std::move(values)))
+               .first;
+    }
+    scale_table = it->second;
+    w.scale_codes = scales.bytes();
+  } else {
+    TQ_CHECK(!ckpt.Has(prefix + ".scale_table"), where,
+             "tensor '{}.scale_table' with fp16 scales '{}' (e8 scales are U8)", prefix,
+             scales_name);
+    w.scales = scales.as<uint16_t>();
+  }
   std::vector<float> codebook;
   const bool has_mins = ckpt.Has(mins_name), has_cb = ckpt.Has(cb_name);
   TQ_CHECK(has_mins != has_cb, where,
            "'{}' needs exactly one of '{}' (codebook method) and '{}' (affine method)", codes_name,
            cb_name, mins_name);
+  TQ_CHECK(!e8 || has_cb, where, "'{}': e8 scales need the codebook method, not affine '{}'",
+           scales_name, mins_name);
   if (has_cb) {
     const TensorView cb = ckpt.View(cb_name);
     TQ_CHECK(cb.dtype == DType::F32 && cb.rank() == 1, where,
@@ -243,7 +299,8 @@ std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedChe
   if (!it->second.empty()) rotation = LoadRotation(ckpt, info, it->second, prefix, in);
   std::vector<float> b;
   if (bias) b = LoadVector(ckpt, prefix + ".bias", out);
-  return std::make_unique<PackedLinear>(w, std::move(codebook), std::move(rotation), std::move(b));
+  return std::make_unique<PackedLinear>(w, std::move(codebook), std::move(rotation), std::move(b),
+                                        std::move(scale_table));
 }
 
 }  // namespace tq

@@ -1,7 +1,8 @@
-// TurboQuant packed linears (docs/FORMAT.md): W' = W·Rᵀ stored as codes + fp16 group scales + a
-// codebook (or the affine baseline's scales + minimums), plus one Hadamard sign vector per group
-// of linears that read the same input. y = W'·(R x): the input is rotated once per sharing group
-// (MatMulShared) and the weights are never un-rotated.
+// TurboQuant packed linears (docs/FORMAT.md): W' = W·Rᵀ stored as codes + group scales (fp16, or
+// e8: a byte per group + a per-tensor table) + a codebook (or the affine baseline's scales +
+// minimums), plus one Hadamard sign vector per group of linears that read the same input. y = W'·(R
+// x): the input is rotated once per sharing group (MatMulShared) and the weights are never
+// un-rotated.
 //
 // The loader reads each tensor's format from the tensors themselves: the codebook's length gives
 // the code format (2/3/4/8/16/256 levels; 3 = ternary), the affine method's code width comes from
@@ -24,7 +25,9 @@ namespace tq {
 
 class Checkpoint;
 
-inline constexpr int kPackedFormatVersion = 1;
+// Version 2 adds e8 group scales (U8 `.scales` + `.scale_table`); version 1 files still load.
+inline constexpr int kPackedFormatVersion = 2;
+inline constexpr int kOldestPackedFormatVersion = 1;
 
 // config.json's `quantization` block as the loader needs it.
 struct PackedCheckpointInfo {
@@ -35,6 +38,10 @@ struct PackedCheckpointInfo {
   std::map<std::string, std::string> rotation_group;
   // Rotations loaded so far, by group (shared by the group's linears).
   std::map<std::string, std::shared_ptr<const quant::HadamardRotation>> rotations;
+  // Module prefix -> the name of its e8 scale table (quantization.tensors.<p>.scale_table; absent:
+  // "<p>.scale_table"), and the tables loaded so far by name (shared by the linears naming them).
+  std::map<std::string, std::string> scale_table;
+  std::map<std::string, std::shared_ptr<const std::vector<float>>> tables;
 };
 
 // Parses the `quantization` block of config.json text; nullopt when there is none. Throws
@@ -44,9 +51,11 @@ std::optional<PackedCheckpointInfo> ParseQuantizationBlock(const std::string& co
 
 class PackedLinear final : public Linear {
  public:
-  // `codebook` backs w.codebook (moved in); `rotation` may be null (not rotated).
+  // `codebook` backs w.codebook (moved in) and `scale_table` (null: fp16 scales; else 256 values)
+  // w.scale_table; `rotation` may be null (not rotated).
   PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
-               std::shared_ptr<const quant::HadamardRotation> rotation, std::vector<float> bias);
+               std::shared_ptr<const quant::HadamardRotation> rotation, std::vector<float> bias,
+               std::shared_ptr<const std::vector<float>> scale_table = nullptr);
   int64_t in_features() const override { return w_.cols; }
   int64_t out_features() const override { return w_.rows; }
   void MatMul(const float* x, int64_t n, float* y) const override;
@@ -62,6 +71,7 @@ class PackedLinear final : public Linear {
  private:
   kernels::PackedMatrix w_;
   std::vector<float> codebook_;
+  std::shared_ptr<const std::vector<float>> scale_table_;  // [256] with e8 scales (shared)
   std::shared_ptr<const quant::HadamardRotation> rotation_;
   std::vector<float> bias_;
 };

@@ -89,11 +89,17 @@ void ValidateQuantRecipeOptions(const QuantRecipeOptions& o) {
     if (!ok) throw UsageError(fmt::format("{} {}", flag, v), fmt::format("must be {}", allowed));
   };
   check(OneOf(o.bits, {2, 3, 4, 8}), "--bits", o.bits, "2, 3, 4 or 8");
-  check(OneOf(o.group_size, {32, 64, 128}), "--group-size", o.group_size, "32, 64 or 128");
+  const bool e8 = o.scale_format == quant::ScaleFormat::kE8;
+  if (e8 && o.method != quant::QuantMethod::kCodebook)
+    throw UsageError("--scale-format e8", "needs --method turboquant (affine keeps fp16 scales)");
+  if (!e8 && (o.group_size == 16 || o.mlp_group_size == 16))
+    throw UsageError("--group-size 16", "needs --scale-format e8 (16 fp16 bits per 16 weights)");
+  check(OneOf(o.group_size, {16, 32, 64, 128}), "--group-size", o.group_size,
+        "16 (with e8 scales), 32, 64 or 128");
   check(OneOf(o.attn_bits, {0, 2, 3, 4, 8}), "--attn-bits", o.attn_bits, "2, 3, 4 or 8");
   check(OneOf(o.mlp_bits, {0, 2, 3, 4, 8}), "--mlp-bits", o.mlp_bits, "2, 3, 4 or 8");
-  check(OneOf(o.mlp_group_size, {0, 32, 64, 128}), "--mlp-group-size", o.mlp_group_size,
-        "32, 64 or 128");
+  check(OneOf(o.mlp_group_size, {0, 16, 32, 64, 128}), "--mlp-group-size", o.mlp_group_size,
+        "16 (with e8 scales), 32, 64 or 128");
   check(OneOf(o.expert_down_bits, {0, 2, 3, 4, 8}), "--expert-down-bits", o.expert_down_bits,
         "2, 3, 4 or 8");
   check(OneOf(o.protect_bits, {2, 3, 4, 8, 16}), "--protect-bits", o.protect_bits,
@@ -171,7 +177,7 @@ GroupChoice ChooseGroup(int64_t in, int group_size, RotationKind rotation, int64
       return c;
     }
   }
-  for (int g = group_size; g >= 32; g /= 2) {
+  for (int g = group_size; g >= std::min(group_size, 32); g /= 2) {
     if (in % g == 0) {
       c.quantizable = true;
       c.group_size = g;
@@ -188,16 +194,44 @@ GroupChoice ChooseGroup(int64_t in, int group_size, RotationKind rotation, int64
 }
 
 int64_t QuantizedTensorBytes(int64_t rows, int64_t cols, quant::CodeFormat format, int group_size,
-                             quant::QuantMethod method) {
+                             quant::QuantMethod method, quant::ScaleFormat scale_format) {
   const int64_t codes = rows * int64_t(quant::PackedBytes(format, cols));
   const int64_t groups = rows * (cols / group_size);
   const bool affine = method == quant::QuantMethod::kAffine;
-  const int64_t scales = groups * 2 * (affine ? 2 : 1);  // fp16 scale (+ fp16 minimum)
+  const bool e8 = !affine && scale_format == quant::ScaleFormat::kE8;
+  // fp16 scale (+ fp16 minimum), or an e8 code per group (its table is counted by the caller)
+  const int64_t scales = e8 ? groups : groups * 2 * (affine ? 2 : 1);
   const int64_t codebook = affine ? 0 : int64_t(quant::Traits(format).levels) * 4;  // fp32
   return codes + scales + codebook;
 }
 
+double LinearStoredBits(int64_t rows, int64_t cols, quant::CodeFormat format, int group_size,
+                        quant::QuantMethod method, quant::ScaleFormat scale_format) {
+  const int64_t codebook =
+      method == quant::QuantMethod::kAffine ? 0 : int64_t(quant::Traits(format).levels) * 4;
+  return 8.0 * double(QuantizedTensorBytes(rows, cols, format, group_size, method, scale_format) -
+                      codebook);
+}
+
 int64_t SignBytes(int64_t n) { return (n + 7) / 8; }
+
+void AssignScaleTable(TensorDecision& d) {
+  d.scale_table.clear();
+  if (!d.quantize || d.scale_format != quant::ScaleFormat::kE8) return;
+  std::string base = d.rotation_group.empty() ? d.name : d.rotation_group;
+  if (base.ends_with(".weight")) base.resize(base.size() - 7);
+  for (char& ch : base)
+    if (ch == '/') ch = '.';  // "model.layers.3/attn_in" -> "model.layers.3.attn_in"
+  d.scale_table = base + ".scale_table";
+}
+
+double ScaleTableBits(const std::vector<TensorDecision>& decisions) {
+  std::set<std::string> tables;
+  for (const TensorDecision& d : decisions)
+    if (d.quantize && IsDecoderLinear(d.role) && !d.scale_table.empty())
+      tables.insert(d.scale_table);
+  return 8.0 * double(kE8TableBytes) * double(tables.size());
+}
 
 QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<TensorInfo>& tensors,
                              const QuantRecipeOptions& opts) {
@@ -208,7 +242,7 @@ QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<Tensor
   const std::set<int64_t> protect(r.protected_layers.begin(), r.protected_layers.end());
   const TensorRoleMap roles(config);
   const std::vector<std::pair<std::string, int>> tensor_bits = ParseTensorBits(opts.tensor_bits);
-  std::set<std::string> signs_counted, notes;
+  std::set<std::string> signs_counted, tables_counted, notes;
 
   for (const TensorInfo& t : tensors) {
     TensorDecision d;
@@ -237,6 +271,7 @@ QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<Tensor
       if (!IsAttention(d.role) && opts.mlp_group_size > 0) group = opts.mlp_group_size;
     } else if (e && !is_bias && (d.role == TensorRole::kEmbed || d.role == TensorRole::kLmHead)) {
       bits = opts.embed_bits;
+      group = std::max(group, 32);  // fp16 scales: group 16 is for e8 linears only
       if (d.role == TensorRole::kEmbed) rotation = RotationKind::kNone;  // a lookup table
     }
     if (bits < 16 && !float_matrix) {
@@ -257,11 +292,18 @@ QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<Tensor
         d.bits = quant::Traits(*d.format).bits_per_code;
         d.group_size = g.group_size;
         d.rotation_block = g.rotation_block;
-        d.projected_bytes = QuantizedTensorBytes(rows, cols, *d.format, d.group_size, opts.method);
+        if (opts.scale_format == quant::ScaleFormat::kE8 && IsDecoderLinear(d.role) &&
+            opts.method == quant::QuantMethod::kCodebook)
+          d.scale_format = quant::ScaleFormat::kE8;
+        d.projected_bytes =
+            QuantizedTensorBytes(rows, cols, *d.format, d.group_size, opts.method, d.scale_format);
         if (d.rotation_block > 0) {
           d.rotation_group = RotationGroupKey(d.role, d.layer);
           if (signs_counted.insert(d.rotation_group).second) d.projected_bytes += SignBytes(cols);
         }
+        AssignScaleTable(d);
+        if (!d.scale_table.empty() && tables_counted.insert(d.scale_table).second)
+          d.projected_bytes += kE8TableBytes;
       }
     }
     r.source_bytes += d.source_bytes;

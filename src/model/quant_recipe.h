@@ -57,6 +57,10 @@ struct QuantRecipeOptions {
   std::string tensor_bits;
   RotationKind rotation = RotationKind::kHadamard;
   int64_t max_hadamard_block = quant::kDefaultMaxHadamardBlock;
+  // Group scales of the decoder linears (codebook method): fp16, or e8 (one byte per group + a
+  // per-tensor table, quant/e8_scales.h). The embedding / LM head always keep fp16 scales.
+  // group_size 16 is allowed with e8 only.
+  quant::ScaleFormat scale_format = quant::ScaleFormat::kF16;
 };
 
 // Checks option values; throws tq::UsageError naming the option ("--attn-bits 5: ...").
@@ -81,12 +85,27 @@ struct GroupChoice {
 GroupChoice ChooseGroup(int64_t in, int group_size, RotationKind rotation,
                         int64_t max_block = quant::kDefaultMaxHadamardBlock);
 
-// Bytes of one quantized [rows, cols] matrix: packed codes + fp16 scales (+ fp16 minimums for
-// affine) + the fp32 codebook (codebook method). Signs are counted by the caller (shared).
+// Bytes of one quantized [rows, cols] matrix: packed codes + group scales (fp16, or one e8 code
+// per group) (+ fp16 minimums for affine) + the fp32 codebook (codebook method). Signs and e8
+// scale tables are counted by the caller (shared by a group of linears).
 int64_t QuantizedTensorBytes(int64_t rows, int64_t cols, quant::CodeFormat format, int group_size,
-                             quant::QuantMethod method);
+                             quant::QuantMethod method,
+                             quant::ScaleFormat scales = quant::ScaleFormat::kF16);
+// Bytes of one stored e8 scale table (256 fp32 values).
+inline constexpr int64_t kE8TableBytes = int64_t(quant::kE8TableSize) * 4;
+// The stored bits of a quantized linear that count toward "bits per linear weight": codes + group
+// scales (+ minimums). Its codebook and sign vector are left out; an e8 table (shared by a
+// rotation group) is added once per table by the callers (docs/FORMAT.md).
+double LinearStoredBits(int64_t rows, int64_t cols, quant::CodeFormat format, int group_size,
+                        quant::QuantMethod method, quant::ScaleFormat scales);
 // Bytes of one stored sign vector of n elements (1 bit each, docs/FORMAT.md).
 int64_t SignBytes(int64_t n);
+
+struct TensorDecision;
+// Sets d.scale_table from d's rotation group (or name) when d has e8 scales, else clears it.
+void AssignScaleTable(TensorDecision& d);
+// Bits of the distinct e8 scale tables of the quantized decoder linears of `decisions`.
+double ScaleTableBits(const std::vector<TensorDecision>& decisions);
 
 struct TensorDecision {
   std::string name;
@@ -99,12 +118,16 @@ struct TensorDecision {
   std::optional<quant::CodeFormat> format;  // when quantized
   double bits = 0;                          // per code: 0 = unchanged, 1.6 = ternary, 2, 3, 4, 8
   int group_size = 0;
+  quant::ScaleFormat scale_format = quant::ScaleFormat::kF16;  // when quantized
+  // e8 scales: the name of the stored table tensor, shared by the linears of one rotation group
+  // ("model.layers.3.attn_in.scale_table"; unrotated: "<prefix>.scale_table"). Empty otherwise.
+  std::string scale_table;
   int64_t rotation_block = 0;  // 0 = none
   // Linears sharing one sign vector have the same key ("model.layers.3/attn_in"); empty if none.
   std::string rotation_group;
   int64_t source_bytes = 0;     // as stored now
   int64_t projected_bytes = 0;  // after conversion, incl. scales, codebook and (first member of
-                                // its rotation group) signs
+                                // its rotation group) signs and e8 scale table
   std::string note;             // a fallback that was taken, or why the tensor is kept
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,10 @@ void CheckSpec(const float* w, int64_t rows, int64_t cols, const QuantSpec& spec
   if (spec.method == QuantMethod::kAffine) {
     TQ_CHECK(spec.format != CodeFormat::kTernary, where,
              "affine quantization needs a binary format, not ternary");
+  }
+  if (spec.scale_format == ScaleFormat::kE8) {
+    TQ_CHECK(spec.method == QuantMethod::kCodebook, where,
+             "e8 group scales need the codebook method (affine and vector keep fp16)");
   }
   if (spec.method == QuantMethod::kVector) {
     const VectorCodebook* v = spec.vector_codebook;
@@ -145,15 +150,19 @@ uint16_t FitScale(const float* w, int64_t n, const ScaleOptions& opt, uint8_t* c
   return best;
 }
 
-// Quantizes row `r` into codes (unpacked), scales and mins; returns its squared error.
+// Quantizes row `r` into codes (unpacked), scales (or, with e8 != null, scale codes) and mins;
+// returns its squared error.
 double QuantizeRow(const float* row, int64_t cols, const QuantSpec& spec, const Codebook* cb,
-                   uint8_t* codes, uint16_t* scales, uint16_t* mins) {
+                   const E8ScaleTable* e8, uint8_t* codes, uint16_t* scales, uint8_t* scale_codes,
+                   uint16_t* mins) {
   const int64_t g = spec.group_size;
   const int bits = Traits(spec.format).code_bits;
   double err = 0.0;
   for (int64_t c0 = 0, k = 0; c0 < cols; c0 += g, ++k) {
     double e = 0.0;
-    if (spec.method == QuantMethod::kAffine) {
+    if (e8) {
+      scale_codes[k] = QuantizeGroupE8(row + c0, g, *cb, spec.scale, *e8, codes + c0, &e);
+    } else if (spec.method == QuantMethod::kAffine) {
       QuantizeAffineGroup(row + c0, g, bits, &scales[k], &mins[k], codes + c0, &e);
     } else if (spec.method == QuantMethod::kVector) {
       scales[k] =
@@ -166,7 +175,51 @@ double QuantizeRow(const float* row, int64_t cols, const QuantSpec& spec, const 
   return err;
 }
 
+// The e8 table of a spec for W (its own, or the spec's), or nullopt for fp16 scales.
+std::optional<E8ScaleTable> SpecE8Table(const float* w, int64_t rows, int64_t cols,
+                                        const QuantSpec& spec) {
+  if (spec.scale_format != ScaleFormat::kE8) return std::nullopt;
+  if (spec.e8_table) return *spec.e8_table;
+  return E8ScaleTableFor(w, rows, cols, spec.group_size);
+}
+
 }  // namespace
+
+uint8_t QuantizeGroupE8(const float* w, int64_t n, const Codebook& cb, const ScaleOptions& options,
+                        const E8ScaleTable& table, uint8_t* codes, double* sq_error) {
+  double err = 0.0;
+  const float fit = F16ToF32(QuantizeGroup(w, n, cb, options, codes, &err));
+  if (fit == 0.0f) {  // an all-zero group (or one below fp16): code 0, codes as QuantizeGroup's
+    if (sq_error) *sq_error = err;
+    return 0;
+  }
+  const int c0 = NearestE8Code(table, fit);
+  uint8_t stack[512];
+  std::vector<uint8_t> heap;
+  uint8_t* trial = stack;
+  if (n > 512) {
+    heap.resize(size_t(n));
+    trial = heap.data();
+  }
+  int best = -1;
+  double best_err = 0.0;
+  auto consider = [&](int c) {
+    const double e = AssignAndError(w, n, cb, table.values[size_t(c)], trial);
+    if (best < 0 || e < best_err) {
+      best = c;
+      best_err = e;
+      std::copy(trial, trial + n, codes);
+    }
+  };
+  if (options.mode == ScaleMode::kRms) {
+    consider(c0);
+  } else {
+    consider(0);
+    for (int c = std::max(1, c0 - 2); c <= std::min(kE8TableSize - 1, c0 + 2); ++c) consider(c);
+  }
+  if (sq_error) *sq_error = best_err;
+  return uint8_t(best);
+}
 
 uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& cb, const ScaleOptions& options,
                        uint8_t* codes, double* sq_error) {
@@ -228,8 +281,14 @@ QuantizedMatrix Quantize(const float* w, int64_t rows, int64_t cols, const Quant
   q.cols = cols;
   q.group_size = spec.group_size;
   const int64_t groups = cols / spec.group_size;
+  const std::optional<E8ScaleTable> e8 = SpecE8Table(w, rows, cols, spec);
   q.codes.resize(size_t(rows) * q.row_bytes());
-  q.scales.resize(size_t(rows * groups));
+  if (e8) {
+    q.scale_codes.resize(size_t(rows * groups));
+    q.scale_table.assign(e8->values.begin(), e8->values.end());
+  } else {
+    q.scales.resize(size_t(rows * groups));
+  }
   if (spec.method == QuantMethod::kAffine) {
     q.mins.resize(size_t(rows * groups));
   } else if (spec.method == QuantMethod::kVector) {
@@ -241,7 +300,9 @@ QuantizedMatrix Quantize(const float* w, int64_t rows, int64_t cols, const Quant
   ThreadPool::Global().ParallelFor(rows, 4, [&](int64_t r0, int64_t r1) {
     std::vector<uint8_t> codes(static_cast<size_t>(cols));
     for (int64_t r = r0; r < r1; ++r) {
-      QuantizeRow(w + r * cols, cols, spec, cb, codes.data(), q.scales.data() + r * groups,
+      QuantizeRow(w + r * cols, cols, spec, cb, e8 ? &*e8 : nullptr, codes.data(),
+                  e8 ? nullptr : q.scales.data() + r * groups,
+                  e8 ? q.scale_codes.data() + r * groups : nullptr,
                   q.mins.empty() ? nullptr : q.mins.data() + r * groups);
       PackCodes(spec.format, codes.data(), cols, q.codes.data() + size_t(r) * q.row_bytes());
     }
@@ -255,13 +316,16 @@ QuantError QuantizationError(const float* w, int64_t rows, int64_t cols, const Q
   CheckSpec(w, rows, cols, spec, where);
   const Codebook* cb = spec.method == QuantMethod::kCodebook ? &SpecCodebook(spec, where) : nullptr;
   const int64_t groups = cols / spec.group_size;
+  const std::optional<E8ScaleTable> e8 = SpecE8Table(w, rows, cols, spec);
   std::vector<double> row_err(static_cast<size_t>(rows)), row_norm(static_cast<size_t>(rows));
   ThreadPool::Global().ParallelFor(rows, 4, [&](int64_t r0, int64_t r1) {
     std::vector<uint8_t> codes(static_cast<size_t>(cols));
     std::vector<uint16_t> scales(static_cast<size_t>(groups)), mins(static_cast<size_t>(groups));
+    std::vector<uint8_t> scale_codes(static_cast<size_t>(groups));
     for (int64_t r = r0; r < r1; ++r) {
       row_err[size_t(r)] =
-          QuantizeRow(w + r * cols, cols, spec, cb, codes.data(), scales.data(), mins.data());
+          QuantizeRow(w + r * cols, cols, spec, cb, e8 ? &*e8 : nullptr, codes.data(),
+                      scales.data(), scale_codes.data(), mins.data());
       double ss = 0.0;
       for (int64_t c = 0; c < cols; ++c) ss += double(w[r * cols + c]) * w[r * cols + c];
       row_norm[size_t(r)] = ss;

@@ -21,6 +21,14 @@ namespace tq::quant {
 uint16_t QuantizeGroup(const float* w, int64_t n, const Codebook& codebook,
                        const ScaleOptions& options, uint8_t* codes, double* sq_error = nullptr);
 
+// One group with an e8 scale (e8_scales.h): returns the table code whose scale gives the lowest
+// error among the ±2 codes around the fp16 fit of QuantizeGroup (and code 0), so it is never worse
+// than the nearest code to that fit; kRms: the code nearest to the RMS. codes and *sq_error as
+// QuantizeGroup, at the table's scale.
+uint8_t QuantizeGroupE8(const float* w, int64_t n, const Codebook& codebook,
+                        const ScaleOptions& options, const E8ScaleTable& table, uint8_t* codes,
+                        double* sq_error = nullptr);
+
 // One group with a d-dimensional codebook (vector method): n (a multiple of d) codes of
 // vcb.bits_per_dim bits; the d codes of each vector are the fields of its point index (low field
 // first). Scale as QuantizeGroup.

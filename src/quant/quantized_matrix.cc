@@ -17,14 +17,27 @@ double QuantizedMatrix::BitsPerWeight() const {
   spec.method = method;
   spec.format = format;
   spec.group_size = group_size;
+  spec.scale_format = e8_scales() ? ScaleFormat::kE8 : ScaleFormat::kF16;
   return quant::BitsPerWeight(spec, cols);
+}
+
+float QuantizedMatrix::Scale(int64_t r, int64_t j) const {
+  const size_t i = size_t(r * groups_per_row() + j);
+  return e8_scales() ? scale_table[scale_codes[i]] : F16ToF32(scales[i]);
+}
+
+double ScaleTableBitsPerWeight(ScaleFormat f, int64_t rows, int64_t cols) {
+  if (f != ScaleFormat::kE8 || rows <= 0 || cols <= 0) return 0.0;
+  return 32.0 * kE8TableSize / (double(rows) * double(cols));
 }
 
 double BitsPerWeight(const QuantSpec& spec, int64_t cols) {
   TQ_CHECK(cols > 0 && spec.group_size > 0, "bits per weight", "cols {} / group size {}", cols,
            spec.group_size);
   const double code_bits = 8.0 * double(PackedBytes(spec.format, cols)) / double(cols);
-  const double per_group = spec.method == QuantMethod::kAffine ? 32.0 : 16.0;
+  const double per_group = spec.method == QuantMethod::kAffine     ? 32.0
+                           : spec.scale_format == ScaleFormat::kE8 ? 8.0
+                                                                   : 16.0;
   return code_bits + per_group / spec.group_size;
 }
 
@@ -36,7 +49,15 @@ void QuantizedMatrix::Validate(std::string_view name) const {
   TQ_CHECK(codes.size() == size_t(rows) * row_bytes(), where, "{} code bytes, expected {}",
            codes.size(), size_t(rows) * row_bytes());
   const size_t ngroups = size_t(rows) * size_t(groups_per_row());
-  TQ_CHECK(scales.size() == ngroups, where, "{} scales, expected {}", scales.size(), ngroups);
+  if (e8_scales()) {
+    TQ_CHECK(method == QuantMethod::kCodebook, where, "e8 scales need the codebook method");
+    TQ_CHECK(scales.empty(), where, "both fp16 and e8 scales");
+    TQ_CHECK(scale_codes.size() == ngroups, where, "{} e8 scale codes, expected {}",
+             scale_codes.size(), ngroups);
+    ValidateE8ScaleTable(scale_table.data(), int64_t(scale_table.size()), where);
+  } else {
+    TQ_CHECK(scales.size() == ngroups, where, "{} scales, expected {}", scales.size(), ngroups);
+  }
   if (method == QuantMethod::kAffine) {
     TQ_CHECK(format != CodeFormat::kTernary, where, "affine quantization has no ternary format");
     TQ_CHECK(mins.size() == ngroups, where, "{} mins, expected {}", mins.size(), ngroups);
@@ -68,7 +89,10 @@ void DequantizeRow(const QuantizedMatrix& q, int64_t row, float* out) {
   UnpackCodes(q.format, q.codes.data() + size_t(row) * q.row_bytes(), q.cols, codes.data());
   const int64_t g = q.group_size;
   const uint16_t* scales = q.scales.data() + row * q.groups_per_row();
-  if (q.method == QuantMethod::kAffine) {
+  if (q.e8_scales()) {
+    for (int64_t c = 0; c < q.cols; ++c)
+      out[c] = q.Scale(row, c / g) * q.codebook[codes[size_t(c)]];
+  } else if (q.method == QuantMethod::kAffine) {
     const uint16_t* mins = q.mins.data() + row * q.groups_per_row();
     for (int64_t c = 0; c < q.cols; ++c)
       out[c] = F16ToF32(mins[c / g]) + F16ToF32(scales[c / g]) * float(codes[size_t(c)]);

@@ -1,7 +1,8 @@
 // A quantized weight matrix W [rows = out, cols = in] and its scalar reference dequantizer.
 //
 // Codes are grouped along `cols` in groups of `group_size` consecutive columns; each group has one
-// fp16 scale (and, for the affine method, one fp16 minimum):
+// scale — fp16, or (codebook method, ScaleFormat::kE8) a byte indexing a per-tensor table of 256
+// fp32 scales (e8_scales.h) — and, for the affine method, one fp16 minimum:
 //   codebook method: w[r, c] ≈ scale[r, c / g] * codebook[code[r, c]]
 //   affine method:   w[r, c] ≈ min[r, c / g] + scale[r, c / g] * code[r, c]
 //   vector method:   the codes of columns c .. c+d-1 (c % d == 0, b bits each) are the fields of
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "quant/codebook.h"
+#include "quant/e8_scales.h"
 #include "quant/format.h"
 #include "quant/vector_codebook.h"
 
@@ -58,6 +60,11 @@ struct QuantSpec {
   // The vector method's codebook (required for it): bits_per_dim must equal the format's bits
   // and dim must divide group_size. Must outlive the call.
   const VectorCodebook* vector_codebook = nullptr;
+  // kE8: each group's scale is the table value (codebook method only) that gives the lowest error
+  // (kRms: the one nearest to the RMS). The table: e8_table, or (nullptr) E8ScaleTableFor(w).
+  // Must outlive the call.
+  ScaleFormat scale_format = ScaleFormat::kF16;
+  const E8ScaleTable* e8_table = nullptr;
 };
 
 struct QuantizedMatrix {
@@ -67,8 +74,11 @@ struct QuantizedMatrix {
   int64_t cols = 0;
   int group_size = 0;
   std::vector<uint8_t> codes;    // [rows, row_bytes()]
-  std::vector<uint16_t> scales;  // fp16 [rows, groups_per_row()]
-  std::vector<uint16_t> mins;    // fp16 [rows, groups_per_row()], affine only (else empty)
+  std::vector<uint16_t> scales;  // fp16 [rows, groups_per_row()] (empty with e8 scales)
+  // e8 scales (scale_format kE8): codes [rows, groups_per_row()] into scale_table [256].
+  std::vector<uint8_t> scale_codes;
+  std::vector<float> scale_table;
+  std::vector<uint16_t> mins;  // fp16 [rows, groups_per_row()], affine only (else empty)
   // Codebook method: the levels used, ascending [levels]. Vector method: the points
   // [2^(bits * vector_dim), vector_dim]. Affine: empty.
   std::vector<float> codebook;
@@ -76,14 +86,21 @@ struct QuantizedMatrix {
 
   size_t row_bytes() const;
   int64_t groups_per_row() const { return group_size > 0 ? cols / group_size : 0; }
-  // Stored bits per weight: packed codes + fp16 scales (+ fp16 mins); the codebook is per tensor.
+  bool e8_scales() const { return !scale_codes.empty() || !scale_table.empty(); }
+  // The scale of group j of row r (fp32), whichever the encoding.
+  float Scale(int64_t r, int64_t j) const;
+  // Stored bits per weight: packed codes + group scales (+ fp16 mins); the codebook and the e8
+  // scale table are per tensor (E8TableBitsPerWeight).
   double BitsPerWeight() const;
   // Throws tq::Error naming `name` if sizes are inconsistent (what a loader checks).
   void Validate(std::string_view name) const;
 };
 
-// Bits per weight of a spec on rows of `cols` weights (codes + scales + mins).
+// Bits per weight of a spec on rows of `cols` weights (codes + group scales + mins).
 double BitsPerWeight(const QuantSpec& spec, int64_t cols);
+// Bits per weight of scale format f's per-tensor table on a [rows, cols] matrix (e8: 256 fp32
+// values; f16: 0).
+double ScaleTableBitsPerWeight(ScaleFormat f, int64_t rows, int64_t cols);
 
 // out [rows, cols] = the dequantized matrix (scalar reference).
 void Dequantize(const QuantizedMatrix& q, float* out);

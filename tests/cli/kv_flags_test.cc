@@ -29,7 +29,9 @@ TEST(KvFlags, BadValuesAndCombinationsNameTheFlag) {
       {"--kv-boundary 1", "--kv-boundary"},
       {"--kv-bits 4 --kv-scale best", "--kv-scale"},
       {"--kv-bits 4 --kv-codebook beta", "--kv-codebook"},
-      {"--kv-bits 4 --kv-qjl", "--kv-qjl"},
+      {"--kv-bits 8 --kv-qjl", "--kv-qjl"},
+      {"--kv-k-bits 8 --kv-v-bits 4 --kv-qjl", "--kv-qjl"},
+      {"--kv-qjl", "--kv-qjl"},
       {"--kv-bits 4 --kv-window -1", "--kv-window"},
       {"--kv-center 32", "--kv-center"},
       {"--kv-bits 4 --kv-center -2", "--kv-center"},
@@ -55,6 +57,21 @@ TEST(KvFlags, CompressedPerplexityAndBenchRun) {
   // 6 layers x 2 kv heads x (32 + 2 + 32 + 2) bytes.
   EXPECT_NE(b.out.find("\"kv_bytes_per_token\":816"), std::string::npos) << b.out;
   EXPECT_NE(b.out.find("K4V4"), std::string::npos) << b.out;
+}
+
+// --kv-qjl: keys at k-1 bits + sign bits and an fp16 residual norm; perplexity and bench run and
+// say so, with the exact bytes per token.
+TEST(KvFlags, QjlRunsAndCountsItsBytes) {
+  const test::CliResult r = RunCli(Ppl("--kv-k-bits 4 --kv-v-bits 3 --kv-qjl --json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"ppl\""), std::string::npos);
+  const test::CliResult b =
+      RunCli("bench --model " + test::ModelDir("tq-llama-21m") +
+             " --prompt-tokens 16 --gen-tokens 2 --threads 1 --kv-bits 4 --kv-qjl --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  // 6 layers x 2 kv heads x (K: 24 code bytes + 2 scale + 8 sign + 2 norm; V: 32 + 2).
+  EXPECT_NE(b.out.find("\"kv_bytes_per_token\":840"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("K4+qjlV4"), std::string::npos) << b.out;
 }
 
 // --kv-seed picks the rotation signs: the same seed reproduces a run, another seed changes it.

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "convert_helpers.h"
 #include "core/error.h"
@@ -70,6 +71,103 @@ TEST(Convert, MoeTwoBitForwardEqualsDequantized) {
   ExpectMatchesDequantized(test::Options(ModelDir(kMoe), "", 2));
 }
 
+TEST(Convert, LlamaE8ScalesForwardEqualsDequantized) {
+  ConvertOptions o = test::Options(ModelDir(kLlama), "", 4);
+  o.recipe.scale_format = quant::ScaleFormat::kE8;
+  o.recipe.group_size = 32;
+  o.scale = quant::ScaleMode::kMseSearch;
+  ExpectMatchesDequantized(o);
+}
+
+TEST(Convert, MoeE8ScalesGroup16ForwardEqualsDequantized) {
+  ConvertOptions o = test::Options(ModelDir(kMoe), "", 3);
+  o.recipe.scale_format = quant::ScaleFormat::kE8;
+  o.recipe.group_size = 16;
+  ExpectMatchesDequantized(o);
+}
+
+TEST(Convert, E8LayoutBitsAndConfig) {
+  TempDir tmp;
+  ConvertOptions o = test::Options(ModelDir(kLlama), tmp.file("e8"), 4);
+  o.recipe.scale_format = quant::ScaleFormat::kE8;
+  o.recipe.group_size = 32;
+  const ConvertSummary s = Convert(o);
+  // Codes 4 + e8 scales 8/32 + the 256-entry fp32 tables, exactly.
+  double bits = 0, weights = 0;
+  std::set<std::string> tables;
+  const auto cfg = nlohmann::json::parse(ReadFileToString(tmp.file("e8/config.json")));
+  const auto& q = cfg["quantization"];
+  EXPECT_EQ(q["format_version"], 2);
+  EXPECT_EQ(q["scale_format"], "e8");
+  const auto tensors = test::ReadTensors(tmp.file("e8"));
+  for (const auto& [name, t] : q["tensors"].items()) {
+    if (name == "model.embed_tokens") {  // the embedding keeps fp16 scales
+      EXPECT_EQ(t["scales"], "f16");
+      EXPECT_EQ(tensors.at(name + ".scales").dtype, DType::F16);
+      EXPECT_FALSE(tensors.count(name + ".scale_table"));
+      continue;
+    }
+    EXPECT_EQ(t["scales"], "e8") << name;
+    const Shape shape = t["shape"].get<Shape>();
+    EXPECT_EQ(tensors.at(name + ".scales").dtype, DType::U8);
+    EXPECT_EQ(tensors.at(name + ".scales").shape, (Shape{shape[0], shape[1] / 32}));
+    // One table per rotation group (q/k/v share one, gate/up another).
+    const std::string table = t["scale_table"].get<std::string>();
+    EXPECT_EQ(tensors.at(table).shape, (Shape{256}));
+    tables.insert(table);
+    bits += 8.0 * double(tensors.at(name + ".codes").bytes.size() +
+                         tensors.at(name + ".scales").bytes.size());
+    weights += double(shape[0] * shape[1]);
+  }
+  EXPECT_EQ(tables.size(), 6u * 4u);  // attn_in, attn_o, mlp_in, mlp_down per layer
+  EXPECT_TRUE(tables.count("model.layers.0.attn_in.scale_table"));
+  bits += 8.0 * 1024 * double(tables.size());
+  EXPECT_NEAR(s.linear_bits_per_weight, bits / weights, 1e-12);
+  EXPECT_NEAR(q["linear_bits_per_weight"].get<double>(), bits / weights, 1e-12);
+  EXPECT_GT(s.linear_bits_per_weight, 4.25);
+  EXPECT_LT(s.linear_bits_per_weight, 4.30);
+  // Group 16 needs e8; e8 needs the codebook method.
+  o.out_dir = tmp.file("x");
+  o.recipe.scale_format = quant::ScaleFormat::kF16;
+  o.recipe.group_size = 16;
+  EXPECT_THROW(Convert(o), UsageError);
+  o.recipe.scale_format = quant::ScaleFormat::kE8;
+  o.recipe.method = quant::QuantMethod::kAffine;
+  EXPECT_THROW(Convert(o), UsageError);
+  EXPECT_FALSE(fs::exists(tmp.file("x")));
+}
+
+TEST(Convert, E8BudgetKeepsTheAverageAndPlanBoundsIt) {
+  TempDir tmp;
+  ConvertOptions o = test::Options(ModelDir(kLlama), tmp.file("b"), 4);
+  o.recipe.scale_format = quant::ScaleFormat::kE8;
+  for (double x : {4.25, 3.5}) {
+    o.budget_bpw = x;
+    o.force = true;
+    const ConvertSummary s = Convert(o);
+    EXPECT_LE(s.linear_bits_per_weight, x + 1e-9);
+    EXPECT_GT(s.linear_bits_per_weight, x - 0.05);
+    const auto cfg = nlohmann::json::parse(ReadFileToString(tmp.file("b/config.json")));
+    std::set<int> groups;
+    for (const auto& [n, t] : cfg["quantization"]["tensors"].items())
+      if (n != "model.embed_tokens") groups.insert(t["group_size"].get<int>());
+    EXPECT_LT(*groups.begin(), 64) << "e8 makes small groups affordable";
+    PlanOptions po;
+    po.model_dir = o.model_dir;
+    po.recipe = o.recipe;
+    po.budget_bpw = x;
+    po.context = 64;
+    po.ram_gb = 64;
+    const int64_t bound = MakeMemoryPlan(po).weights_bytes;
+    po.model_dir = tmp.file("b");
+    po.recipe.reset();
+    po.budget_bpw = 0;
+    const int64_t written = MakeMemoryPlan(po).weights_bytes;
+    EXPECT_GE(bound, written) << x;
+    EXPECT_LT(double(bound), 1.03 * double(written)) << x;
+  }
+}
+
 TEST(Convert, LayoutConfigBlockAndCopiedFiles) {
   TempDir tmp;
   const ConvertOptions o = test::Options(ModelDir(kLlama), tmp.file("q"), 4);
@@ -83,7 +181,7 @@ TEST(Convert, LayoutConfigBlockAndCopiedFiles) {
   const auto cfg = nlohmann::json::parse(ReadFileToString(tmp.file("q/config.json")));
   const auto& q = cfg["quantization"];
   EXPECT_EQ(q["mode"], "turboquant");
-  EXPECT_EQ(q["format_version"], 1);
+  EXPECT_EQ(q["format_version"], 2);
   EXPECT_EQ(q["bits"], 4);
   EXPECT_EQ(q["scale"], "rms");
   const auto& t = q["tensors"]["model.layers.0.mlp.down_proj"];

@@ -1,7 +1,9 @@
 // Inconsistent or hostile TurboQuant checkpoints give clear errors naming the tensor or field.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "convert_helpers.h"
@@ -20,13 +22,17 @@ class HostileCheckpoint : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new test::TempDir();
     Convert(test::Options(test::ModelDir("tq-llama-21m"), dir_->file("good"), 3));
+    ConvertOptions e8 = test::Options(test::ModelDir("tq-llama-21m"), dir_->file("good_e8"), 3);
+    e8.recipe.scale_format = quant::ScaleFormat::kE8;
+    e8.recipe.group_size = 32;
+    Convert(e8);
   }
   static void TearDownTestSuite() { delete dir_; }
 
   // A fresh copy of the good checkpoint to break.
-  std::string Copy() {
+  std::string Copy(const std::string& good = "good") {
     const std::string d = dir_->file("bad" + std::to_string(counter_++));
-    fs::copy(dir_->file("good"), d);
+    fs::copy(dir_->file(good), d);
     for (auto& e : fs::directory_iterator(d))
       fs::permissions(e.path(), fs::perms::owner_write, fs::perm_options::add);
     return d;
@@ -61,6 +67,7 @@ class HostileCheckpoint : public ::testing::Test {
 test::TempDir* HostileCheckpoint::dir_ = nullptr;
 
 const std::string kDown = "model.layers.1.mlp.down_proj";
+const std::string kDownTable = "model.layers.1.mlp_down.scale_table";  // its rotation group's
 
 TEST_F(HostileCheckpoint, GoodOneLoads) { EXPECT_NO_THROW(Model::Load(dir_->file("good"))); }
 
@@ -124,8 +131,101 @@ TEST_F(HostileCheckpoint, SignsWithPaddingOrWrongShape) {
 
 TEST_F(HostileCheckpoint, UnknownFormatVersion) {
   const std::string d = Copy();
-  EditConfig(d, [](nlohmann::json& j) { j["quantization"]["format_version"] = 2; });
-  ExpectErrorMentions(d, "format_version 2");
+  EditConfig(d, [](nlohmann::json& j) { j["quantization"]["format_version"] = 3; });
+  ExpectErrorMentions(d, "format_version 3");
+}
+
+TEST_F(HostileCheckpoint, VersionOneFilesStillLoad) {
+  const std::string d = Copy();
+  EditConfig(d, [](nlohmann::json& j) { j["quantization"]["format_version"] = 1; });
+  EXPECT_NO_THROW(Model::Load(d));
+}
+
+TEST_F(HostileCheckpoint, GoodE8OneLoads) {
+  const auto m = test::ReadTensors(dir_->file("good_e8"));
+  EXPECT_EQ(m.at(kDown + ".scales").dtype, DType::U8);
+  EXPECT_EQ(m.at(kDownTable).shape, (Shape{256}));
+  EXPECT_NO_THROW(Model::Load(dir_->file("good_e8")));
+}
+
+TEST_F(HostileCheckpoint, E8ScalesInAVersionOneFile) {
+  const std::string d = Copy("good_e8");
+  EditConfig(d, [](nlohmann::json& j) { j["quantization"]["format_version"] = 1; });
+  ExpectErrorMentions(d, "format_version >= 2");
+}
+
+TEST_F(HostileCheckpoint, E8ScalesWithoutTheirTable) {
+  const std::string d = Copy("good_e8");
+  EditTensors(d, [](test::TensorMap& m) { m.erase(kDownTable); });
+  ExpectErrorMentions(d, "missing tensor '" + kDownTable + "'");
+}
+
+TEST_F(HostileCheckpoint, E8TableOfTheWrongShapeOrDtype) {
+  std::string d = Copy("good_e8");
+  EditTensors(d, [](test::TensorMap& m) {
+    auto& t = m[kDownTable];
+    t.shape = {128};
+    t.bytes.resize(512);
+  });
+  ExpectErrorMentions(d, kDownTable);
+  d = Copy("good_e8");
+  EditTensors(d, [](test::TensorMap& m) {
+    auto& t = m[kDownTable];
+    t.dtype = DType::F16;
+    t.shape = {512};
+  });
+  ExpectErrorMentions(d, kDownTable);
+}
+
+TEST_F(HostileCheckpoint, E8TableWithNegativeOrNonFiniteEntries) {
+  for (float bad :
+       {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    const std::string d = Copy("good_e8");
+    EditTensors(d, [&](test::TensorMap& m) {
+      auto& t = m[kDownTable];
+      std::memcpy(t.bytes.data() + 4 * 200, &bad, 4);
+    });
+    ExpectErrorMentions(d, kDownTable);
+    ExpectErrorMentions(d, "entry 200");
+  }
+}
+
+TEST_F(HostileCheckpoint, E8TableNamedByTheBlockMustExist) {
+  const std::string d = Copy("good_e8");
+  EditConfig(d, [](nlohmann::json& j) {
+    j["quantization"]["tensors"][kDown]["scale_table"] = "no.such.table";
+  });
+  ExpectErrorMentions(d, "missing tensor 'no.such.table'");
+  EditConfig(d, [](nlohmann::json& j) { j["quantization"]["tensors"][kDown]["scale_table"] = 7; });
+  ExpectErrorMentions(d, "quantization.tensors." + kDown + ".scale_table");
+}
+
+TEST_F(HostileCheckpoint, E8ScalesOfTheWrongShape) {
+  const std::string d = Copy("good_e8");
+  EditTensors(d, [](test::TensorMap& m) {
+    auto& t = m[kDown + ".scales"];
+    t.shape = {t.shape[0], 3};  // 3 groups do not divide 1408
+    t.bytes.resize(size_t(t.shape[0] * 3));
+  });
+  ExpectErrorMentions(d, kDown + ".scales");
+}
+
+TEST_F(HostileCheckpoint, TableNextToFp16Scales) {
+  const std::string d = Copy();
+  const auto e8 = test::ReadTensors(dir_->file("good_e8"));
+  EditTensors(d, [&](test::TensorMap& m) { m[kDown + ".scale_table"] = e8.at(kDownTable); });
+  ExpectErrorMentions(d, kDown + ".scale_table");
+}
+
+TEST_F(HostileCheckpoint, E8ScalesWithAffineMins) {
+  const std::string d = Copy("good_e8");
+  EditTensors(d, [](test::TensorMap& m) {
+    test::RawTensor mins{DType::F16, m[kDown + ".scales"].shape, {}};
+    mins.bytes.resize(size_t(mins.shape[0] * mins.shape[1] * 2));
+    m[kDown + ".mins"] = mins;
+    m.erase(kDown + ".codebook");
+  });
+  ExpectErrorMentions(d, kDown);
 }
 
 TEST_F(HostileCheckpoint, UnknownMode) {

@@ -18,6 +18,7 @@ namespace {
 struct Case {
   int64_t head_dim, heads, kv_heads, sink, coded, tail, n;
   int k_bits_hi, k_bits_lo, v_bits_hi, v_bits_lo;  // equal hi/lo: one segment
+  bool qjl = false;                                // QJL sketches on the coded keys
 };
 
 std::vector<float> Uniform8() {
@@ -52,7 +53,7 @@ KvCodeFormat MakeFormat(int64_t dim, int hi, int lo, const std::vector<float>& u
 }
 
 // Runs the cpu kernel and the oracle on random spans; returns the NMSE of cpu vs ref.
-double CpuVsRefNmse(const Case& c) {
+double CpuVsRefNmse(const Case& c, std::vector<float>* ref_out = nullptr) {
   const std::vector<float> u8 = Uniform8();
   std::mt19937 rng(42);
   std::normal_distribution<float> normal;
@@ -100,6 +101,18 @@ double CpuVsRefNmse(const Case& c) {
   mid.k_scales = sc_k.data();
   mid.v_scales = sc_v.data();
   kv.spans[2] = {mid.end, total, c.tail + 3, false, tail_k.data(), tail_v.data()};
+  // QJL: a random matrix S [d, d], random sign bits and residual norms per coded key.
+  // (Drawn either way, so that the queries below are the same with and without sketches.)
+  std::vector<float> qjl_s;
+  for (int64_t i = 0; i < d * d; ++i) qjl_s.push_back(normal(rng));
+  const auto qjl_bits = bytes(H * c.coded * QjlSignBytes(d));
+  const auto qjl_norm = scales(H * c.coded);
+  if (c.qjl) {
+    kv.qjl_matrix = qjl_s.data();
+    kv.qjl_m = d;
+    mid.k_qjl = qjl_bits.data();
+    mid.k_qjl_norm = qjl_norm.data();
+  }
   // The 3-bit level table has 8 entries: codes of random bytes may be any value of the format.
   AttentionParams p;
   p.num_heads = c.heads;
@@ -110,6 +123,7 @@ double CpuVsRefNmse(const Case& c) {
   for (auto& x : q) x = normal(rng) * 2.0f;
   RefCompressedAttention(q.data(), c.n, pos0, kv, p, ref.data());
   CpuCompressedAttention(q.data(), c.n, pos0, kv, p, cpu.data());
+  if (ref_out) *ref_out = ref;
   double err = 0, norm = 0;
   for (size_t i = 0; i < q.size(); ++i) {
     if (!std::isfinite(cpu[i])) return INFINITY;
@@ -151,6 +165,15 @@ TEST(KvAttention, Int8ScoringIsTakenOnVnni) {
     EXPECT_GT(int8, 1e-12) << bits;
     EXPECT_LT(int8, 2e-3) << bits;
   }
+  // The QJL sketch term by VNNI: 1-bit key codes (no int8 key scoring), so only the sketch
+  // term can make the int8 run differ from the exact one.
+  const Case qjl{64, 8, 2, 0, 100, 0, 1, 1, 1, 4, 4, true};
+  SetKvInt8Scoring(true);
+  const double int8 = CpuVsRefNmse(qjl);
+  SetKvInt8Scoring(false);
+  EXPECT_LT(CpuVsRefNmse(qjl), 1e-9);
+  EXPECT_GT(int8, 1e-12);
+  EXPECT_LT(int8, 2e-3);
   SetKvInt8Scoring(true);
 }
 #endif
@@ -167,13 +190,54 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{80, 4, 2, 1, 30, 2, 4, 4, 3, 3, 3},      // head_dim 80: portable path
                       Case{64, 32, 8, 0, 1000, 0, 1, 2, 2, 3, 3},   // decode, K2, 1000 coded
                       Case{128, 8, 2, 0, 77, 0, 1, 3, 3, 3, 3},     // K3 at head_dim 128
-                      Case{64, 8, 8, 2, 45, 3, 40, 8, 8, 4, 4}));   // prefill rows, K8
+                      Case{64, 8, 8, 2, 45, 3, 40, 8, 8, 4, 4},     // prefill rows, K8
+                      // QJL sketches (keys at b-1 bits: 1, 1.5, 2, 3), decode and prefill.
+                      Case{64, 8, 2, 0, 300, 0, 1, 3, 3, 3, 3, true},
+                      Case{64, 8, 2, 0, 130, 0, 1, 1, 1, 4, 4, true},
+                      Case{64, 4, 4, 5, 70, 9, 17, 2, 1, 3, 3, true},
+                      Case{64, 8, 2, 0, 257, 0, 257, 2, 2, 3, 3, true},
+                      Case{128, 8, 1, 3, 100, 20, 33, 3, 3, 4, 3, true},
+                      Case{80, 4, 2, 1, 30, 2, 4, 3, 3, 3, 3, true}));  // portable path
 
 TEST(KvAttention, RejectsBrokenViews) {
   CompressedKvView kv;
   AttentionParams p{2, 1, 64, 0.125f, 0};
   std::vector<float> q(128), out(128);
   EXPECT_THROW(CompressedAttention(q.data(), 1, 0, kv, p, out.data()), Error);
+}
+
+TEST(KvAttention, QjlTermMovesScoresAndMissingSketchesAreRejected) {
+  // With sketches the output differs from the same view without them (the term is applied),
+  // and a QJL matrix whose coded span has no sketches is an error, not a read of null.
+  const Case with{64, 8, 2, 0, 40, 0, 1, 3, 3, 4, 4, true};
+  Case without = with;
+  without.qjl = false;
+  SetKvInt8Scoring(false);
+  std::vector<float> a, b;
+  EXPECT_LT(CpuVsRefNmse(with, &a), 1e-9);
+  EXPECT_LT(CpuVsRefNmse(without, &b), 1e-9);
+  SetKvInt8Scoring(true);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff += (a[i] - b[i]) * double(a[i] - b[i]), norm += b[i] * double(b[i]);
+  EXPECT_GT(diff / norm, 1e-4);
+  CompressedKvView kv;
+  const auto r = quant::HadamardRotation::Make(64, 1, 64);
+  const std::vector<float> u8 = Uniform8();
+  kv.k_rotation = kv.v_rotation = &r;
+  kv.k_format = kv.v_format = MakeFormat(64, 4, 4, u8);
+  std::vector<uint8_t> codes(64 * 32);
+  std::vector<uint16_t> sc(64, F32ToF16(1.0f));
+  kv.num_spans = 1;
+  kv.spans[0].end = kv.spans[0].head_stride = 64;
+  kv.spans[0].coded = true;
+  kv.spans[0].k_codes = kv.spans[0].v_codes = codes.data();
+  kv.spans[0].k_scales = kv.spans[0].v_scales = sc.data();
+  std::vector<float> s(64 * 64, 1.0f), q(128, 1.0f), out(128);
+  kv.qjl_matrix = s.data();
+  kv.qjl_m = 64;
+  AttentionParams p{2, 1, 64, 0.125f, 0};
+  EXPECT_THROW(CompressedAttention(q.data(), 1, 63, kv, p, out.data()), Error);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Attention on a compressed KV cache (kernels/kv_ops.h), cpu backend: flash style over key blocks
 // (kv_attention_body.inc), with an AVX-512 build of the whole task (codes decoded by a 16-entry
 // register lookup, vpermps, for 2-4 bits and by a convert for the uniform 8-bit tier) and a
-// portable build for other CPUs. Parallel over (kv head, block of query rows).
+// portable build for other CPUs. Parallel over (kv head, block of query rows). The QJL sketch
+// term of coded keys (kv_ops.h) is a masked sum: each 16 sign bits are one AVX-512 mask.
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -80,8 +81,18 @@ void QuantizeQueries(const KeyInt8& kf, const float* qr, int64_t rows, int64_t d
 
 struct Tables {
   SegmentTable k[2], v[2];
-  bool fast = false;  // every segment and scale group a whole number of 32-code units
-  KeyInt8 kint8;      // int8 key scoring (kv_attention_int8.inc), when ok
+  bool fast = false;      // every segment and scale group a whole number of 32-code units
+  KeyInt8 kint8;          // int8 key scoring (kv_attention_int8.inc), when ok
+  bool qjl_int8 = false;  // QJL sketch terms by VNNI (kv_attention_int8.inc: ScoreQjlInt8)
+};
+
+// S q' of the query rows quantized for the int8 QJL term: q [rows, m] (absmax / 127), the step
+// qs and Σ_j q_j per row; ok when the hooks took it (PrepareQjl).
+struct QjlInt8 {
+  int8_t* q;
+  float* qs;
+  int32_t* qsum;
+  bool ok = false;
 };
 
 // $TQ_KV_INT8=0 starts with int8 scoring off (measurements of its effect on quality and speed).
@@ -103,7 +114,7 @@ KeyInt8 FillKeyInt8(const KvCodeFormat& f) {
     k.uniform = true;
     k.lo = seg.lo;
     k.step = seg.step;
-  } else if (levels <= 16) {
+  } else if (levels <= 16 && seg.format != quant::CodeFormat::kQ1) {  // ExpandStep: 2-4 bits
     float amax = 0;
     for (int c = 0; c < levels; ++c) amax = std::max(amax, std::fabs(seg.levels[c]));
     if (amax <= 0) return k;
@@ -161,7 +172,44 @@ inline bool ScoreCoded(const Tables&, const QueryInt8&, int64_t, int64_t, int64_
                        const uint16_t*, int64_t, float*) {
   return false;
 }
-inline void ScoredBlock(int64_t, const float*, int64_t, int64_t, float*, float*, float*, float*) {}
+inline void ScoreBlock(const float* qr, int64_t rows, const float* kbuf, int64_t nt, int64_t d,
+                       float* s) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t t = 0; t < nt; ++t) s[r * kKeyBlock + t] = Dot(qr + r * d, kbuf + t * d, d);
+}
+inline void ScoredBlock(int64_t rows, const float* vbuf, int64_t nt, int64_t d, float* acc,
+                        float* m, float* l, float* s) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* e = s + r * kKeyBlock;
+    float mx = -INFINITY;
+    for (int64_t t = 0; t < nt; ++t) mx = std::max(mx, e[t]);
+    if (mx > m[r]) {
+      const float corr = std::exp(m[r] - mx);  // 0 on the first block
+      l[r] *= corr;
+      ScaleRow(acc + r * d, corr, d);
+      m[r] = mx;
+    }
+    for (int64_t t = 0; t < nt; ++t) {
+      const float w = std::exp(e[t] - m[r]);
+      l[r] += w;
+      Axpy(w, vbuf + t * d, acc + r * d, d);
+    }
+  }
+}
+inline float SignDot(const float* sq, float, const uint8_t* bits, int64_t m) {
+  return float(QjlSignDot(sq, bits, m));
+}
+inline bool PrepareQjl(const Tables&, const float*, int64_t, int64_t, QjlInt8*) { return false; }
+inline void AddQjlBlock(int64_t rows, const float* sq, const float* sq_sum, int64_t m,
+                        const uint8_t* bits, const uint16_t* norms, int64_t nt, float factor,
+                        const QjlInt8&, float* s) {
+  const int64_t sb = QjlSignBytes(m);
+  for (int64_t t = 0; t < nt; ++t) {
+    const float w = F16ToF32(norms[t]) * factor;
+    for (int64_t r = 0; r < rows; ++r)
+      s[r * kKeyBlock + t] += w * SignDot(sq + r * m, sq_sum[r], bits + t * sb, m);
+  }
+}
 
 #include "kernels/cpu/kv_attention_body.inc"
 
@@ -243,6 +291,15 @@ inline void UnpackUnit(quant::CodeFormat fmt, const uint8_t* u, __m512i* lo, __m
     case quant::CodeFormat::kQ2:
       UnpackQ2(u, lo, hi);
       return;
+    case quant::CodeFormat::kQ1: {  // bit j of a uint32 = c[j]
+      uint32_t bits;
+      std::memcpy(&bits, u, 4);
+      const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+      const __m512i one = _mm512_set1_epi32(1);
+      *lo = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(int(bits)), lane), one);
+      *hi = _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(int(bits >> 16)), lane), one);
+      return;
+    }
     default: {  // kQ8: qs[j] = c[j]
       *lo = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u)));
       *hi = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(u + 16)));
@@ -420,7 +477,108 @@ inline void ScoredBlock(int64_t rows, const float* vbuf, int64_t nt, int64_t d, 
   }
 }
 
+// fp32 scores s [rows, kKeyBlock] of a block of decoded keys.
+inline void ScoreBlock(const float* qr, int64_t rows, const float* kbuf, int64_t nt, int64_t d,
+                       float* s) {
+  int64_t r = 0;
+  if (d == 64) {
+    for (; r + 4 <= rows; r += 4) Scores<4, 4>(qr + r * d, kbuf, nt, s + r * kKeyBlock);
+  } else if (d == 128) {
+    for (; r + 2 <= rows; r += 2) Scores<8, 2>(qr + r * d, kbuf, nt, s + r * kKeyBlock);
+  }
+  for (; r < rows; ++r)
+    for (int64_t t = 0; t < nt; ++t) s[r * kKeyBlock + t] = Dot(qr + r * d, kbuf + t * d, d);
+}
+
+// ⟨sq, sign⟩ = 2 Σ_{bits set} sq_j - Σ_j sq_j: the sign bits of 16 channels are one mask.
+inline float SignDot(const float* sq, float sq_sum, const uint8_t* bits, int64_t m) {
+  __m512 a = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= m; j += 16) {
+    uint16_t mask;
+    std::memcpy(&mask, bits + j / 8, 2);
+    a = _mm512_mask_add_ps(a, __mmask16(mask), a, _mm512_loadu_ps(sq + j));
+  }
+  float set = _mm512_reduce_add_ps(a);
+  for (; j < m; ++j) set += (bits[j >> 3] >> (j & 7) & 1) ? sq[j] : 0.0f;
+  return 2.0f * set - sq_sum;
+}
+
+inline __m512 Lo64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+inline __m512 Hi64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+
+// Sixteen float vectors -> one vector of their horizontal sums, lane t = Σ v[t] (the shuffle
+// tree of ReduceSixteen in kv_attention_int8.inc, in floats).
+inline __m512 ReduceSixteenPs(const __m512* v) {
+  __m512 w[8], x[4], y[2];
+  for (int i = 0; i < 8; ++i)
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44),
+                         _mm512_shuffle_f32x4(v[i], v[i + 8], 0xEE));
+  for (int i = 0; i < 4; ++i)
+    x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[i], w[i + 4], 0x88),
+                         _mm512_shuffle_f32x4(w[i], w[i + 4], 0xDD));
+  for (int i = 0; i < 2; ++i) y[i] = _mm512_add_ps(Lo64(x[i], x[i + 2]), Hi64(x[i], x[i + 2]));
+  const __m512 lo = _mm512_unpacklo_ps(y[0], y[1]), hi = _mm512_unpackhi_ps(y[0], y[1]);
+  const __m512 r = _mm512_add_ps(Lo64(lo, hi), Hi64(lo, hi));
+  return _mm512_shuffle_f32x4(r, r, 0xD8);
+}
+
 #include "kernels/cpu/kv_attention_int8.inc"
+
+// s [rows, kKeyBlock] += ‖r_t‖ factor ⟨S q'_r, sign(S r_t)⟩ for nt coded keys: by VNNI when
+// PrepareQjl quantized S q', else 16 keys at a time per row, each key's 16-channel sign words used
+// as masks of one masked add into its own accumulator, the 16 accumulators reduced together (no
+// horizontal sum per key).
+inline void AddQjlBlock(int64_t rows, const float* sq, const float* sq_sum, int64_t m,
+                        const uint8_t* bits, const uint16_t* norms, int64_t nt, float factor,
+                        const QjlInt8& qj, float* s) {
+  const int64_t sb = QjlSignBytes(m);
+  if (qj.ok) {
+    ScoreQjlInt8(qj, rows, m, bits, norms, nt, factor, s);
+    return;
+  }
+  if (m % 16 != 0) {
+    for (int64_t t = 0; t < nt; ++t) {
+      const float w = F16ToF32(norms[t]) * factor;
+      for (int64_t r = 0; r < rows; ++r)
+        s[r * kKeyBlock + t] += w * SignDot(sq + r * m, sq_sum[r], bits + t * sb, m);
+    }
+    return;
+  }
+  for (int64_t t0 = 0; t0 < nt; t0 += 16) {
+    const int64_t nk = std::min<int64_t>(16, nt - t0);
+    const __mmask16 kmask = __mmask16((1u << nk) - 1);
+    const __m512 w = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(kmask, norms + t0)),
+                                   _mm512_set1_ps(factor));
+    for (int64_t r = 0; r < rows; ++r) {
+      __m512 acc[16];
+      for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+      for (int64_t c = 0; c < m; c += 16) {
+        const __m512 y = _mm512_loadu_ps(sq + r * m + c);
+        for (int64_t i = 0; i < nk; ++i) {
+          uint16_t mk;
+          std::memcpy(&mk, bits + (t0 + i) * sb + c / 8, 2);
+          acc[i] = _mm512_mask_add_ps(acc[i], __mmask16(mk), acc[i], y);
+        }
+      }
+      // ⟨sq, sign⟩ = 2 Σ_{bits set} sq_j - Σ_j sq_j
+      const __m512 dot =
+          _mm512_fmsub_ps(_mm512_set1_ps(2.0f), ReduceSixteenPs(acc), _mm512_set1_ps(sq_sum[r]));
+      float* row = s + r * kKeyBlock + t0;
+      _mm512_mask_storeu_ps(row, kmask, _mm512_fmadd_ps(w, dot, _mm512_maskz_loadu_ps(kmask, row)));
+    }
+  }
+}
+
+inline bool PrepareQjl(const Tables& t, const float* sq, int64_t rows, int64_t m, QjlInt8* qj) {
+  if (!t.qjl_int8) return false;
+  QuantizeQjl(sq, rows, m, qj);
+  return qj->ok = true;
+}
 
 inline bool PrepareQueries(const Tables& t, const float* qr, int64_t rows, int64_t d,
                            const QueryInt8& qi) {
@@ -469,10 +627,15 @@ void CpuCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
   if (simd && HasVnni() && g_int8_scoring.load(std::memory_order_relaxed) &&
       kv.k_format.dim == p.head_dim)
     tables.kint8 = FillKeyInt8(kv.k_format);
+  const int64_t qjl_m = kv.qjl_matrix ? kv.qjl_m : 0;
+  tables.qjl_int8 = simd && HasVnni() && g_int8_scoring.load(std::memory_order_relaxed) &&
+                    qjl_m > 0 && qjl_m % 64 == 0 && qjl_m <= 256;
   const int64_t qblocks = (n + kQueryBlock - 1) / kQueryBlock;
   const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
+  const int64_t qm = kv.qjl_matrix ? kv.qjl_m : 0;
   const size_t scratch_floats =
-      size_t(2 * kKeyBlock * d + kQueryBlock * group * (2 * d + 2 + kKeyBlock + 3 + d / 4 + 1));
+      size_t(2 * kKeyBlock * d +
+             kQueryBlock * group * (2 * d + 2 + kKeyBlock + 3 + d / 4 + 1 + qm + 1 + qm / 4 + 3));
   ThreadPool::Global().Run(p.num_kv_heads * qblocks, [&](int64_t task, int) {
     thread_local AlignedBuffer<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);

@@ -1,6 +1,7 @@
 // The scalar oracle for attention on a compressed KV cache (kv_ops.h): every key and value of
 // every span is decoded to its rotated fp32 channels, scores and the rotated output accumulate in
-// double, and the output is un-rotated once per (query, head). Obvious on purpose.
+// double, and the output is un-rotated once per (query, head). With a QJL sketch, coded keys'
+// scores add ‖r‖ √(π/2)/m ⟨S q', sign(S r)⟩ (kv_ops.h). Obvious on purpose.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -31,6 +32,19 @@ void LoadRotated(const CompressedKvView& kv, int64_t h, int64_t t, bool key, flo
   }
 }
 
+// The QJL term of kv head h's key at t (0 for fp16 positions or without a sketch), sq = S q'.
+double QjlTerm(const CompressedKvView& kv, int64_t h, int64_t t, const float* sq) {
+  if (!kv.qjl_matrix) return 0.0;
+  for (int i = 0; i < kv.num_spans; ++i) {
+    const KvSpan& s = kv.spans[i];
+    if (t < s.begin || t >= s.end || !s.coded) continue;
+    const int64_t slot = h * s.head_stride + (t - s.begin);
+    return double(F16ToF32(s.k_qjl_norm[slot])) * QjlFactor(kv.qjl_m) *
+           QjlSignDot(sq, s.k_qjl + slot * QjlSignBytes(kv.qjl_m), kv.qjl_m);
+  }
+  return 0.0;
+}
+
 }  // namespace
 
 void RefCompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
@@ -38,6 +52,7 @@ void RefCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
   const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
   std::vector<double> score(static_cast<size_t>(pos0 + n)), acc(static_cast<size_t>(d));
   std::vector<float> qr(static_cast<size_t>(d)), x(static_cast<size_t>(d));
+  std::vector<float> sq(static_cast<size_t>(kv.qjl_m));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t pos = pos0 + i;
     const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
@@ -45,11 +60,13 @@ void RefCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
       const int64_t kvh = h / group;
       std::copy_n(q + (i * p.num_heads + h) * d, d, qr.begin());
       kv.k_rotation->Forward(qr.data());  // q' = R_k q
+      if (kv.qjl_matrix) QjlProject(kv.qjl_matrix, kv.qjl_m, d, qr.data(), sq.data());  // S q'
       double mx = -INFINITY;
       for (int64_t t = first; t <= pos; ++t) {
         LoadRotated(kv, kvh, t, true, x.data());
         double s = 0;
         for (int64_t j = 0; j < d; ++j) s += double(qr[size_t(j)]) * x[size_t(j)];
+        s += QjlTerm(kv, kvh, t, sq.data());
         score[size_t(t)] = s * p.scale;
         mx = std::max(mx, score[size_t(t)]);
       }

@@ -3,7 +3,9 @@
 //
 // A quantized linear at module prefix <p> (weight [out, in]) is stored as
 //   <p>.codes     U8  [out, PackedBytes(format, in)]   packed codes, rows independent
-//   <p>.scales    F16 [out, in / group]                 one scale per group
+//   <p>.scales    F16 [out, in / group]                 one scale per group, or
+//                 U8  [out, in / group]                 e8 codes (format 2), with a table F32 [256]
+//                                                       (tensors.<p>.scale_table names it)
 //   <p>.codebook  F32 [levels]                          (codebook method) levels -> format
 //   <p>.mins      F16 [out, in / group]                 (affine method) group minimums
 // The bit width comes from the tensors themselves (codebook length, code row bytes), never from
@@ -12,6 +14,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/packed_linear.h"
 #include "model/tensor_roles.h"
 #include "quant/format.h"
 #include "quant/packing.h"
@@ -19,8 +22,6 @@
 
 namespace tq {
 namespace {
-
-constexpr int kFormatVersion = 1;  // the versions this build reads
 
 const std::set<std::string>& KnownKeys() {
   static const std::set<std::string> keys = {"mode",
@@ -38,6 +39,14 @@ const std::set<std::string>& KnownKeys() {
                                              "protect_layers",
                                              "protect_bits",
                                              "embed_bits",
+                                             "scale",
+                                             "scale_format",
+                                             "tensor_bits",
+                                             "max_rotation_block",
+                                             "budget_bpw",
+                                             "budget_sensitive",
+                                             "budget_edge",
+                                             "linear_bits_per_weight",
                                              "max_hadamard_block",
                                              "layers",
                                              "tensors",
@@ -49,7 +58,7 @@ const std::set<std::string>& KnownKeys() {
 // Checks the tensors of one quantized linear; returns "" or what is wrong.
 std::string CheckQuantizedLinear(const std::string& prefix, const Shape& weight_shape,
                                  const std::map<std::string, const TensorInfo*>& present,
-                                 std::string* format_name) {
+                                 const std::string& table_name, std::string* format_name) {
   auto find = [&](const char* suffix) -> const TensorInfo* {
     const auto it = present.find(prefix + suffix);
     return it == present.end() ? nullptr : it->second;
@@ -88,10 +97,20 @@ std::string CheckQuantizedLinear(const std::string& prefix, const Shape& weight_
     return fmt::format("{}.codes is {} {}, expected U8 {} for {} [{}, {}]", prefix,
                        DTypeName(codes->dtype), ShapeToString(codes->shape),
                        ShapeToString(want_codes), *format_name, out, in);
-  if (scales->dtype != DType::F16 || scales->shape.size() != 2 || scales->shape[0] != out ||
-      scales->shape[1] <= 0 || in % scales->shape[1] != 0)
-    return fmt::format("{}.scales is {} {}, expected F16 [{}, {} / group]", prefix,
+  const bool e8 = scales->dtype == DType::U8;
+  if ((scales->dtype != DType::F16 && !e8) || scales->shape.size() != 2 ||
+      scales->shape[0] != out || scales->shape[1] <= 0 || in % scales->shape[1] != 0)
+    return fmt::format("{}.scales is {} {}, expected F16 or U8 (e8) [{}, {} / group]", prefix,
                        DTypeName(scales->dtype), ShapeToString(scales->shape), out, in);
+  const auto table_it = present.find(table_name);
+  const TensorInfo* table = table_it == present.end() ? nullptr : table_it->second;
+  if (e8 && (!table || table->dtype != DType::F32 || table->shape != Shape{256} || mins))
+    return fmt::format("{}.scales is U8 (e8) but {}", prefix,
+                       mins     ? "the method is affine"
+                       : !table ? ".scale_table is missing"
+                                : ".scale_table is not F32 [256]");
+  if (!e8 && find(".scale_table")) return fmt::format("{}.scale_table with F16 scales", prefix);
+  if (e8) *format_name += " e8";
   if (mins && (mins->dtype != DType::F16 || mins->shape != scales->shape))
     return fmt::format("{}.mins is {} {}, expected F16 {}", prefix, DTypeName(mins->dtype),
                        ShapeToString(mins->shape), ShapeToString(scales->shape));
@@ -129,10 +148,10 @@ void CheckQuantization(DoctorState& st) {
     return;
   }
   const int64_t version = q["format_version"].get<int64_t>();
-  if (version != kFormatVersion) {
+  if (version < kOldestPackedFormatVersion || version > kPackedFormatVersion) {
     st.Add(CheckStatus::kFail, "format version",
-           fmt::format("format_version {} (this build reads {}): convert again or update", version,
-                       kFormatVersion));
+           fmt::format("format_version {} (this build reads {}-{}): convert again or update",
+                       version, kOldestPackedFormatVersion, kPackedFormatVersion));
     return;
   }
   st.Add(CheckStatus::kOk, "format version", fmt::format("TurboQuant format {}", version));
@@ -161,8 +180,12 @@ void CheckQuantization(DoctorState& st) {
     const std::string prefix = e.name.substr(0, e.name.size() - 7);
     const bool any = present.count(prefix + ".codes") || present.count(prefix + ".scales");
     if (!any && !e.required) continue;  // an absent (tied) LM head
-    std::string format;
-    const std::string problem = CheckQuantizedLinear(prefix, e.shape, present, &format);
+    std::string format, table = prefix + ".scale_table";
+    if (q.contains("tensors") && q["tensors"].is_object() && q["tensors"].contains(prefix) &&
+        q["tensors"][prefix].is_object() && q["tensors"][prefix].contains("scale_table") &&
+        q["tensors"][prefix]["scale_table"].is_string())
+      table = q["tensors"][prefix]["scale_table"].get<std::string>();
+    const std::string problem = CheckQuantizedLinear(prefix, e.shape, present, table, &format);
     if (problem.empty()) {
       ++formats[format];
     } else {

@@ -12,15 +12,17 @@
 namespace tq {
 namespace {
 
-// Candidate groups and bits the allocator tries (BudgetOptions' defaults).
-constexpr int kGroups[] = {32, 64, 128};
+// Candidate groups and bits the allocator tries (BudgetOptions' defaults; e8 scales add 16).
+constexpr int kGroups[] = {16, 32, 64, 128};
 constexpr int kMaxBits = 8;
 constexpr int64_t kMaxCodebookBytes = (int64_t(1) << kMaxBits) * 4;  // fp32 codebook at 8 bits
 
-// Bits per weight (codes + fp16 scales) of `bits`-bit codes in groups of g over `cols` inputs.
-double CodeBpw(int bits, int g, int64_t cols) {
-  return 8.0 * double(quant::PackedBytes(*quant::FormatForBits(bits), cols)) / double(cols) +
-         16.0 / g;
+// Bits per weight (codes + group scales + e8 table) of `bits`-bit codes in groups of g of a
+// [rows, cols] linear.
+double CodeBpw(int bits, int g, int64_t rows, int64_t cols, quant::ScaleFormat sf) {
+  return LinearStoredBits(rows, cols, *quant::FormatForBits(bits), g, quant::QuantMethod::kCodebook,
+                          sf) /
+         (double(rows) * double(cols));
 }
 
 }  // namespace
@@ -45,11 +47,12 @@ BudgetBound BoundBitBudget(const QuantRecipe& recipe, double x) {
       fixed_bits += 8.0 * double(d.source_bytes);
       continue;
     }
-    const int64_t core = QuantizedTensorBytes(d.shape[0], cols, *d.format, d.group_size, ro.method);
+    const int64_t rows = d.shape[0];
+    const quant::ScaleFormat sf = d.scale_format;
+    const int64_t core = QuantizedTensorBytes(rows, cols, *d.format, d.group_size, ro.method, sf);
     overhead += d.projected_bytes - core;           // its sign vector, if it stores its group's
     if (d.format == quant::CodeFormat::kTernary) {  // fixed at its own cost
-      fixed_bits += n * (8.0 * double(quant::PackedBytes(*d.format, cols)) / double(cols) +
-                         16.0 / d.group_size);
+      fixed_bits += LinearStoredBits(rows, cols, *d.format, d.group_size, ro.method, sf);
       overhead += int64_t(quant::Traits(*d.format).levels) * 4;  // its fp32 codebook
       continue;
     }
@@ -57,12 +60,13 @@ BudgetBound BoundBitBudget(const QuantRecipe& recipe, double x) {
     // The allocator keeps each tensor's rotation block; groups that would change it are skipped.
     double lo = 1e30, hi = 0;
     for (int g : kGroups) {
+      if (g == 16 && sf != quant::ScaleFormat::kE8) continue;
       const GroupChoice gc = ChooseGroup(cols, g, ro.rotation, ro.max_hadamard_block);
       if (!gc.quantizable || gc.group_size != g || gc.rotation_block != d.rotation_block) continue;
-      lo = std::min(lo, CodeBpw(2, g, cols));
-      hi = std::max(hi, CodeBpw(kMaxBits, g, cols));
+      lo = std::min(lo, CodeBpw(2, g, rows, cols, sf));
+      hi = std::max(hi, CodeBpw(kMaxBits, g, rows, cols, sf));
     }
-    if (hi == 0) lo = hi = CodeBpw(int(d.bits), d.group_size, cols);  // no alternative group
+    if (hi == 0) lo = hi = CodeBpw(int(d.bits), d.group_size, rows, cols, sf);  // no other group
     cheapest_bits += n * lo;
     ceiling_bits += n * hi;
   }

@@ -1,8 +1,8 @@
 // `plan --budget-bpw X`: what `convert --budget-bpw X` can produce, from headers only. The budget
 // allocator (convert/budget.h) re-chooses the format and group of every quantized decoder linear
-// from each tensor's measured error, which needs the weights; but it guarantees that codes + fp16
-// scales of all decoder linears (kept or ternary ones at their own cost) average at most X bits
-// per weight. plan projects that guarantee: an upper bound.
+// from each tensor's measured error, which needs the weights; but it guarantees that codes + group
+// scales (+ e8 scale tables) of all decoder linears (kept or ternary ones at their own cost)
+// average at most X bits per weight. plan projects that guarantee: an upper bound.
 #pragma once
 
 #include <cstdint>
