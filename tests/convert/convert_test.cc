@@ -219,6 +219,14 @@ TEST(Convert, StreamingWritesTheSameBytes) {
   Convert(b);
   EXPECT_EQ(ReadFileToString(tmp.file("a/model.safetensors")),
             ReadFileToString(tmp.file("b/model.safetensors")));
+  // e8 scales: the shared tables come from a pass over all chunks of all members first.
+  a.recipe.scale_format = b.recipe.scale_format = quant::ScaleFormat::kE8;
+  a.out_dir = tmp.file("c");
+  b.out_dir = tmp.file("d");
+  Convert(a);
+  Convert(b);
+  EXPECT_EQ(ReadFileToString(tmp.file("c/model.safetensors")),
+            ReadFileToString(tmp.file("d/model.safetensors")));
 }
 
 TEST(Convert, ShardedOutputLoadsAndMatches) {

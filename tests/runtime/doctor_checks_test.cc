@@ -289,6 +289,26 @@ TEST(DoctorChecks, TurboQuantBlockAndTensors) {
   r = Doctor(dir);
   Expect(r, "quantized tensors", CheckStatus::kFail, p + ".codes");
   EXPECT_FALSE(r.ok());
+
+  // e8 scales (format 2): U8 scales + the F32 [256] table the block names.
+  const std::string table = "model.layers.0.mlp_down.scale_table";
+  set_block({{"mode", "turboquant"},
+             {"format_version", 2},
+             {"tensors", {{p, {{"scales", "e8"}, {"scale_table", table}}}}}});
+  auto e8 = [&](bool with_table) {
+    std::vector<NewTensor> t = quantized({out, row});
+    t[1].dtype = DType::U8;
+    t[1].bytes.resize(size_t(out * in / 64));
+    if (with_table) t.push_back({table, DType::F32, {256}, std::vector<uint8_t>(1024)});
+    return t;
+  };
+  RewriteWeights(src, dir, drop_weight, e8(true));
+  r = Doctor(dir);
+  Expect(r, "format version", CheckStatus::kOk);
+  Expect(r, "quantized tensors", CheckStatus::kOk, "1 quantized linear(s) consistent (1 q4 e8)");
+  RewriteWeights(src, dir, drop_weight, e8(false));
+  r = Doctor(dir);
+  Expect(r, "quantized tensors", CheckStatus::kFail, "scale_table is missing");
 }
 
 TEST(DoctorChecks, CpuFeaturesMatchProcCpuinfo) {
