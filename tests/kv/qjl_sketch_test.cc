@@ -111,6 +111,10 @@ TEST(QjlSketch, VarianceIsThePapersBound) {
     est.Add(sketch.EstimateResidualDot(sq.data(), bits.data(), norm));
   }
   const double want = (std::numbers::pi / 2 * qq * rr - qr * qr) / double(kDim);
+  std::printf(
+      "q.r %.5f: mean estimate %.5f (sem %.5f); variance %.6f, formula %.6f, paper's "
+      "bound %.6f\n",
+      qr, est.mean(), est.sem(), est.var(), want, std::numbers::pi / (2 * kDim) * qq * rr);
   EXPECT_LT(std::fabs(est.mean() - qr), 4 * est.sem()) << est.mean() << " vs " << qr;
   EXPECT_NEAR(est.var() / want, 1.0, 0.1) << est.var() << " vs " << want;
   EXPECT_LT(est.var(), std::numbers::pi / (2 * kDim) * qq * rr * 1.1);
