@@ -6,9 +6,9 @@
 // vpdpbusd, convert, one fma with the per-lane scale. vpdpbusd multiplies unsigned by signed
 // bytes, so the looked-up weights are stored +128 (u8) and the excess 128·Σx is pre-loaded,
 // negated, into the accumulator (`bias` lanes); affine codes are already unsigned.
-// Group scales are fp16 or e8 (a u8 code per group into a per-tensor fp32 table): either way 16
-// groups of a row become one zmm of fp32 at a time (vcvtph2ps, or vpmovzxbd + vgatherdps), so e8
-// costs one gather per 16 groups and reads half the scale bytes.
+// Group scales are fp16 or e8 (a u8 code per group into a per-tensor fp32 table, half the scale
+// bytes): 16 groups of a row become one zmm of fp32 at a time (vcvtph2ps, or vpmovzxbd +
+// vgatherdps), except e8 with groups of 16/32, whose steps broadcast their scales from the table.
 #if defined(__x86_64__)
 // GCC 12 warns about the _mm*_undefined_* inside its own intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -323,10 +323,6 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
       }
     }
   } else {
-    // Blocks of 16 groups = 16 / gps steps; lane i of step j takes group gps·j + lane_g[i] of the
-    // block (a vpermps of the block's scales). Lanes past the row's end get 0 (their codes meet
-    // zero activations).
-    constexpr int gps = kGps;  // groups per step: 2 or 4
     if (w.scale_codes != nullptr) {
       // e8: the step's 2 (g32) or 4 (g16) table entries broadcast straight from the table (load
       // uops) and blended by lane group — cheaper than a gather per 16 groups plus a vpermps
@@ -357,6 +353,9 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
         }
       }
     } else {
+      // fp16: blocks of 16 groups = 16 / kGps steps; lane i of step j takes group kGps·j +
+      // lane_g[i] of the block (a vpermps of the block's scales). Lanes past the row's end get 0
+      // (their codes meet zero activations).
       const __m512i lane_g = LaneGroups<F>(w.group_size);
       int64_t s = 0;
       for (int64_t g0 = 0; g0 < groups; g0 += 16) {
@@ -364,7 +363,7 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
         const __mmask16 m = __mmask16((1u << gn) - 1);
         __m512 gv[R], ws[R];
         for (int r = 0; r < R; ++r) gv[r] = LoadScales(w, si[r] + g0, m);
-        for (int j = 0; j < gn; j += gps, ++s) {
+        for (int j = 0; j < gn; j += kGps, ++s) {
           const __m512i idx = _mm512_add_epi32(lane_g, _mm512_set1_epi32(j));
           for (int r = 0; r < R; ++r) ws[r] = _mm512_permutexvar_ps(idx, gv[r]);
           PrefetchStep<F, R>(pf, s);
