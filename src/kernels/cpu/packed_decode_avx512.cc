@@ -6,9 +6,9 @@
 // vpdpbusd, convert, one fma with the per-lane scale. vpdpbusd multiplies unsigned by signed
 // bytes, so the looked-up weights are stored +128 (u8) and the excess 128·Σx is pre-loaded,
 // negated, into the accumulator (`bias` lanes); affine codes are already unsigned.
-// Group scales are fp16 or e8 (a u8 code per group into a per-tensor fp32 table): either way 16
-// groups of a row become one zmm of fp32 at a time (vcvtph2ps, or vpmovzxbd + vgatherdps), so e8
-// costs one gather per 16 groups and reads half the scale bytes.
+// Group scales are fp16 or e8 (a u8 code per group into a per-tensor fp32 table, half the scale
+// bytes): 16 groups of a row become one zmm of fp32 at a time (vcvtph2ps, or vpmovzxbd +
+// vgatherdps), except e8 with groups of 16/32, whose steps broadcast their scales from the table.
 #if defined(__x86_64__)
 // GCC 12 warns about the _mm*_undefined_* inside its own intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -44,6 +44,15 @@ constexpr int PosToCode(int p) {
 }
 template <CodeFormat F>
 constexpr int kStepBytes = 2 * quant::Traits(F).bytes_per_unit;
+
+// The dword lanes (of 16) whose codes are in group k (0 .. 64/g - 1) of a step, g = 16 or 32.
+template <CodeFormat F>
+inline __mmask16 GroupLanes(int64_t g, int k) {
+  unsigned m = 0;
+  for (int i = 0; i < 16; ++i)
+    if (PosToCode<F>(4 * i) / g == k) m |= 1u << i;
+  return __mmask16(m);
+}
 
 // One token's activations in kernel order: xq int8 [steps, 64], bias int32 [steps, 16]
 // (-128 · Σ of each dword's 4 bytes for the codebook method, else 0), xs float [steps, 16] (the
@@ -252,10 +261,10 @@ TQ_AVX512_INLINE void PrefetchStep(const uint8_t* pf, int64_t s) {
 }
 
 // y[t · ystride + r] = row r0 + r of Ŵ · token t (without bias), r < R, t < N. Group size 16 or
-// 32 (kPerLane: a step spans 4 or 2 groups, each dword lane has its own scale) or a multiple of
+// 32 (kGps = 4 or 2 groups per step, each dword lane has its own scale) or a multiple of
 // 64 (a group spans whole steps). Scales are converted 16 groups at a time (LoadScales).
 // pf: the next block to prefetch, or null.
-template <CodeFormat F, bool kAffine, bool kPerLane, int R, int N>
+template <CodeFormat F, bool kAffine, int kGps, int R, int N>
 TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, int64_t ystride,
                     const uint8_t* pf) {
   const PackedMatrix& w = *c.w;
@@ -280,7 +289,7 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
       for (int64_t k = 0; k < R * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
     }
   }
-  if constexpr (!kPerLane) {
+  if constexpr (kGps == 0) {
     // Blocks of 16 steps: the steps' group scales (step s is in group s / spg) times each
     // token's per-step activation scales, one vector multiply per row and token; a step then
     // costs expand, lookup, vpdpbusd, convert and one fma with an embedded broadcast (session 1:
@@ -314,25 +323,55 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
       }
     }
   } else {
-    // Blocks of 16 groups = 16 / gps steps; lane i of step j takes group gps·j + lane_g[i] of the
-    // block (a vpermps of the block's scales). Lanes past the row's end get 0 (their codes meet
-    // zero activations).
-    const int gps = int(64 / w.group_size);  // groups per step: 2 or 4
-    const __m512i lane_g = LaneGroups<F>(w.group_size);
-    int64_t s = 0;
-    for (int64_t g0 = 0; g0 < groups; g0 += 16) {
-      const int gn = int(std::min<int64_t>(16, groups - g0));
-      const __mmask16 m = __mmask16((1u << gn) - 1);
-      __m512 gv[R], ws[R];
-      for (int r = 0; r < R; ++r) gv[r] = LoadScales(w, si[r] + g0, m);
-      for (int j = 0; j < gn; j += gps, ++s) {
-        const __m512i idx = _mm512_add_epi32(lane_g, _mm512_set1_epi32(j));
-        for (int r = 0; r < R; ++r) ws[r] = _mm512_permutexvar_ps(idx, gv[r]);
+    if (w.scale_codes != nullptr) {
+      // e8: the step's 2 (g32) or 4 (g16) table entries broadcast straight from the table (load
+      // uops) and blended by lane group — cheaper than a gather per 16 groups plus a vpermps
+      // per step (port 5 is the kernel's bottleneck). Groups past the row's end (the u1 half
+      // of an odd row's last step) take the step's first scale: their activations are 0.
+      const __mmask16 m1 = GroupLanes<F>(64 / kGps, 1);
+      const __mmask16 m2 = kGps == 4 ? GroupLanes<F>(16, 2) : 0,
+                      m3 = kGps == 4 ? GroupLanes<F>(16, 3) : 0;
+      const float* tab = w.scale_table;
+      __m512 ws[R];
+      for (int64_t s = 0; s < steps; ++s) {
+        const int64_t j0 = kGps * s;
+        const int64_t j1 = j0 + 1 < groups ? j0 + 1 : j0, j2 = j0 + 2 < groups ? j0 + 2 : j0,
+                      j3 = j0 + 3 < groups ? j0 + 3 : j0;
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* q = w.scale_codes + si[r];
+          ws[r] = _mm512_mask_blend_ps(m1, _mm512_set1_ps(tab[q[j0]]), _mm512_set1_ps(tab[q[j1]]));
+          if constexpr (kGps == 4) {
+            ws[r] = _mm512_mask_blend_ps(m2, ws[r], _mm512_set1_ps(tab[q[j2]]));
+            ws[r] = _mm512_mask_blend_ps(m3, ws[r], _mm512_set1_ps(tab[q[j3]]));
+          }
+        }
         PrefetchStep<F, R>(pf, s);
         if (s < c.full_steps) {
           Step<F, kAffine, R, N, false>(c, tv, s, p, ws, acc);
         } else {
           Step<F, kAffine, R, N, true>(c, tv, s, p, ws, acc);
+        }
+      }
+    } else {
+      // fp16: blocks of 16 groups = 16 / kGps steps; lane i of step j takes group kGps·j +
+      // lane_g[i] of the block (a vpermps of the block's scales). Lanes past the row's end get 0
+      // (their codes meet zero activations).
+      const __m512i lane_g = LaneGroups<F>(w.group_size);
+      int64_t s = 0;
+      for (int64_t g0 = 0; g0 < groups; g0 += 16) {
+        const int gn = int(std::min<int64_t>(16, groups - g0));
+        const __mmask16 m = __mmask16((1u << gn) - 1);
+        __m512 gv[R], ws[R];
+        for (int r = 0; r < R; ++r) gv[r] = LoadScales(w, si[r] + g0, m);
+        for (int j = 0; j < gn; j += kGps, ++s) {
+          const __m512i idx = _mm512_add_epi32(lane_g, _mm512_set1_epi32(j));
+          for (int r = 0; r < R; ++r) ws[r] = _mm512_permutexvar_ps(idx, gv[r]);
+          PrefetchStep<F, R>(pf, s);
+          if (s < c.full_steps) {
+            Step<F, kAffine, R, N, false>(c, tv, s, p, ws, acc);
+          } else {
+            Step<F, kAffine, R, N, true>(c, tv, s, p, ws, acc);
+          }
         }
       }
     }
@@ -360,7 +399,7 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
 // accumulators); the first pass prefetches the next block, the others find it in L1/L2.
 inline constexpr int kTokensPerPass = 4;
 
-template <CodeFormat F, bool kAffine, bool kPerLane, int R>
+template <CodeFormat F, bool kAffine, int kGps, int R>
 TQ_AVX512 void RowsAllTokens(const RowCtx& c, int64_t r0, const TokenView* tv, int64_t n, float* y,
                              int64_t ystride, const uint8_t* pf) {
   for (int64_t t0 = 0; t0 < n; t0 += kTokensPerPass) {
@@ -369,22 +408,22 @@ TQ_AVX512 void RowsAllTokens(const RowCtx& c, int64_t r0, const TokenView* tv, i
     const uint8_t* f = t0 == 0 ? pf : nullptr;
     switch (std::min<int64_t>(kTokensPerPass, n - t0)) {
       case 1:
-        Rows<F, kAffine, kPerLane, R, 1>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kGps, R, 1>(c, r0, tp, yp, ystride, f);
         break;
       case 2:
-        Rows<F, kAffine, kPerLane, R, 2>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kGps, R, 2>(c, r0, tp, yp, ystride, f);
         break;
       case 3:
-        Rows<F, kAffine, kPerLane, R, 3>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kGps, R, 3>(c, r0, tp, yp, ystride, f);
         break;
       default:
-        Rows<F, kAffine, kPerLane, R, 4>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kGps, R, 4>(c, r0, tp, yp, ystride, f);
         break;
     }
   }
 }
 
-template <CodeFormat F, bool kAffine, bool kPerLane>
+template <CodeFormat F, bool kAffine, int kGps>
 void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
                const Tables& t) {
   const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
@@ -394,15 +433,15 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
   if (buf.size() < size_t(per_token * n)) buf.resize(size_t(per_token * n));
   TokenView tv[kFastDecodeMaxTokens];
   for (int64_t i = 0; i < n; ++i)
-    PrepareToken<F>(x + i * cols, cols, g, !kAffine, !kPerLane, buf.data() + i * per_token, &tv[i]);
+    PrepareToken<F>(x + i * cols, cols, g, !kAffine, kGps == 0, buf.data() + i * per_token, &tv[i]);
   const RowCtx ctx{&w, &t, units, units / 2, (units & 1) != 0};
   auto body = [&](int64_t b, int64_t e) {
     int64_t r = b;
     for (; r + 4 <= e; r += 4) {
       const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
-      RowsAllTokens<F, kAffine, kPerLane, 4>(ctx, r, tv, n, y, rows, pf);
+      RowsAllTokens<F, kAffine, kGps, 4>(ctx, r, tv, n, y, rows, pf);
     }
-    for (; r < e; ++r) RowsAllTokens<F, kAffine, kPerLane, 1>(ctx, r, tv, n, y, rows, nullptr);
+    for (; r < e; ++r) RowsAllTokens<F, kAffine, kGps, 1>(ctx, r, tv, n, y, rows, nullptr);
     if (bias != nullptr)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
@@ -429,14 +468,16 @@ TQ_AVX512 void BuildTables(const PackedMatrix& w, Tables* t) {
 template <CodeFormat F>
 void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
               const Tables& t) {
-  const bool affine = w.method == QuantMethod::kAffine, per_lane = w.group_size < 64;
+  const bool affine = w.method == QuantMethod::kAffine;
+  const int64_t g = w.group_size;
   if (affine) {
-    per_lane ? RunFormat<F, true, true>(x, n, w, bias, y, t)
-             : RunFormat<F, true, false>(x, n, w, bias, y, t);
-  } else {
-    per_lane ? RunFormat<F, false, true>(x, n, w, bias, y, t)
-             : RunFormat<F, false, false>(x, n, w, bias, y, t);
+    if (g == 16) return RunFormat<F, true, 4>(x, n, w, bias, y, t);
+    if (g == 32) return RunFormat<F, true, 2>(x, n, w, bias, y, t);
+    return RunFormat<F, true, 0>(x, n, w, bias, y, t);
   }
+  if (g == 16) return RunFormat<F, false, 4>(x, n, w, bias, y, t);
+  if (g == 32) return RunFormat<F, false, 2>(x, n, w, bias, y, t);
+  RunFormat<F, false, 0>(x, n, w, bias, y, t);
 }
 
 }  // namespace
