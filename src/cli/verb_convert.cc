@@ -58,7 +58,8 @@ int Run(int argc, char** argv) {
                  "budget: error weight of v_proj / down_proj")
       ->capture_default_str();
   app.add_option("--budget-edge", o.budget_edge_weight,
-                 "budget: error weight multiplier of the first and last layer (default 2)");
+                 "budget: error weight multiplier of the first and last layer (default: 4 for e8 "
+                 "scales at >= 3 bits, else 2)");
   app.add_option("--rotation", rotation, "hadamard | none")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the sign vectors")->capture_default_str();
   app.add_flag("--streaming", o.streaming, "one source tensor in memory at a time");

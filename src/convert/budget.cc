@@ -19,9 +19,10 @@ struct Candidate {
   double error = 0;            // relative
 };
 
-double Importance(const TensorDecision& d, int64_t num_layers, const BudgetOptions& o) {
+double Importance(const TensorDecision& d, int64_t num_layers, const BudgetOptions& o,
+                  quant::ScaleFormat sf) {
   const double edge =
-      o.edge_layer_weight > 0 ? o.edge_layer_weight : DefaultEdgeLayerWeight(o.target_bits);
+      o.edge_layer_weight > 0 ? o.edge_layer_weight : DefaultEdgeLayerWeight(o.target_bits, sf);
   double w = 1.0;
   if (d.role == TensorRole::kAttnV || d.role == TensorRole::kMlpDown ||
       d.role == TensorRole::kExpertDown)
@@ -32,7 +33,9 @@ double Importance(const TensorDecision& d, int64_t num_layers, const BudgetOptio
 
 }  // namespace
 
-double DefaultEdgeLayerWeight(double /*target_bits*/) { return 2.0; }
+double DefaultEdgeLayerWeight(double target_bits, quant::ScaleFormat sf) {
+  return sf == quant::ScaleFormat::kE8 && target_bits >= 3.0 ? 4.0 : 2.0;
+}
 
 std::vector<BudgetChoice> AllocateBitBudget(
     QuantRecipe& recipe, const BudgetOptions& opts,
@@ -109,7 +112,7 @@ std::vector<BudgetChoice> AllocateBitBudget(
   for (size_t k = 0; k < idx.size(); ++k) {
     const TensorDecision& d = recipe.tensors[idx[k]];
     weight[k] = double(NumElements(d.shape));
-    imp[k] = Importance(d, num_layers, opts);
+    imp[k] = Importance(d, num_layers, opts, sf);
     if (opts.objective == BudgetOptions::Objective::kPerWeight) imp[k] *= weight[k];
     size_t best = 0;
     for (size_t c = 1; c < cands[k].size(); ++c)

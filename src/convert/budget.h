@@ -49,13 +49,12 @@ struct BudgetChoice {
   double importance = 1;
 };
 
-// The default first/last-layer multiplier: 2. Measured (full protocol, both files; BENCHMARKS.md
-// "Weight quantization"): 4 is better on tq-llama-21m at 4.25 and 3.5 bits (by 0.05-0.3 points,
-// about one rotation-seed sd) but worse at 2.5 bits and ~1 point worse on tq-qwen3moe-17m at 3.5
-// bits, so the default stays 2; `--budget-edge 4` is the dense model's best setting. With e8
-// scales (session 3) E4 is better on both models at 3.5 bits but still 3.4 points worse on
-// tq-llama-21m at 2.5, so the default is unchanged.
-double DefaultEdgeLayerWeight(double target_bits);
+// The default first/last-layer multiplier. Measured (full protocol, both files; BENCHMARKS.md
+// "Weight quantization"): with e8 scales, 4 beats 2 at 3.5 bits on both models and at 4.25 on
+// tq-llama-21m (tq-qwen3moe-17m: within noise), but at 2.5 bits it is 3.4 points worse on
+// tq-llama-21m (upgrading all edge-layer linears starves the rest of q3); with fp16 scales (session
+// 2) 4 was ~1 point worse on tq-qwen3moe-17m at 3.5. Hence 4 for e8 budgets of >= 3 bits, else 2.
+double DefaultEdgeLayerWeight(double target_bits, quant::ScaleFormat scale_format);
 
 // Rewrites the format, group size, rotation block and projected bytes of the quantized decoder
 // linears of `recipe`. `read` returns a tensor's source bytes. Returns the per-tensor choices.

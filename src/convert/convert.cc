@@ -256,8 +256,9 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
   if (o.budget_bpw > 0) {
     q["budget_bpw"] = o.budget_bpw;
     q["budget_sensitive"] = o.budget_sensitive_weight;
-    q["budget_edge"] =
-        o.budget_edge_weight > 0 ? o.budget_edge_weight : DefaultEdgeLayerWeight(o.budget_bpw);
+    q["budget_edge"] = o.budget_edge_weight > 0
+                           ? o.budget_edge_weight
+                           : DefaultEdgeLayerWeight(o.budget_bpw, ro.scale_format);
   }
   q["linear_bits_per_weight"] = linear_bpw;
   nlohmann::ordered_json tensors = nlohmann::ordered_json::object();
