@@ -14,6 +14,19 @@
 namespace tq::quant {
 namespace {
 
+// Codes of one trial assignment: on the stack for the usual group sizes (no allocation per group).
+class TrialCodes {
+ public:
+  explicit TrialCodes(int64_t n) {
+    if (n > int64_t(sizeof(stack_))) heap_.resize(size_t(n));
+  }
+  uint8_t* data() { return heap_.empty() ? stack_ : heap_.data(); }
+
+ private:
+  uint8_t stack_[512];
+  std::vector<uint8_t> heap_;
+};
+
 // fp16 value of a non-negative scale; throws if it does not fit.
 uint16_t ScaleToF16(double s, const char* where) {
   const uint16_t h = F32ToF16(float(s));
@@ -106,14 +119,8 @@ uint16_t FitScale(const float* w, int64_t n, const ScaleOptions& opt, uint8_t* c
     if (sq_error) *sq_error = best_err;
     return best;
   }
-  // Trial codes: on the stack for the usual group sizes (no allocation per group).
-  uint8_t stack[512];
-  std::vector<uint8_t> heap;
-  uint8_t* trial = stack;
-  if (n > 512) {
-    heap.resize(size_t(n));
-    trial = heap.data();
-  }
+  TrialCodes scratch(n);
+  uint8_t* trial = scratch.data();
   auto consider = [&](uint16_t s, double e) {
     if (e < best_err) {
       best_err = e;
@@ -194,13 +201,8 @@ uint8_t QuantizeGroupE8(const float* w, int64_t n, const Codebook& cb, const Sca
     return 0;
   }
   const int c0 = NearestE8Code(table, fit);
-  uint8_t stack[512];
-  std::vector<uint8_t> heap;
-  uint8_t* trial = stack;
-  if (n > 512) {
-    heap.resize(size_t(n));
-    trial = heap.data();
-  }
+  TrialCodes scratch(n);
+  uint8_t* trial = scratch.data();
   int best = -1;
   double best_err = 0.0;
   auto consider = [&](int c) {

@@ -49,6 +49,24 @@ void ExpectMatchesDequantized(const ConvertOptions& base) {
   EXPECT_LT(test::RelativeMaxError(test::DecodeLogits(o.out_dir, ids), dq_decode), 5e-2);
 }
 
+// plan --budget-bpw (o's source, recipe and budget) projects an upper bound of the weight bytes
+// convert wrote to `written_dir`, and a close one (within 3%).
+void ExpectPlanBoundsWhatWasWritten(const ConvertOptions& o, const std::string& written_dir) {
+  PlanOptions po;
+  po.model_dir = o.model_dir;
+  po.recipe = o.recipe;
+  po.budget_bpw = o.budget_bpw;
+  po.context = 64;
+  po.ram_gb = 64;
+  const int64_t bound = MakeMemoryPlan(po).weights_bytes;
+  po.model_dir = written_dir;
+  po.recipe.reset();
+  po.budget_bpw = 0;
+  const int64_t written = MakeMemoryPlan(po).weights_bytes;
+  EXPECT_GE(bound, written) << o.budget_bpw;
+  EXPECT_LT(double(bound), 1.03 * double(written)) << o.budget_bpw;
+}
+
 TEST(Convert, LlamaQuantizedForwardEqualsDequantizedForward) {
   ExpectMatchesDequantized(test::Options(ModelDir(kLlama), "", 4));
 }
@@ -152,19 +170,7 @@ TEST(Convert, E8BudgetKeepsTheAverageAndPlanBoundsIt) {
     for (const auto& [n, t] : cfg["quantization"]["tensors"].items())
       if (n != "model.embed_tokens") groups.insert(t["group_size"].get<int>());
     EXPECT_LT(*groups.begin(), 64) << "e8 makes small groups affordable";
-    PlanOptions po;
-    po.model_dir = o.model_dir;
-    po.recipe = o.recipe;
-    po.budget_bpw = x;
-    po.context = 64;
-    po.ram_gb = 64;
-    const int64_t bound = MakeMemoryPlan(po).weights_bytes;
-    po.model_dir = tmp.file("b");
-    po.recipe.reset();
-    po.budget_bpw = 0;
-    const int64_t written = MakeMemoryPlan(po).weights_bytes;
-    EXPECT_GE(bound, written) << x;
-    EXPECT_LT(double(bound), 1.03 * double(written)) << x;
+    ExpectPlanBoundsWhatWasWritten(o, tmp.file("b"));
   }
 }
 
@@ -285,20 +291,7 @@ TEST(Convert, BudgetKeepsTheAverageAndLoads) {
   EXPECT_GT(formats.size(), 1u) << "a budget between widths mixes formats";
   const std::vector<int32_t> ids = test::GoldenIds(o.model_dir);
   EXPECT_EQ(test::PrefillLogits(tmp.file("b"), ids).size(), ids.size() * 8192);
-  // plan --budget-bpw projects an upper bound of what was written, and a close one.
-  PlanOptions po;
-  po.model_dir = o.model_dir;
-  po.recipe = o.recipe;
-  po.budget_bpw = o.budget_bpw;
-  po.context = 64;
-  po.ram_gb = 64;
-  const int64_t bound = MakeMemoryPlan(po).weights_bytes;
-  po.model_dir = tmp.file("b");
-  po.recipe.reset();
-  po.budget_bpw = 0;
-  const int64_t written = MakeMemoryPlan(po).weights_bytes;
-  EXPECT_GE(bound, written);
-  EXPECT_LT(double(bound), 1.03 * double(written));
+  ExpectPlanBoundsWhatWasWritten(o, tmp.file("b"));
 
   o.out_dir = tmp.file("c");
   o.budget_bpw = 1.7;  // below q2 with g128 (2.125)

@@ -19,6 +19,14 @@
 namespace tq {
 namespace {
 
+// The first 4,096 tokens of eval_brown in the tokenizer of model `src`.
+std::vector<int32_t> BrownSlice(const std::string& src) {
+  const std::string text = ReadFileToString(test::RequireFile(test::EvalFile("eval_brown.txt")));
+  std::vector<int32_t> ids = Tokenizer::Load(src)->Encode(text, /*add_special_tokens=*/false);
+  ids.resize(4096);
+  return ids;
+}
+
 double SlicePerplexity(const std::string& dir, const std::vector<int32_t>& ids) {
   auto model = Model::Load(dir);
   PerplexityOptions o;
@@ -30,9 +38,7 @@ double SlicePerplexity(const std::string& dir, const std::vector<int32_t>& ids) 
 
 TEST(QualityGuard, LlamaPlainMethodOnABrownSlice) {
   const std::string src = test::ModelDir("tq-llama-21m");
-  const std::string text = ReadFileToString(test::RequireFile(test::EvalFile("eval_brown.txt")));
-  std::vector<int32_t> ids = Tokenizer::Load(src)->Encode(text, /*add_special_tokens=*/false);
-  ids.resize(4096);
+  const std::vector<int32_t> ids = BrownSlice(src);
   const double base = SlicePerplexity(src, ids);
   test::TempDir tmp;
   struct Row {
@@ -54,9 +60,7 @@ TEST(QualityGuard, LlamaPlainMethodOnABrownSlice) {
 // +2.34%, BENCHMARKS.md); a broken table, code choice or kernel path shows up as a gap.
 TEST(QualityGuard, LlamaE8ScalesMatchFp16OnABrownSlice) {
   const std::string src = test::ModelDir("tq-llama-21m");
-  const std::string text = ReadFileToString(test::RequireFile(test::EvalFile("eval_brown.txt")));
-  std::vector<int32_t> ids = Tokenizer::Load(src)->Encode(text, /*add_special_tokens=*/false);
-  ids.resize(4096);
+  const std::vector<int32_t> ids = BrownSlice(src);
   const double base = SlicePerplexity(src, ids);
   test::TempDir tmp;
   double ppl[2];

@@ -15,36 +15,14 @@
 #include "kernels/backend.h"
 #include "kv/kv_cache_bytes.h"
 #include "kv/turboquant_kv_cache.h"
+#include "kv_test_util.h"
 
 namespace tq {
 namespace {
 
-KvLayout Layout(int64_t layers = 3, int64_t d = 64) {
-  KvLayout l;
-  l.num_layers = layers;
-  l.num_heads = 8;
-  l.num_kv_heads = 2;
-  l.head_dim = d;
-  l.scale = 1.0f / std::sqrt(float(d));
-  l.window.assign(size_t(layers), 0);
-  return l;
-}
-
-std::vector<float> Random(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> normal;
-  std::vector<float> x(n);
-  for (auto& e : x) e = normal(rng) * scale;
-  return x;
-}
-
-double Nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    err += (a[i] - b[i]) * double(a[i] - b[i]);
-    norm += b[i] * double(b[i]);
-  }
-  return err / norm;
-}
+using kvtest::Layout;
+using kvtest::Nmse;
+using kvtest::Random;
 
 // The estimator by hand: for the last n positions' queries, softmax over
 //   q·k̂ + (coded key ? ‖r‖ √(π/2)/m ⟨S R_k q, sign(S r)⟩ : 0)

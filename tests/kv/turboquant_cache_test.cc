@@ -12,35 +12,14 @@
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "kv/turboquant_kv_cache.h"
+#include "kv_test_util.h"
 
 namespace tq {
 namespace {
 
-KvLayout Layout(int64_t layers = 3, int64_t d = 64) {
-  KvLayout l;
-  l.num_layers = layers;
-  l.num_heads = 8;
-  l.num_kv_heads = 2;
-  l.head_dim = d;
-  l.scale = 1.0f / std::sqrt(float(d));
-  return l;
-}
-
-std::vector<float> Random(size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::normal_distribution<float> normal;
-  std::vector<float> x(n);
-  for (auto& e : x) e = normal(rng) * scale;
-  return x;
-}
-
-double Nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    err += (a[i] - b[i]) * double(a[i] - b[i]);
-    norm += b[i] * double(b[i]);
-  }
-  return err / norm;
-}
+using kvtest::Layout;
+using kvtest::Nmse;
+using kvtest::Random;
 
 // Runs chunks of tokens through every layer of `cache` (and of `plain`, a float cache, if given);
 // returns the attention outputs of the last layer of the last chunk.

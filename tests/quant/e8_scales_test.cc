@@ -154,7 +154,9 @@ TEST(E8Scales, QuantizeDequantizeRoundTrip) {
       for (int64_t c = 0; c < cols; ++c) {
         // ŵ = table[scale code] · level[code], and the matrix dequantizer agrees with the row one
         EXPECT_EQ(row[size_t(c)], d[size_t(r * cols + c)]);
-        if (q.Scale(r, c / 32) == 0.0f) EXPECT_EQ(d[size_t(r * cols + c)], 0.0f);
+        if (q.Scale(r, c / 32) == 0.0f) {
+          EXPECT_EQ(d[size_t(r * cols + c)], 0.0f);
+        }
         err += std::pow(double(w[size_t(r * cols + c)]) - d[size_t(r * cols + c)], 2);
       }
     }
