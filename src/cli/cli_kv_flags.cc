@@ -50,6 +50,12 @@ void AddKvFlags(CLI::App& app, KvFlags* f) {
                  "seed of the per-layer K/V rotation signs (default: a fixed seed; results vary "
                  "slightly with it, like convert's --seed)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-outliers", f->outliers,
+                 "the paper's outlier-channel split: per layer and kv head, the N channels of "
+                 "largest RMS over the first block are coded by their own TurboQuant instance at "
+                 "more bits and the rest at fewer, same total bits (e.g. head_dim 64, N 32: "
+                 "3 = 32 at 4 + 32 at 2; 2.5 = 32 at 3 + 32 at 2); a side at 4 or 8 bits stays "
+                 "unsplit; N a multiple of 32 below head_dim, 0 = off (default 0)");
   app.add_flag("--kv-qjl", f->qjl,
                "QJL residual sketch of the keys (the paper's unbiased inner products): keys use "
                "k bits = MSE codes at k-1 bits + 1 sign bit per channel; k bits 2, 2.5, 3, 3.5 "
@@ -76,6 +82,7 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
   needs_bits(f.center >= 0, "--kv-center");
   needs_bits(f.seed >= 0, "--kv-seed");
   needs_bits(f.qjl, "--kv-qjl");
+  needs_bits(f.outliers >= 0, "--kv-outliers");
   if (!compressed) return;
   o->k_bits = both ? ParseBits("--kv-bits", f.bits) : ParseBits("--kv-k-bits", f.k_bits);
   if (f.qjl && !IsValidQjlKeyBits(o->k_bits))
@@ -85,6 +92,20 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
                                  BitsName(o->k_bits)));
   o->qjl = f.qjl;
   o->v_bits = both ? ParseBits("--kv-bits", f.bits) : ParseBits("--kv-v-bits", f.v_bits);
+  if (f.outliers >= 0) {
+    if (f.outliers % 32 != 0)
+      throw UsageError("--kv-outliers",
+                       fmt::format("N must be 0 (off) or a multiple of 32 (codes pack in units of "
+                                   "32 channels), got {}",
+                                   f.outliers));
+    const double kb = o->k_bits - (o->qjl ? 1 : 0);
+    if (f.outliers > 0 && kb >= 4 && o->v_bits >= 4)
+      throw UsageError("--kv-outliers",
+                       fmt::format("no exact split of K {} / V {} bits (outliers at most 4 bits, "
+                                   "so only widths below 4 split)",
+                                   BitsName(o->k_bits), BitsName(o->v_bits)));
+    o->outliers = f.outliers;
+  }
   if (f.sink >= 0) o->sink = f.sink;
   if (f.window >= 0) o->window = f.window;
   if (f.boundary >= 0) o->boundary = f.boundary;
@@ -105,9 +126,10 @@ void ApplyKvFlags(const KvFlags& f, KvCacheOptions* o) {
 
 std::string DescribeKvCache(const KvCacheOptions& o) {
   if (!o.compressed()) return std::string(KvDTypeName(o.dtype));
-  return fmt::format("K{}{}V{} (sink {}, window {}, boundary {}, scale {}, {}, center {})",
+  return fmt::format("K{}{}V{} (sink {}, window {}, boundary {}, scale {}, {}, center {}{})",
                      BitsName(o.k_bits), o.qjl ? "+qjl" : "", BitsName(o.v_bits), o.sink, o.window,
-                     o.boundary, KvScaleName(o.scale), KvCodebookName(o.codebook), o.center);
+                     o.boundary, KvScaleName(o.scale), KvCodebookName(o.codebook), o.center,
+                     o.outliers > 0 ? fmt::format(", outliers {}", o.outliers) : "");
 }
 
 }  // namespace tq::cli

@@ -2,6 +2,8 @@
 //   --kv-bits B | --kv-k-bits B --kv-v-bits B   (B in 2, 2.5, 3, 3.5, 4, 8; none = plain cache)
 //   --kv-sink N  --kv-window N  --kv-boundary N  --kv-scale norm|mse|unbiased  --kv-codebook
 //   gaussian|sphere  --kv-center N (0 = off)  --kv-seed S (rotation signs)
+//   --kv-outliers N (the paper's outlier-channel split: N channels per vector at more bits, 0 =
+//   off)
 //   --kv-qjl (QJL residual sketch of the keys: k bits = MSE at k-1 + 1 sign bit; k in 2..4)
 #pragma once
 
@@ -19,6 +21,7 @@ struct KvFlags {
   int64_t seed = -1;                              // rotation-sign seed; -1 = not given
   std::string scale, codebook;                    // empty = not given
   bool qjl = false;
+  int64_t outliers = -1;  // -1 = not given
 };
 
 void AddKvFlags(CLI::App& app, KvFlags* flags);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 #include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -85,6 +86,19 @@ void CheckCompressedKvView(const CompressedKvView& kv, const AttentionParams& p,
     pos = s.end;
   }
   TQ_CHECK(pos >= end, where, "spans cover {} positions, attention needs {}", pos, end);
+  for (const int32_t* order : {kv.k_order, kv.v_order}) {
+    if (!order) continue;
+    TQ_CHECK(p.head_dim <= 1024, where, "channel order of head_dim {} > 1024", p.head_dim);
+    for (int64_t h = 0; h < p.num_kv_heads; ++h) {
+      uint64_t seen[16] = {};  // head_dim <= 1024
+      for (int64_t j = 0; j < p.head_dim; ++j) {
+        const int32_t c = order[h * p.head_dim + j];
+        TQ_CHECK(c >= 0 && c < p.head_dim && !(seen[c >> 6] >> (c & 63) & 1), where,
+                 "channel order of kv head {} is not a permutation (entry {} = {})", h, j, c);
+        seen[c >> 6] |= uint64_t(1) << (c & 63);
+      }
+    }
+  }
 }
 
 void CompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
@@ -96,8 +110,27 @@ void CompressedAttention(const float* q, int64_t n, int64_t pos0, const Compress
   CheckCompressedKvView(kv, p, pos0 + n, "compressed attention");
   if (ActiveKernels().name == "ref") {
     RefCompressedAttention(q, n, pos0, kv, p, out);
-  } else {
+  } else if (!kv.k_order && !kv.v_order) {
     CpuCompressedAttention(q, n, pos0, kv, p, out);
+  } else {
+    // Outlier split on the cpu backend: the kernel knows no channel orders, so the queries are
+    // gathered into the key order here and the outputs scattered back (exact: a permutation).
+    const int64_t d = p.head_dim, group = p.num_heads / p.num_kv_heads, size = n * p.num_heads * d;
+    thread_local std::vector<float> qp, op;
+    if (qp.size() < size_t(size)) qp.resize(size_t(size)), op.resize(size_t(size));
+    for (int64_t r = 0; r < n * p.num_heads; ++r) {
+      const int64_t kvh = (r % p.num_heads) / group;
+      for (int64_t j = 0; j < d; ++j)
+        qp[size_t(r * d + j)] = kv.k_order ? q[r * d + kv.k_order[kvh * d + j]] : q[r * d + j];
+    }
+    CompressedKvView plain = kv;
+    plain.k_order = plain.v_order = nullptr;
+    CpuCompressedAttention(qp.data(), n, pos0, plain, p, op.data());
+    for (int64_t r = 0; r < n * p.num_heads; ++r) {
+      const int64_t kvh = (r % p.num_heads) / group;
+      for (int64_t j = 0; j < d; ++j)
+        out[r * d + (kv.v_order ? kv.v_order[kvh * d + j] : j)] = op[size_t(r * d + j)];
+    }
   }
 }
 

@@ -81,6 +81,13 @@ struct CompressedKvView {
   // QJL residual sketch of the coded keys: S [qjl_m, dim] row-major (i.i.d. N(0, 1)), or null.
   const float* qjl_matrix = nullptr;
   int64_t qjl_m = 0;
+  // Outlier-channel split (the paper's; kv/turboquant_kv_cache.h): the channel order of kv head
+  // h, [num_kv_heads, dim] (outlier channels first), or null = identity. The stored rotated key is
+  //   k'_j = (R_k y)_j,  y_j = k[k_order[h * dim + j]],
+  // R_k block-diagonal with blocks inside each subset (each subset has its own rotation), so
+  //   q·k = q_out·k_out + q_rest·k_rest = (R_k P q)·k'  and  out = Pᵀ R_vᵀ Σ p_t v'_t.
+  const int32_t* k_order = nullptr;
+  const int32_t* v_order = nullptr;
 };
 
 // Bytes of one key's sign bits: ceil(m / 8).

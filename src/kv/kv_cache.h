@@ -75,6 +75,14 @@ struct KvCacheOptions {
   // bit, so keys are coded at k_bits - 1 by the MSE codec plus head_dim sign bits and an fp16
   // residual norm; scores become unbiased. k_bits in {2, 2.5, 3, 3.5, 4}. Values are unchanged.
   bool qjl = false;
+  // The paper's outlier-channel split (0 = off): per compressed layer and kv head, the `outliers`
+  // channels of largest RMS over the first block of the sequence's own vectors (the first
+  // `center` positions of the first Append, 256 when center is 0) are coded by their own
+  // TurboQuant instance (own rotation, own scale) at more bits than the other channels (another
+  // instance), at the same total bits: KvOutlierSplit (kv/turboquant_codec.h), e.g. head_dim 64,
+  // 32 outliers: 3 bits = 32 at 4 + 32 at 2, 2.5 = 32 at 3 + 32 at 2. Applies to K and V; a side
+  // whose width has no exact split (4 or 8 bits) stays unsplit. A multiple of 32 below head_dim.
+  int64_t outliers = 0;
 
   bool compressed() const { return k_bits > 0 || v_bits > 0; }
 };

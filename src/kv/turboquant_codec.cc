@@ -1,5 +1,7 @@
 #include "kv/turboquant_codec.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -78,23 +80,67 @@ int64_t KvScaleGroup(int64_t head_dim) {
   return quant::HadamardBlockSize(head_dim, 128);
 }
 
+std::optional<KvOutlierWidths> KvOutlierSplit(int64_t dim, double bits, int64_t outliers) {
+  if (!KvOutlierCountProblem(dim, outliers).empty()) return std::nullopt;
+  // In half bits, so that 2.5 / 3.5 compare exactly.
+  const int64_t total = int64_t(std::llround(bits * 2)) * dim;
+  if (double(total) != bits * 2 * double(dim)) return std::nullopt;
+  for (int lo = 4; lo >= 1; --lo)
+    for (int hi = lo + 1; hi <= 4; ++hi)
+      if (2 * (outliers * hi + (dim - outliers) * lo) == total) return KvOutlierWidths{hi, lo};
+  return std::nullopt;
+}
+
+std::string KvOutlierCountProblem(int64_t dim, int64_t outliers) {
+  if (outliers <= 0 || outliers >= dim)
+    return fmt::format("{} outlier channels: needs 0 < N < head_dim {}", outliers, dim);
+  if (outliers % 32 != 0)
+    return fmt::format(
+        "{} outlier channels: N must be a multiple of 32 (codes pack in units of 32)", outliers);
+  return {};
+}
+
+int64_t KvOutlierGroup(int64_t dim, int64_t outliers) {
+  int64_t g = 128;
+  while (g > 1 && (outliers % g != 0 || (dim - outliers) % g != 0)) g /= 2;
+  return g;
+}
+
 KvVectorCodec::KvVectorCodec(int64_t dim, double bits, KvScale scale, KvCodebook codebook)
     : bits_(bits), scale_(scale) {
   TQ_CHECK(IsValidKvCodecBits(bits), "kv codec",
            "unsupported bit width {} (1, 1.5, 2, 2.5, 3, 3.5, 4 or 8)", bits);
   TQ_CHECK(dim >= 2 && dim <= 1024, "kv codec", "head_dim {} outside [2, 1024]", dim);
-  kernels::KvCodeFormat& f = format_;
-  f.dim = dim;
-  f.group = KvScaleGroup(dim);
   const int lo_bits = int(std::floor(bits));
   const bool split = bits != double(lo_bits);
   // Fractional widths: channels [0, dim/2) at lo_bits + 1, [dim/2, dim) at lo_bits.
-  const int64_t cut = split ? dim / 2 : dim;
-  f.num_segments = split ? 2 : 1;
+  Init(dim, KvScaleGroup(dim), split ? dim / 2 : dim, split ? lo_bits + 1 : lo_bits, lo_bits,
+       codebook);
+}
+
+KvVectorCodec::KvVectorCodec(int64_t dim, int64_t outliers, KvOutlierWidths w, KvScale scale,
+                             KvCodebook codebook)
+    : bits_(double(outliers * w.hi + (dim - outliers) * w.lo) / double(dim)),
+      outliers_(outliers),
+      scale_(scale) {
+  TQ_CHECK(dim >= 2 && dim <= 1024, "kv codec", "head_dim {} outside [2, 1024]", dim);
+  const std::string problem = KvOutlierCountProblem(dim, outliers);
+  TQ_CHECK(problem.empty(), "kv codec", "{}", problem);
+  TQ_CHECK(w.lo >= 1 && w.hi > w.lo && w.hi <= 4, "kv codec", "outlier widths {} / {} bits", w.hi,
+           w.lo);
+  Init(dim, KvOutlierGroup(dim, outliers), outliers, w.hi, w.lo, codebook);
+}
+
+void KvVectorCodec::Init(int64_t dim, int64_t group, int64_t cut, int hi, int lo,
+                         KvCodebook codebook) {
+  kernels::KvCodeFormat& f = format_;
+  f.dim = dim;
+  f.group = group;
+  f.num_segments = cut < dim ? 2 : 1;
   int64_t offset = 0;
   for (int s = 0; s < f.num_segments; ++s) {
     kernels::KvCodeSegment& seg = f.segments[s];
-    const int b = split && s == 0 ? lo_bits + 1 : lo_bits;
+    const int b = s == 0 ? hi : lo;
     seg.begin = s == 0 ? 0 : cut;
     seg.end = s == 0 ? cut : dim;
     seg.format = *quant::FormatForBits(b);

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/kv_ops.h"
@@ -34,16 +36,38 @@ bool IsValidKvCodecBits(double bits);
 // else the largest power of two <= 128 dividing it.
 int64_t KvScaleGroup(int64_t head_dim);
 
+// The paper's outlier-channel split of a `dim`-channel vector at `bits` per channel (before any
+// sketch): `outliers` channels at `hi` bits and the other dim - outliers at `lo` bits, hi > lo,
+// both in {1, 2, 3, 4}, with outliers * hi + (dim - outliers) * lo == bits * dim exactly (the
+// largest such lo). Nothing when no pair gives exactly `bits` (e.g. 4 bits: it would need 5).
+struct KvOutlierWidths {
+  int hi = 0, lo = 0;
+};
+std::optional<KvOutlierWidths> KvOutlierSplit(int64_t dim, double bits, int64_t outliers);
+// Why `outliers` channels of `dim` cannot be split (a usage message), or empty: needs
+// 0 < outliers < dim and outliers a multiple of 32 (codes pack in units of 32 channels).
+std::string KvOutlierCountProblem(int64_t dim, int64_t outliers);
+// The scale group of a split vector: the largest power of two <= 128 dividing both outliers and
+// dim - outliers, so that every group lies in one subset (one scale per subset when that is 1
+// group each; for head_dim 64 and 32 outliers: 32).
+int64_t KvOutlierGroup(int64_t dim, int64_t outliers);
+
 class KvVectorCodec {
  public:
   // Throws tq::Error("[kv codec] ...") for an unsupported bit width or dim.
   KvVectorCodec(int64_t dim, double bits, KvScale scale, KvCodebook codebook);
+  // The outlier split: channels [0, outliers) at w.hi bits, [outliers, dim) at w.lo bits, scale
+  // groups of KvOutlierGroup(dim, outliers) (the vector arrives with its outlier channels first,
+  // each subset rotated on its own: turboquant_kv_cache.h).
+  KvVectorCodec(int64_t dim, int64_t outliers, KvOutlierWidths w, KvScale scale,
+                KvCodebook codebook);
 
   const kernels::KvCodeFormat& format() const { return format_; }
   int64_t dim() const { return format_.dim; }
   int64_t code_bytes() const { return format_.code_bytes; }
   int64_t groups() const { return format_.groups(); }
-  double bits() const { return bits_; }
+  double bits() const { return bits_; }           // code bits per channel (scales not counted)
+  int64_t outliers() const { return outliers_; }  // 0: no outlier split
 
   // rotated [dim] -> codes [code_bytes], scales [groups] (fp16).
   void Encode(const float* rotated, uint8_t* codes, uint16_t* scales) const;
@@ -62,7 +86,11 @@ class KvVectorCodec {
     return *segments_[channel < format_.segments[0].end ? 0 : 1].book;
   }
 
+  // Segments: channels [0, cut) at hi bits, [cut, dim) at lo bits (one segment when cut == dim).
+  void Init(int64_t dim, int64_t group, int64_t cut, int hi, int lo, KvCodebook codebook);
+
   double bits_;
+  int64_t outliers_ = 0;
   KvScale scale_;
   kernels::KvCodeFormat format_;
   Segment segments_[2];

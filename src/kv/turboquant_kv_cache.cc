@@ -7,6 +7,8 @@
 #include <cstring>
 #include <mutex>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -59,6 +61,24 @@ void CheckOptions(const KvLayout& layout, const KvCacheOptions& o) {
   TQ_CHECK(o.center >= 0, "kv cache", "center {} is negative", o.center);
   TQ_CHECK(layout.head_dim >= 2 && layout.head_dim <= 1024, "kv cache",
            "head_dim {} outside [2, 1024]", layout.head_dim);
+  if (o.outliers != 0) {
+    const std::string problem = KvOutlierCountProblem(layout.head_dim, o.outliers);
+    TQ_CHECK(problem.empty(), "kv cache", "outliers: {}", problem);
+    TQ_CHECK(KvOutlierSplit(layout.head_dim, o.k_bits - (o.qjl ? 1 : 0), o.outliers) ||
+                 KvOutlierSplit(layout.head_dim, o.v_bits, o.outliers),
+             "kv cache",
+             "outliers: {} of {} channels give no exact split of K {} or V {} bits (outliers at "
+             "more bits, the rest at fewer, both in 1..4)",
+             o.outliers, layout.head_dim, o.k_bits, o.v_bits);
+  }
+}
+
+// The codec of one side: the outlier split when opts ask for it and `bits` has an exact one.
+KvVectorCodec MakeCodec(const KvLayout& layout, const KvCacheOptions& o, double bits) {
+  if (o.outliers > 0)
+    if (const auto w = KvOutlierSplit(layout.head_dim, bits, o.outliers))
+      return KvVectorCodec(layout.head_dim, o.outliers, *w, o.scale, o.codebook);
+  return KvVectorCodec(layout.head_dim, bits, o.scale, o.codebook);
 }
 
 }  // namespace
@@ -88,9 +108,9 @@ KvRoundtripStats GlobalKvRoundtripStats() {
 TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts)
     : KvCache(layout, opts.max_tokens, opts.max_append),
       opts_(opts),
-      kcodec_((CheckOptions(layout, opts), layout.head_dim), opts.k_bits - (opts.qjl ? 1 : 0),
-              opts.scale, opts.codebook),
-      vcodec_(layout.head_dim, opts.v_bits, opts.scale, opts.codebook) {
+      kcodec_(
+          MakeCodec((CheckOptions(layout, opts), layout), opts, opts.k_bits - (opts.qjl ? 1 : 0))),
+      vcodec_(MakeCodec(layout, opts, opts.v_bits)) {
   const int64_t H = layout_.num_kv_heads, D = layout_.head_dim, L = layout_.num_layers;
   sink_cap_ = std::min(opts.sink, capacity_);
   tail_cap_ = opts.window > 0 ? opts.window + kBlock : 0;
@@ -108,8 +128,13 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
       continue;
     }
     // Independent signs for K and V of every layer, from the one stored seed.
-    y.rk = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l), D);
-    y.rv = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l + 1), D);
+    // Split sides: blocks of the split's scale group, so each subset has its own rotation.
+    const int64_t kblock = kcodec_.outliers() > 0 ? kcodec_.format().group : D;
+    const int64_t vblock = vcodec_.outliers() > 0 ? vcodec_.format().group : D;
+    y.rk = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l), kblock);
+    y.rv = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l + 1), vblock);
+    if (kcodec_.outliers() > 0) y.order_k.resize(size_t(H * D));
+    if (vcodec_.outliers() > 0) y.order_v.resize(size_t(H * D));
     y.sink_k.resize(size_t(H * sink_cap_ * D));
     y.sink_v.resize(size_t(H * sink_cap_ * D));
     y.tail_k.resize(size_t(H * tail_cap_ * D));
@@ -215,8 +240,20 @@ void TurboQuantKvCache::Append(int64_t layer, const float* k, const float* v, in
   // Rotated copies: [2, n, H, D] (keys then values).
   if (scratch_.size() < size_t(2 * rows * D)) scratch_.resize(size_t(2 * rows * D));
   float* rot = scratch_.data();
-  std::memcpy(rot, k, size_t(rows * D) * sizeof(float));
-  std::memcpy(rot + rows * D, v, size_t(rows * D) * sizeof(float));
+  if (y.stored() == 0 && (y.order_k.size() > 0 || y.order_v.size() > 0)) SelectOutliers(y, k, v, n);
+  for (int kv = 0; kv < 2; ++kv) {
+    const float* src = kv == 0 ? k : v;
+    float* dst = rot + kv * rows * D;
+    const AlignedBuffer<int32_t>& order = kv == 0 ? y.order_k : y.order_v;
+    if (order.size() == 0) {
+      std::memcpy(dst, src, size_t(rows * D) * sizeof(float));
+      continue;
+    }
+    for (int64_t r = 0; r < rows; ++r) {  // outlier channels first (the view's k/v_order)
+      const int32_t* o = order.data() + (r % H) * D;
+      for (int64_t j = 0; j < D; ++j) dst[r * D + j] = src[r * D + o[j]];
+    }
+  }
   ThreadPool::Global().ParallelFor(2 * rows, 16, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) (r < rows ? y.rk : y.rv).Forward(rot + r * D);
   });
@@ -280,6 +317,33 @@ void TurboQuantKvCache::Center(Layer& y, float* rot, int64_t n) {
     for (int64_t j = 0; j < HD; ++j) v[t * HD + j] -= mean[j];
 }
 
+void TurboQuantKvCache::SelectOutliers(Layer& y, const float* k, const float* v, int64_t n) const {
+  const int64_t H = layout_.num_kv_heads, D = layout_.head_dim, N = opts_.outliers;
+  const int64_t m = std::min(n, opts_.center > 0 ? opts_.center : int64_t(256));
+  std::vector<double> ss(static_cast<size_t>(D));
+  std::vector<int32_t> idx(static_cast<size_t>(D));
+  for (int kv = 0; kv < 2; ++kv) {
+    AlignedBuffer<int32_t>& order = kv == 0 ? y.order_k : y.order_v;
+    if (order.size() == 0) continue;
+    const float* x = kv == 0 ? k : v;
+    for (int64_t h = 0; h < H; ++h) {
+      std::fill(ss.begin(), ss.end(), 0.0);
+      for (int64_t t = 0; t < m; ++t)
+        for (int64_t j = 0; j < D; ++j) {
+          const double e = x[(t * H + h) * D + j];
+          ss[size_t(j)] += e * e;
+        }
+      for (int64_t j = 0; j < D; ++j) idx[size_t(j)] = int32_t(j);
+      // The N channels of largest energy (ties: lower index), then each subset ascending.
+      std::stable_sort(idx.begin(), idx.end(),
+                       [&](int32_t a, int32_t b) { return ss[size_t(a)] > ss[size_t(b)]; });
+      std::sort(idx.begin(), idx.begin() + N);
+      std::sort(idx.begin() + N, idx.end());
+      std::copy(idx.begin(), idx.end(), order.data() + h * D);
+    }
+  }
+}
+
 kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
   const Layer& y = layers_[size_t(layer)];
   kernels::CompressedKvView v;
@@ -310,6 +374,8 @@ kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
     coded.k_qjl = y.qjl_bits.data();
     coded.k_qjl_norm = y.qjl_norm.data();
   }
+  v.k_order = y.order_k.size() == 0 ? nullptr : y.order_k.data();
+  v.v_order = y.order_v.size() == 0 ? nullptr : y.order_v.data();
   kernels::KvSpan& tail = v.spans[2];
   tail.begin = coded.end;
   tail.end = tail.begin + y.tail_len;
@@ -397,6 +463,12 @@ void TurboQuantKvCache::DecodeLayer(int64_t layer, int64_t count, float* k, floa
         if (opts_.center > 0 && kv == 1)
           for (int64_t j = 0; j < D; ++j) dst[j] += y.mean_v[size_t(h * D + j)];
         (kv == 0 ? y.rk : y.rv).Inverse(dst);
+        const int32_t* order = kv == 0 ? view.k_order : view.v_order;
+        if (order) {  // back to the model's channel order
+          float tmp[1024];
+          std::copy_n(dst, D, tmp);
+          for (int64_t j = 0; j < D; ++j) dst[order[h * D + j]] = tmp[j];
+        }
       }
     }
   }

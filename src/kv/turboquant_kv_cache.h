@@ -9,6 +9,10 @@
 // The tail is coded 32 positions at a time once it holds window + 32 (window 0: every position
 // is coded as it is appended, prompts included). Boundary layers and sliding-window layers are
 // plain fp16 caches (sliding-window layers keep only their window: kv_cache.h).
+// With opts.outliers (the paper's outlier-channel split), a split side's vectors are first
+// permuted per kv head (outlier channels first: Layer::order_k / order_v), then rotated by a
+// block-diagonal Hadamard rotation whose blocks stay inside each subset, and coded with one
+// scale per subset group (KvVectorCodec's outlier constructor).
 #pragma once
 
 #include <cstdint>
@@ -88,6 +92,9 @@ class TurboQuantKvCache final : public KvCache {
     KvQjlSketch sketch;                          // opts.qjl: the layer's S
     AlignedBuffer<uint8_t> qjl_bits;             // [kv_heads, code_cap, D / 8] sign(S r)
     AlignedBuffer<uint16_t> qjl_norm;            // [kv_heads, code_cap] ‖r‖ fp16
+    // opts.outliers, per split side: [kv_heads, D] channel order, outlier channels first (both
+    // subsets ascending); set from the first block of the sequence (per-layer metadata).
+    AlignedBuffer<int32_t> order_k, order_v;
     int64_t sink_len = 0, coded = 0, tail_len = 0;
     int64_t stored() const { return sink_len + coded + tail_len; }
   };
@@ -99,6 +106,8 @@ class TurboQuantKvCache final : public KvCache {
   // rot [2, n, H, D] (rotated keys then values): sets the layer's value mean from the first
   // opts_.center positions when the layer is empty, then subtracts it from every value row.
   void Center(Layer& L, float* rot, int64_t n);
+  // k, v [n, H, D] of the layer's first Append: picks the outlier channels of each split side.
+  void SelectOutliers(Layer& L, const float* k, const float* v, int64_t n) const;
 
   KvCacheOptions opts_;
   KvVectorCodec kcodec_, vcodec_;

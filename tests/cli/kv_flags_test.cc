@@ -37,6 +37,11 @@ TEST(KvFlags, BadValuesAndCombinationsNameTheFlag) {
       {"--kv-bits 4 --kv-center -2", "--kv-center"},
       {"--kv-seed 7", "--kv-seed"},
       {"--kv-bits 4 --kv-seed -1", "--kv-seed"},
+      {"--kv-outliers 32", "--kv-outliers"},
+      {"--kv-bits 3 --kv-outliers 16", "--kv-outliers"},
+      {"--kv-bits 3 --kv-outliers -32", "--kv-outliers"},
+      {"--kv-bits 4 --kv-outliers 32", "--kv-outliers"},
+      {"--kv-k-bits 8 --kv-v-bits 4 --kv-outliers 32", "--kv-outliers"},
   };
   for (auto [flags, name] : cases) {
     const test::CliResult r = RunCli(Ppl(flags));
@@ -72,6 +77,20 @@ TEST(KvFlags, QjlRunsAndCountsItsBytes) {
   // 6 layers x 2 kv heads x (K: 24 code bytes + 2 scale + 8 sign + 2 norm; V: 32 + 2).
   EXPECT_NE(b.out.find("\"kv_bytes_per_token\":840"), std::string::npos) << b.out;
   EXPECT_NE(b.out.find("K4+qjlV4"), std::string::npos) << b.out;
+}
+
+// --kv-outliers: the split runs, is described, and costs one more fp16 scale per split vector.
+TEST(KvFlags, OutliersRunAndCountTheirBytes) {
+  const test::CliResult r = RunCli(Ppl("--kv-bits 3 --kv-outliers 32 --json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"ppl\""), std::string::npos);
+  const test::CliResult b =
+      RunCli("bench --model " + test::ModelDir("tq-llama-21m") +
+             " --prompt-tokens 16 --gen-tokens 2 --threads 1 --kv-bits 3 --kv-outliers 32 --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  // 6 layers x 2 kv heads x 2 x (32 codes at 4 bits + 32 at 2 = 24 bytes, 2 fp16 scales).
+  EXPECT_NE(b.out.find("\"kv_bytes_per_token\":672"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("outliers 32"), std::string::npos) << b.out;
 }
 
 // --kv-seed picks the rotation signs: the same seed reproduces a run, another seed changes it.

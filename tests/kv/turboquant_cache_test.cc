@@ -82,6 +82,7 @@ struct Config {
   int64_t sink, window;
   KvScale scale;
   int64_t center = 0;
+  int64_t outliers = 0;  // the outlier-channel split (K and V where the width splits exactly)
 };
 
 class CacheVsDecompressed : public ::testing::TestWithParam<Config> {
@@ -103,6 +104,7 @@ TEST_P(CacheVsDecompressed, RefAndCpuMatchTheDecompressedCache) {
   o.window = cfg.window;
   o.scale = cfg.scale;
   o.center = cfg.center;
+  o.outliers = cfg.outliers;
   auto cache = MakeKvCache(Layout(), o);
   auto* tq = dynamic_cast<TurboQuantKvCache*>(cache.get());
   ASSERT_NE(tq, nullptr);
@@ -139,7 +141,11 @@ INSTANTIATE_TEST_SUITE_P(
     Configs, CacheVsDecompressed,
     ::testing::Values(Config{4, 4, 0, 0, KvScale::kNorm}, Config{8, 3, 0, 0, KvScale::kMse},
                       Config{3.5, 2.5, 4, 0, KvScale::kMse}, Config{4, 3, 3, 40, KvScale::kNorm},
-                      Config{2, 8, 0, 7, KvScale::kMse}, Config{4, 3, 2, 0, KvScale::kMse, 16}));
+                      Config{2, 8, 0, 7, KvScale::kMse}, Config{4, 3, 2, 0, KvScale::kMse, 16},
+                      // Outlier split: both sides, K unsplit (4 bits) with window, fractional.
+                      Config{3, 2.5, 0, 0, KvScale::kMse, 16, 32},
+                      Config{4, 3, 3, 40, KvScale::kNorm, 0, 32},
+                      Config{3.5, 2, 4, 0, KvScale::kMse, 8, 32}));
 
 TEST(TurboQuantKvCache, EightBitsIsCloseToFloat) {
   KvCacheOptions o;

@@ -1,7 +1,9 @@
 // The scalar oracle for attention on a compressed KV cache (kv_ops.h): every key and value of
 // every span is decoded to its rotated fp32 channels, scores and the rotated output accumulate in
 // double, and the output is un-rotated once per (query, head). With a QJL sketch, coded keys'
-// scores add ‖r‖ √(π/2)/m ⟨S q', sign(S r)⟩ (kv_ops.h). Obvious on purpose.
+// scores add ‖r‖ √(π/2)/m ⟨S q', sign(S r)⟩ (kv_ops.h). With an outlier split (k_order /
+// v_order), the query is gathered into the key's channel order before its rotation (each subset's
+// own rotation), and the output is scattered back after the value un-rotation. Obvious on purpose.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -58,8 +60,13 @@ void RefCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
     const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
     for (int64_t h = 0; h < p.num_heads; ++h) {
       const int64_t kvh = h / group;
-      std::copy_n(q + (i * p.num_heads + h) * d, d, qr.begin());
-      kv.k_rotation->Forward(qr.data());  // q' = R_k q
+      const float* qh = q + (i * p.num_heads + h) * d;
+      if (kv.k_order) {  // y = P q: the key's channel order (outliers first)
+        for (int64_t j = 0; j < d; ++j) qr[size_t(j)] = qh[kv.k_order[kvh * d + j]];
+      } else {
+        std::copy_n(qh, d, qr.begin());
+      }
+      kv.k_rotation->Forward(qr.data());  // q' = R_k P q
       if (kv.qjl_matrix) QjlProject(kv.qjl_matrix, kv.qjl_m, d, qr.data(), sq.data());  // S q'
       double mx = -INFINITY;
       for (int64_t t = first; t <= pos; ++t) {
@@ -80,8 +87,11 @@ void RefCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
       }
       float* oh = out + (i * p.num_heads + h) * d;
       const float* mu = kv.v_offset ? kv.v_offset + kvh * d : nullptr;
-      for (int64_t j = 0; j < d; ++j) oh[j] = float(acc[size_t(j)] / sum + (mu ? mu[j] : 0.0));
-      kv.v_rotation->Inverse(oh);  // out = R_vᵀ Σ p_t v'_t
+      float* y = kv.v_order ? x.data() : oh;  // x is free again: the permuted output
+      for (int64_t j = 0; j < d; ++j) y[j] = float(acc[size_t(j)] / sum + (mu ? mu[j] : 0.0));
+      kv.v_rotation->Inverse(y);  // R_vᵀ Σ p_t v'_t
+      if (kv.v_order)             // out = Pᵀ y: scattered back to the model's channels
+        for (int64_t j = 0; j < d; ++j) oh[kv.v_order[kvh * d + j]] = y[size_t(j)];
     }
   }
 }
