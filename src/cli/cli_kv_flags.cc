@@ -55,7 +55,8 @@ void AddKvFlags(CLI::App& app, KvFlags* f) {
                  "largest RMS over the first block are coded by their own TurboQuant instance at "
                  "more bits and the rest at fewer, same total bits (e.g. head_dim 64, N 32: "
                  "3 = 32 at 4 + 32 at 2; 2.5 = 32 at 3 + 32 at 2); a side at 4 or 8 bits stays "
-                 "unsplit; N a multiple of 32 below head_dim, 0 = off (default 0)");
+                 "unsplit; N a multiple of 32 below head_dim, 0 = off (default 0)")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--kv-qjl", f->qjl,
                "QJL residual sketch of the keys (the paper's unbiased inner products): keys use "
                "k bits = MSE codes at k-1 bits + 1 sign bit per channel; k bits 2, 2.5, 3, 3.5 "
