@@ -129,8 +129,8 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
     }
     // Independent signs for K and V of every layer, from the one stored seed.
     // Split sides: blocks of the split's scale group, so each subset has its own rotation.
-    const int64_t kblock = kcodec_.outliers() > 0 ? kcodec_.format().group : D;
-    const int64_t vblock = vcodec_.outliers() > 0 ? vcodec_.format().group : D;
+    const int64_t kblock = kcodec_.outliers() > 0 ? KvOutlierGroup(D, kcodec_.outliers()) : D;
+    const int64_t vblock = vcodec_.outliers() > 0 ? KvOutlierGroup(D, vcodec_.outliers()) : D;
     y.rk = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l), kblock);
     y.rv = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l + 1), vblock);
     if (kcodec_.outliers() > 0) y.order_k.resize(size_t(H * D));
