@@ -30,16 +30,15 @@ struct BudgetOptions {
   // kPerWeight: it is weighted by the tensor's size (all weights count alike).
   enum class Objective { kPerTensor, kPerWeight } objective = Objective::kPerWeight;
   double sensitive_weight = 2.0;  // importance of v_proj / down_proj
-  // Importance multiplier of the first and last layer; 0 = DefaultEdgeLayerWeight(target_bits).
+  // Importance multiplier of the first and last layer; 0 = DefaultEdgeLayerWeight(target_bits,
+  // the recipe's scale format).
   double edge_layer_weight = 0;
   std::vector<int> bits = {2, 3, 4, 8};
-  // Candidate groups; with e8 scales (recipe.options.scale_format) also 16 (kE8Groups).
+  // Candidate groups; with e8 scales (recipe.options.scale_format) also 16 (q3 g16 = 3.5 bits,
+  // q2 g16 = 2.5 bits).
   std::vector<int> groups = {32, 64, 128};
   bool progress = true;
 };
-
-// The candidate groups with e8 scales: the fp16 ones plus 16 (q3 g16 = 3.5, q2 g16 = 2.5 bits).
-inline constexpr int kE8Groups[] = {16, 32, 64, 128};
 
 struct BudgetChoice {
   std::string name;

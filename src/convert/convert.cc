@@ -112,8 +112,8 @@ quant::QuantSpec SpecFor(const TensorDecision& d, const ConvertOptions& o) {
 class Rotations {
  public:
   explicit Rotations(uint64_t seed) : seed_(seed) {}
-  // Returns the rotation and whether this is the group's first use (its signs get written).
-  std::pair<const quant::HadamardRotation*, bool> Get(const TensorDecision& d) {
+  // The rotation of d's group (made on first use).
+  const quant::HadamardRotation* Get(const TensorDecision& d) {
     auto [it, fresh] = map_.try_emplace(d.rotation_group);
     if (fresh) {
       it->second = quant::HadamardRotation(
@@ -122,7 +122,7 @@ class Rotations {
     }
     TQ_CHECK(it->second.dim() == d.shape[1] && it->second.block() == d.rotation_block, "convert",
              "'{}' does not fit rotation group '{}'", d.name, d.rotation_group);
-    return {&it->second, fresh};
+    return &it->second;
   }
 
  private:
@@ -130,7 +130,6 @@ class Rotations {
   std::map<std::string, quant::HadamardRotation> map_;
 };
 
-// The output tensors of one source tensor (layout only when `data` is null).
 // Copies bytes [begin, begin + n) of the current source tensor to dst.
 using ReadFn = std::function<void(uint64_t begin, uint64_t n, uint8_t* dst)>;
 
@@ -371,7 +370,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
   for (size_t i = 0; i < recipe.tensors.size(); ++i) {
     const TensorDecision& d = recipe.tensors[i];
     if (d.scale_table.empty()) continue;
-    const quant::HadamardRotation* rot = d.rotation_block > 0 ? rotations.Get(d).first : nullptr;
+    const quant::HadamardRotation* rot = d.rotation_block > 0 ? rotations.Get(d) : nullptr;
     quant::GroupRmsRange& range = ranges[d.scale_table];
     const ReadFn read = [&](uint64_t begin, uint64_t n, uint8_t* dst) {
       reader.ReadRange(infos[i], begin, n, dst);
@@ -468,7 +467,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
       }
     };
     const quant::HadamardRotation* rot = nullptr;
-    if (d.quantize && d.rotation_block > 0) rot = rotations.Get(d).first;
+    if (d.quantize && d.rotation_block > 0) rot = rotations.Get(d);
     const auto table = tables.find(d.scale_table);
     std::vector<OutTensor> outs = OutputsOf(d, o, signs_first[i], table_first[i], &read, rot,
                                             table == tables.end() ? nullptr : &table->second);

@@ -90,7 +90,7 @@ struct QuantizedMatrix {
   // The scale of group j of row r (fp32), whichever the encoding.
   float Scale(int64_t r, int64_t j) const;
   // Stored bits per weight: packed codes + group scales (+ fp16 mins); the codebook and the e8
-  // scale table are per tensor (E8TableBitsPerWeight).
+  // scale table are per tensor (ScaleTableBitsPerWeight).
   double BitsPerWeight() const;
   // Throws tq::Error naming `name` if sizes are inconsistent (what a loader checks).
   void Validate(std::string_view name) const;
