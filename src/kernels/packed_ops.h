@@ -31,6 +31,13 @@ struct PackedMatrix {
   const float* codebook = nullptr;       // [levels], codebook method only
 
   bool e8_scales() const { return scale_codes != nullptr; }
+  // Where the stored scale of flat group i (row · groups + group) starts, and the bytes of one
+  // stored scale, whichever the encoding (for prefetching a block of rows' scales).
+  const void* ScaleStorage(int64_t i) const {
+    return scale_codes ? static_cast<const void*>(scale_codes + i)
+                       : static_cast<const void*>(scales + i);
+  }
+  int64_t ScaleStorageBytes() const { return scale_codes ? 1 : 2; }
   // The scale of group j of row r (fp32), whichever the encoding.
   float Scale(int64_t r, int64_t j) const {
     const int64_t i = r * (cols / group_size) + j;

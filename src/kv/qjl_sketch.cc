@@ -7,19 +7,13 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "kernels/kv_ops.h"
+#include "quant/rng.h"
 
 namespace tq {
 namespace {
 
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in (0, 1]: 53 random bits.
-double Uniform(uint64_t& state) { return (double(SplitMix64(state) >> 11) + 1.0) * 0x1.0p-53; }
+// Uniform in (0, 1] with 53 random bits (never 0: Box-Muller takes its log).
+double Uniform(quant::SplitMix64& rng) { return (double(rng.Next() >> 11) + 1.0) * 0x1.0p-53; }
 
 }  // namespace
 
@@ -32,10 +26,10 @@ bool IsValidQjlKeyBits(double total_bits) {
 KvQjlSketch::KvQjlSketch(int64_t dim, uint64_t seed) : dim_(dim), m_(dim) {
   TQ_CHECK(dim >= 2 && dim <= 1024, "kv qjl", "head_dim {} outside [2, 1024]", dim);
   s_.resize(size_t(m_ * dim_));
-  uint64_t state = seed;
+  quant::SplitMix64 rng(seed);
   for (size_t i = 0; i < s_.size(); i += 2) {  // Box-Muller: two N(0, 1) per pair of uniforms
-    const double radius = std::sqrt(-2.0 * std::log(Uniform(state)));
-    const double angle = 2.0 * std::numbers::pi * Uniform(state);
+    const double radius = std::sqrt(-2.0 * std::log(Uniform(rng)));
+    const double angle = 2.0 * std::numbers::pi * Uniform(rng);
     s_[i] = float(radius * std::cos(angle));
     if (i + 1 < s_.size()) s_[i + 1] = float(radius * std::sin(angle));
   }

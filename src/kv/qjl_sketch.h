@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kv_ops.h"
+
 namespace tq {
 
 // k_bits accepted with the sketch (total bits per key channel including the sign bit): 2, 2.5,
@@ -24,7 +26,7 @@ class KvQjlSketch {
 
   int64_t dim() const { return dim_; }
   int64_t m() const { return m_; }
-  int64_t sign_bytes() const { return (m_ + 7) / 8; }
+  int64_t sign_bytes() const { return kernels::QjlSignBytes(m_); }
   const float* matrix() const { return s_.data(); }  // [m, dim]
 
   // residual [dim] -> bits [sign_bytes] (bit j: (S r)_j >= 0), *norm = ‖r‖ as fp16.

@@ -46,6 +46,9 @@ double Cosine(const float* a, const float* b, int64_t d) {
   return aa > 0 && bb > 0 ? ab / std::sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
 }
 
+// Bits of the keys' MSE codes: k_bits, less the sign bit of the QJL sketch.
+double KeyCodecBits(const KvCacheOptions& o) { return o.k_bits - (o.qjl ? 1 : 0); }
+
 void CheckOptions(const KvLayout& layout, const KvCacheOptions& o) {
   TQ_CHECK(IsValidKvBits(o.k_bits), "kv cache", "k_bits {} (expected 2, 2.5, 3, 3.5, 4 or 8)",
            o.k_bits);
@@ -64,7 +67,7 @@ void CheckOptions(const KvLayout& layout, const KvCacheOptions& o) {
   if (o.outliers != 0) {
     const std::string problem = KvOutlierCountProblem(layout.head_dim, o.outliers);
     TQ_CHECK(problem.empty(), "kv cache", "outliers: {}", problem);
-    TQ_CHECK(KvOutlierSplit(layout.head_dim, o.k_bits - (o.qjl ? 1 : 0), o.outliers) ||
+    TQ_CHECK(KvOutlierSplit(layout.head_dim, KeyCodecBits(o), o.outliers) ||
                  KvOutlierSplit(layout.head_dim, o.v_bits, o.outliers),
              "kv cache",
              "outliers: {} of {} channels give no exact split of K {} or V {} bits (outliers at "
@@ -108,8 +111,7 @@ KvRoundtripStats GlobalKvRoundtripStats() {
 TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts)
     : KvCache(layout, opts.max_tokens, opts.max_append),
       opts_(opts),
-      kcodec_(
-          MakeCodec((CheckOptions(layout, opts), layout), opts, opts.k_bits - (opts.qjl ? 1 : 0))),
+      kcodec_(MakeCodec((CheckOptions(layout, opts), layout), opts, KeyCodecBits(opts))),
       vcodec_(MakeCodec(layout, opts, opts.v_bits)) {
   const int64_t H = layout_.num_kv_heads, D = layout_.head_dim, L = layout_.num_layers;
   sink_cap_ = std::min(opts.sink, capacity_);
@@ -166,7 +168,8 @@ TurboQuantKvCache::~TurboQuantKvCache() {
 }
 
 int64_t TurboQuantKvCache::CodedBytesPerHead() const {
-  const int64_t sketch = opts_.qjl ? (layout_.head_dim + 7) / 8 + 2 : 0;
+  // sign bits of the m = head_dim sketch + the fp16 ‖r‖
+  const int64_t sketch = opts_.qjl ? kernels::QjlSignBytes(layout_.head_dim) + 2 : 0;
   return kcodec_.code_bytes() + 2 * kcodec_.groups() + sketch + vcodec_.code_bytes() +
          2 * vcodec_.groups();
 }

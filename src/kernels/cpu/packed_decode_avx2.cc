@@ -172,11 +172,10 @@ TQ_AVX2 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int64
     for (int t = 0; t < N; ++t) acc[r][t] = _mm256_setzero_ps();
   }
   if (pf != nullptr) {
-    const bool e8 = w.scale_codes != nullptr;
-    const int64_t i1 = (r0 + R) * groups;  // the next block's first scale
-    const char* ps = e8 ? reinterpret_cast<const char*>(w.scale_codes + i1)
-                        : reinterpret_cast<const char*>(w.scales + i1);
-    for (int64_t k = 0; k < R * groups * (e8 ? 1 : 2); k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
+    // The next block's scales.
+    const char* ps = static_cast<const char*>(w.ScaleStorage((r0 + R) * groups));
+    for (int64_t k = 0; k < R * groups * w.ScaleStorageBytes(); k += 64)
+      _mm_prefetch(ps + k, _MM_HINT_T0);
   }
   const __m256i ones = _mm256_set1_epi16(1);
   constexpr CodeFormat kF = kLooked ? CodeFormat::kQ8 : F;  // looked-up rows load like q8

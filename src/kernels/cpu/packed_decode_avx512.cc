@@ -279,10 +279,8 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
     for (int t = 0; t < N; ++t) acc[r][t] = _mm512_setzero_ps();
   }
   if (pf != nullptr) {
-    const bool e8 = w.scale_codes != nullptr;
-    const char* ps = e8 ? reinterpret_cast<const char*>(w.scale_codes + si[0] + R * groups)
-                        : reinterpret_cast<const char*>(w.scales + si[0] + R * groups);
-    const int64_t bytes = R * groups * (e8 ? 1 : 2);
+    const char* ps = static_cast<const char*>(w.ScaleStorage(si[0] + R * groups));
+    const int64_t bytes = R * groups * w.ScaleStorageBytes();
     for (int64_t k = 0; k < bytes; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
     if (kAffine) {
       ps = reinterpret_cast<const char*>(w.mins + (r0 + R) * groups);
