@@ -11,6 +11,7 @@
 #include "core/half.h"
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
+#include "kernels/kernel_table.h"
 
 namespace tq::kernels {
 namespace {
