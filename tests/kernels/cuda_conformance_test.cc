@@ -125,7 +125,7 @@ TEST(CudaConformance, MatMulGroup) {
   // Mismatched inner dimensions are refused before anything runs.
   auto a = gpu->Allocate(8 * 16 * 4, "a"), b = gpu->Allocate(8 * 17 * 4, "b");
   const TensorView va{a.data(), DType::F32, {8, 16}}, vb{b.data(), DType::F32, {8, 17}};
-  const MatMulOutput bad[] = {{&va, nullptr, nullptr}, {&vb, nullptr, nullptr}};
+  const MatMulOutput bad[] = {{&va, nullptr, b.as<float>()}, {&vb, nullptr, b.as<float>()}};
   EXPECT_THROW(gpu->MatMulGroup(a.as<float>(), 1, bad), Error);
   const TensorView vi{a.data(), DType::I32, {8, 16}};
   EXPECT_THROW(gpu->MatMul(a.as<float>(), 1, vi, nullptr, b.as<float>()), Error);

@@ -45,7 +45,8 @@ KvCodeFormat MakeFormat(int64_t dim, int hi, int lo, const float* const* levels)
   f.group = dim % 128 == 0 ? 128 : (dim % 32 == 0 ? 32 : dim);
   if (dim <= 128 && (dim & (dim - 1)) == 0) f.group = dim;
   f.num_segments = hi == lo ? 1 : 2;
-  const int64_t cut = hi == lo ? dim : dim / 2;
+  // A second segment starts on a 32-code unit (CheckCompressedKvView).
+  const int64_t cut = hi == lo ? dim : std::max<int64_t>(32, dim / 2 / 32 * 32);
   int64_t off = 0;
   for (int s = 0; s < f.num_segments; ++s) {
     KvCodeSegment& seg = f.segments[s];

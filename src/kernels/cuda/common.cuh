@@ -85,7 +85,8 @@ __device__ __forceinline__ float PackedAt(const DevPacked& w, const float* book,
   const int code = CodeAt(w.format, w.codes + r * w.row_bytes, c, w.cols);
   const int64_t g = r * (w.cols / w.group_size) + c / w.group_size;
   const float scale = PackedScale(w, g);
-  if (w.affine) return F16(__ldg(w.mins + g)) + scale * float(code);
+  // Rounded as the reference rounds it (no fused multiply-add): embeddings are bit-exact.
+  if (w.affine) return __fadd_rn(F16(__ldg(w.mins + g)), __fmul_rn(scale, float(code)));
   return scale * book[code];
 }
 

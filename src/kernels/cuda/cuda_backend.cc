@@ -231,9 +231,9 @@ class CudaBackend final : public Backend {
     const Elem e = ElemOf(kv.dtype, where);
     TQ_CHECK(pos0 >= 0, where, "negative start position {}", pos0);
     if (n <= 0) return;
-    TQ_CHECK(kv.k && kv.v && kv.head_stride >= (pos0 + n) * p.head_dim, where,
-             "cache of head stride {} cannot hold {} positions of head_dim {}", kv.head_stride,
-             pos0 + n, p.head_dim);
+    TQ_CHECK(kv.k && kv.v && (p.num_kv_heads == 1 || kv.head_stride >= (pos0 + n) * p.head_dim),
+             where, "cache of head stride {} cannot hold {} positions of head_dim {}",
+             kv.head_stride, pos0 + n, p.head_dim);
     Enter();
     cuda::LaunchAttention(q, n, pos0, kv.k, kv.v, e, kv.head_stride, Dev(p), out, stream_);
     Launched(where);
