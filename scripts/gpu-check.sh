@@ -13,8 +13,8 @@
 #      ctest.txt, bench-*.json).
 # Exit status: 0 when every step that ran passed; 1 otherwise; 2 for usage / no GPU.
 # Env: TQ_CUDA_ARCH (e.g. 90a), JOBS (build jobs, default nproc), BENCH_LAYERS (synthesize only
-# the first N layers: a quick smoke run; default all), SKIP_BENCH=1, TQ_SHARED_DIR (shared models
-# for the model-level tests).
+# the first N layers: a quick smoke run; default all), SKIP_BENCH=1, SANITIZE=1 (also run the op
+# suite under compute-sanitizer memcheck), TQ_SHARED_DIR (shared models for the model tests).
 set -uo pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
@@ -69,6 +69,16 @@ if [[ -x "$BUILD/tests/test_kernels" ]]; then
     row conformance FAIL "rc $rc, ${cases:-no table}, $skipped skipped lines (see conformance.txt)"
   fi
   sed -n '/^op  /,/cases, /p' "$OUT/conformance.txt"
+fi
+if [[ "${SANITIZE:-0}" == 1 && -x "$BUILD/tests/test_kernels" ]]; then
+  T0=$(date +%s)
+  SAN="$CUDA_HOME/bin/compute-sanitizer"
+  if "$SAN" --tool memcheck --error-exitcode 1 "$BUILD/tests/test_kernels" \
+       --gtest_filter='CudaConformance.*' >"$OUT/memcheck.txt" 2>&1; then
+    row memcheck ok "compute-sanitizer memcheck, CudaConformance.*, $(($(date +%s) - T0)) s"
+  else
+    row memcheck FAIL "see memcheck.txt"
+  fi
 fi
 if [[ -d "$BUILD" ]]; then
   T0=$(date +%s)

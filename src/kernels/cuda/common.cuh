@@ -1,6 +1,6 @@
-// Device helpers shared by the CUDA kernels: element loads (F32/F16/BF16), the packed-code
-// decoder (quant/packing.h layouts), group scales, warp reductions and the in-shared-memory
-// Walsh–Hadamard transform.
+// Device helpers shared by the CUDA kernels: element loads (F32/F16/BF16), group scales and
+// dequantized packed elements (the code decoder itself is code_at.h), warp reductions and the
+// in-shared-memory Walsh–Hadamard transform.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/code_at.h"
 #include "kernels/cuda/launch.h"
 
 namespace tq::kernels::cuda {
@@ -34,43 +35,6 @@ __device__ __forceinline__ float LoadElem(const void* p, Elem e, int64_t i) {
       return LoadElem<Elem::kF16>(p, i);
     default:
       return LoadElem<Elem::kBF16>(p, i);
-  }
-}
-
-// Code c (0 <= c < n) of a row of n codes packed in `format` (quant/packing.h, format.h):
-// binary formats in 32-code units, ternary in 160-trit chunks of B = ceil(m/5) bytes whose byte
-// j holds t[j + k·B] as a base-3 fraction (t_k = ((uint8)(q · 3^k) · 3) >> 8).
-__device__ __forceinline__ int CodeAt(int format, const uint8_t* row, int64_t c, int64_t n) {
-  const int64_t u = c >> 5;
-  const int j = int(c & 31);
-  switch (format) {
-    case kQ1:
-      return (__ldg(row + u * 4 + (j >> 3)) >> (j & 7)) & 1;
-    case kQ2:
-      return (__ldg(row + u * 8 + (j & 7)) >> (2 * (j >> 3))) & 3;
-    case kQ3: {
-      const int lo = (__ldg(row + u * 12 + (j & 7)) >> (2 * (j >> 3))) & 3;
-      const int hi = (__ldg(row + u * 12 + 8 + (j >> 3)) >> (j & 7)) & 1;
-      return lo | hi << 2;
-    }
-    case kQ4:
-      return (__ldg(row + u * 16 + (j & 15)) >> (4 * (j >> 4))) & 15;
-    case kQ8:
-      return __ldg(row + c);
-    default: {  // ternary
-      const int64_t chunk = c / 160;
-      const int i = int(c - chunk * 160);
-      const int64_t left = n - chunk * 160;
-      const int m = left < 160 ? int(left) : 160;
-      const int b = (m + 4) / 5;
-      const unsigned q = __ldg(row + chunk * 32 + i % b);
-      const unsigned pow3 = i / b == 0   ? 1u
-                            : i / b == 1 ? 3u
-                            : i / b == 2 ? 9u
-                            : i / b == 3 ? 27u
-                                         : 81u;
-      return int((unsigned(uint8_t(q * pow3)) * 3u) >> 8);
-    }
   }
 }
 

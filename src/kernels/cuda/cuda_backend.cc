@@ -135,7 +135,7 @@ class CudaBackend final : public Backend {
   void EmbedRows(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
     const std::string where = name_ + " embed rows";
     TQ_CHECK(table.rank() == 2, where, "table must be 2-D, got {}", ShapeToString(table.shape));
-    if (n <= 0) return;
+    if (n <= 0 || table.dim(1) == 0) return;
     Enter();
     cuda::LaunchEmbedRows(table.data, ElemOf(table.dtype, where), table.dim(0), table.dim(1), ids,
                           n, out, err_, stream_);

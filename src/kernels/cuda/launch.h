@@ -10,13 +10,14 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/code_at.h"
+
 namespace tq::kernels::cuda {
 
 // Weight / cache element types (core/dtype.h's F32/F16/BF16, renumbered for the kernels).
 enum class Elem : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
 
-// Code formats (quant::CodeFormat values, same numbering).
-enum : int { kQ1 = 0, kQ2 = 1, kQ3 = 2, kQ4 = 3, kQ8 = 4, kTernary = 5 };
+// Code formats: kQ1 .. kTernary of code_at.h (quant::CodeFormat's numbering).
 
 // The device error word: the first failing kernel writes {code, value}; the backend reads it at
 // each sync point and throws (EmbedRows with a token id outside the table, ...).
