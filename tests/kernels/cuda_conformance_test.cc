@@ -61,10 +61,20 @@ std::vector<uint8_t> ToBytes(const std::vector<float>& src, DType dt) {
 
 std::string Name(DType dt) { return std::string(DTypeName(dt)); }
 
+// Every test runs on "cuda" (a GPU) and "emu" (the same kernels on the host emulator).
+class CudaConformance : public ::testing::TestWithParam<std::string> {
+ protected:
+  // The emulator runs each CUDA thread as a fiber (~1 µs a switch): its largest shapes are left
+  // to the GPU (their code paths are those of the smaller shapes).
+  bool Emulated() const { return GetParam() == "emu"; }
+};
+INSTANTIATE_TEST_SUITE_P(Backends, CudaConformance, ::testing::ValuesIn(test::kCudaKinds),
+                         [](const auto& info) { return info.param; });
+
 // --- dense matmul ---------------------------------------------------------------------------
 
-TEST(CudaConformance, MatMul) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, MatMul) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   struct S {
     int64_t n, out, in;
   };
@@ -72,6 +82,7 @@ TEST(CudaConformance, MatMul) {
                       {9, 37, 77}, {17, 96, 256}, {64, 131, 300}, {257, 131, 1100}, {70, 7, 1}};
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     for (const S& s : shapes) {
+      if (Emulated() && s.n * s.out * s.in > 4000000) continue;  // minutes of fibers; GPU only
       const auto x = Random(s.n * s.in, 1);
       const auto wf = Random(s.out * s.in, 2, 0.05f);
       const auto wb = ToBytes(wf, dt);
@@ -92,8 +103,8 @@ TEST(CudaConformance, MatMul) {
   }
 }
 
-TEST(CudaConformance, MatMulGroup) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, MatMulGroup) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   for (int64_t n : {1, 7, 16, 130}) {
     const int64_t in = 72;
     const auto x = Random(n * in, 20);
@@ -188,8 +199,8 @@ std::string KindName(const PackedKind& k, int64_t g) {
                      k.scales == test::Scales::kE8 ? "e8" : "f16");
 }
 
-TEST(CudaConformance, PackedMatMul) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, PackedMatMul) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   // cols 640: every group size and whole ternary chunks; 352: a short last ternary chunk (32
   // trits) and a binary row of 11 units; rows odd.
   struct S {
@@ -222,8 +233,8 @@ TEST(CudaConformance, PackedMatMul) {
   }
 }
 
-TEST(CudaConformance, PackedMatMulRejectsBadViews) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, PackedMatMulRejectsBadViews) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   const test::Owned o =
       test::RandomPacked(quant::QuantMethod::kCodebook, quant::CodeFormat::kQ4, 4, 64, 32, 1);
   DevicePacked d = ToDevice(*gpu, o);
@@ -239,8 +250,8 @@ TEST(CudaConformance, PackedMatMulRejectsBadViews) {
   EXPECT_THROW(gpu->PackedEmbedRows(v, nullptr, 1, y.as<float>()), Error);
 }
 
-TEST(CudaConformance, PackedEmbedRows) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, PackedEmbedRows) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   for (const PackedKind& k : AllPackedKinds()) {
     for (int64_t g : {16, 64}) {
       const int64_t rows = 50, cols = 352 - (352 % g);
@@ -275,8 +286,8 @@ TEST(CudaConformance, PackedEmbedRows) {
 
 // --- embeddings, elementwise, norms, RoPE, rotation -----------------------------------------
 
-TEST(CudaConformance, EmbedRows) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, EmbedRows) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     const int64_t vocab = 301, dim = 77;
     const auto table = Random(vocab * dim, 4);
@@ -302,8 +313,8 @@ TEST(CudaConformance, EmbedRows) {
   }
 }
 
-TEST(CudaConformance, AddSiluMulRmsNorm) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, AddSiluMulRmsNorm) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   for (int64_t n : {1, 31, 257 * 77}) {
     const auto a = Random(n, 1), b = Random(n, 2);
     std::vector<float> sum(a), silu(static_cast<size_t>(n));
@@ -318,6 +329,7 @@ TEST(CudaConformance, AddSiluMulRmsNorm) {
   }
   for (int64_t rows : {1, 9, 257}) {
     for (int64_t dim : {10, 77, 4096}) {
+      if (Emulated() && rows * dim > 100000) continue;
       const auto x = Random(rows * dim, 6, 3.0f), w = Random(dim, 7);
       std::vector<float> want(x.size());
       RefKernels().rms_norm(x.data(), rows, dim, w.data(), 1e-5f, want.data());
@@ -333,8 +345,8 @@ TEST(CudaConformance, AddSiluMulRmsNorm) {
   }
 }
 
-TEST(CudaConformance, Rope) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, Rope) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   struct S {
     int64_t rows, heads, hd;
     float attn_factor;
@@ -361,13 +373,14 @@ TEST(CudaConformance, Rope) {
   EXPECT_THROW(gpu->Rope(nullptr, 1, 1, 7, nullptr, nullptr, 1.0f), Error);
 }
 
-TEST(CudaConformance, Rotate) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, Rotate) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   struct S {
     int64_t dim, max_block, rows;
   };
   for (const S s : {S{64, 64, 1}, S{96, 4096, 9}, S{4096, 4096, 3}, S{14336, 4096, 2},
                     S{18944, 4096, 1}, S{1408, 4096, 257}, S{8192, 4096, 2}, S{256, 16, 5}}) {
+    if (Emulated() && s.rows * s.dim > 100000) continue;
     const auto rot = quant::HadamardRotation::Make(s.dim, 77, s.max_block);
     const auto x = Random(s.rows * s.dim, 9);
     std::vector<float> want(x);
@@ -390,8 +403,8 @@ TEST(CudaConformance, Rotate) {
 
 // --- attention on a plain cache, KV store ---------------------------------------------------
 
-TEST(CudaConformance, Attention) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, Attention) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   struct S {
     int64_t n, pos0, heads, kv_heads, hd, window;
   };
@@ -402,6 +415,7 @@ TEST(CudaConformance, Attention) {
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     for (const S& s : shapes) {
       if (s.pos0 > 5000 && dt != DType::F16) continue;  // the 32K cache once, in fp16
+      if (s.pos0 > 5000 && Emulated()) continue;
       const int64_t cap = s.pos0 + s.n + 3, stride = cap * s.hd;
       const auto q = Random(s.n * s.heads * s.hd, 10);
       const auto k = ToBytes(Random(s.kv_heads * stride, 11), dt);
@@ -424,8 +438,8 @@ TEST(CudaConformance, Attention) {
   EXPECT_THROW(gpu->Attention(nullptr, 1, 0, KvView{}, bad, nullptr), Error);
 }
 
-TEST(CudaConformance, KvStore) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, KvStore) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     const int64_t heads = 3, hd = 80, slots = 40, n = 9, slot0 = 30;
     const auto src = Random(n * heads * hd, 13);
@@ -450,8 +464,8 @@ TEST(CudaConformance, KvStore) {
 
 // --- MoE routing, gather / scatter, argmax, copy --------------------------------------------
 
-TEST(CudaConformance, MoeRoute) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, MoeRoute) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   struct S {
     int64_t n, experts, top_k;
     bool renorm;
@@ -492,8 +506,8 @@ TEST(CudaConformance, MoeRoute) {
   EXPECT_THROW(gpu->MoeRoute(nullptr, 1, MoeRouting{4, 5, true}, nullptr, nullptr), Error);
 }
 
-TEST(CudaConformance, GatherScatterArgmaxCopy) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, GatherScatterArgmaxCopy) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   const int64_t rows = 20, dim = 77;
   const auto src = Random(rows * dim, 15);
   const std::vector<int32_t> idx = {3, 19, 0, 3, 3, 7, 12, 19, 1};
@@ -552,8 +566,8 @@ TEST(CudaConformance, GatherScatterArgmaxCopy) {
 
 // --- memory ---------------------------------------------------------------------------------
 
-TEST(CudaConformance, MemoryAndScratch) {
-  TQ_REQUIRE_CUDA(gpu);
+TEST_P(CudaConformance, MemoryAndScratch) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
   EXPECT_EQ(gpu->memory_space(), MemorySpace::kDevice);
   size_t free_b = 0, total_b = 0;
   gpu->MemoryInfo(&free_b, &total_b);

@@ -18,10 +18,26 @@
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
+namespace tq::kernels {
+// The CUDA backend's sources on the host emulator (cuda_emu_backend.cc).
+std::unique_ptr<Backend> MakeEmulatedCudaBackend(int device);
+}  // namespace tq::kernels
+
 namespace tq::kernels::test {
 
-// The cuda:0 backend, or null with the reason in *why (a CPU-only build, no GPU).
-inline Backend* CudaOrWhy(std::string* why) {
+// The backend a CUDA test runs on: "cuda" (cuda:0) or "emu" (the same kernels on the host
+// emulator); null with the reason in *why when it cannot be had (a CPU-only build, no GPU, the
+// emulator under ASan, whose stack checks do not follow ucontext fibers).
+inline Backend* BackendOrWhy(const std::string& kind, std::string* why) {
+  if (kind == "emu") {
+#if defined(__SANITIZE_ADDRESS__)
+    *why = "the CUDA emulator's fibers (ucontext) are not run under ASan";
+    return nullptr;
+#else
+    static std::unique_ptr<Backend> emu = MakeEmulatedCudaBackend(0);
+    return emu.get();
+#endif
+  }
 #if defined(TQ_WITH_CUDA)
   static std::unique_ptr<Backend> gpu;
   static std::string reason;
@@ -45,10 +61,20 @@ inline Backend* CudaOrWhy(std::string* why) {
 #endif
 }
 
-#define TQ_REQUIRE_CUDA(var)                                                \
-  std::string var##_why;                                                    \
-  ::tq::kernels::Backend* var = ::tq::kernels::test::CudaOrWhy(&var##_why); \
-  if (!var) GTEST_SKIP() << var##_why
+// Both backends: a CUDA test suite is instantiated once per kind.
+inline const std::vector<std::string> kCudaKinds = {"cuda", "emu"};
+
+// In a test whose parameter's backend kind is `kind`: `var` = the backend, or skip with why.
+// The kind of the running test (the table's backend column).
+inline std::string& CurrentKind() {
+  static std::string kind;
+  return kind;
+}
+#define TQ_REQUIRE_BACKEND(var, kind)                                                \
+  std::string var##_why;                                                             \
+  ::tq::kernels::Backend* var = ::tq::kernels::test::BackendOrWhy(kind, &var##_why); \
+  if (!var) GTEST_SKIP() << var##_why;                                               \
+  ::tq::kernels::test::CurrentKind() = kind
 
 template <typename T>
 DeviceBuffer Up(Backend& b, const std::vector<T>& v) {
@@ -80,7 +106,7 @@ inline double Nmse(const std::vector<float>& got, const std::vector<float>& want
 }
 
 struct ResultRow {
-  std::string op, what;
+  std::string backend, op, what;
   double nmse, bound;
   bool pass;
 };
@@ -102,10 +128,11 @@ class ResultTable : public ::testing::Environment {
   void TearDown() override {
     if (rows_.empty()) return;
     int fails = 0;
-    std::printf("\n%-22s %-58s %12s %10s %s\n", "op", "case", "nmse", "bound", "pass");
+    std::printf("\n%-7s %-20s %-60s %12s %10s %s\n", "backend", "op", "case", "nmse", "bound",
+                "pass");
     for (const ResultRow& r : rows_) {
-      std::printf("%-22s %-58s %12.3e %10.1e %s\n", r.op.c_str(), r.what.c_str(), r.nmse, r.bound,
-                  r.pass ? "ok" : "FAIL");
+      std::printf("%-7s %-20s %-60s %12.3e %10.1e %s\n", r.backend.c_str(), r.op.c_str(),
+                  r.what.c_str(), r.nmse, r.bound, r.pass ? "ok" : "FAIL");
       fails += !r.pass;
     }
     std::printf("%zu cases, %d failed\n", rows_.size(), fails);
@@ -121,11 +148,11 @@ inline void Expect(const std::string& op, const std::string& what, const std::ve
                    const std::vector<float>& want, double bound) {
   const double e = Nmse(got, want);
   const bool pass = e <= bound;
-  ResultTable::Get().Add({op, what, e, bound, pass});
+  ResultTable::Get().Add({CurrentKind(), op, what, e, bound, pass});
   EXPECT_LE(e, bound) << op << " " << what;
 }
 inline void ExpectExact(const std::string& op, const std::string& what, bool equal) {
-  ResultTable::Get().Add({op, what, equal ? 0.0 : INFINITY, 0.0, equal});
+  ResultTable::Get().Add({CurrentKind(), op, what, equal ? 0.0 : INFINITY, 0.0, equal});
   EXPECT_TRUE(equal) << op << " " << what << ": not bit-exact";
 }
 

@@ -210,21 +210,24 @@ void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, con
   const dim3 grid(unsigned(n), unsigned(p.num_heads));
   switch (elem) {
     case Elem::kF32:
-      return AttentionKernel<Elem::kF32>
-          <<<grid, kWarps * 32, 0, s>>>(q, pos0, k, v, head_stride, p, out);
+      TQ_LAUNCH(AttentionKernel<Elem::kF32>, grid, kWarps * 32, s, q, pos0, k, v, head_stride, p,
+                out);
+      return;
     case Elem::kF16:
-      return AttentionKernel<Elem::kF16>
-          <<<grid, kWarps * 32, 0, s>>>(q, pos0, k, v, head_stride, p, out);
+      TQ_LAUNCH(AttentionKernel<Elem::kF16>, grid, kWarps * 32, s, q, pos0, k, v, head_stride, p,
+                out);
+      return;
     case Elem::kBF16:
-      return AttentionKernel<Elem::kBF16>
-          <<<grid, kWarps * 32, 0, s>>>(q, pos0, k, v, head_stride, p, out);
+      TQ_LAUNCH(AttentionKernel<Elem::kBF16>, grid, kWarps * 32, s, q, pos0, k, v, head_stride, p,
+                out);
+      return;
   }
 }
 
 void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const DevCompressedKv& kv,
                                const DevAttention& p, float* out, cudaStream_t s) {
   const dim3 grid(unsigned(n), unsigned(p.num_heads));
-  CompressedAttentionKernel<<<grid, kWarps * 32, 0, s>>>(q, pos0, kv, p, out);
+  TQ_LAUNCH(CompressedAttentionKernel, grid, kWarps * 32, s, q, pos0, kv, p, out);
 }
 
 }  // namespace tq::kernels::cuda

@@ -3,8 +3,10 @@
 // in-shared-memory Walsh–Hadamard transform.
 #pragma once
 
+#if !defined(TQ_CUDA_EMU)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#endif
 
 #include <cstdint>
 

@@ -6,7 +6,9 @@
 // device memory.
 #include "kernels/cuda/cuda_backend.h"
 
+#if !defined(TQ_CUDA_EMU)
 #include <cuda_runtime.h>
+#endif
 
 #include <cmath>
 #include <cstring>

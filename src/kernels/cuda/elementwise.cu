@@ -190,59 +190,60 @@ __global__ void ArgmaxKernel(const float* x, int64_t n, int32_t* out) {
 
 void LaunchEmbedRows(const void* table, Elem elem, int64_t vocab, int64_t dim, const int32_t* ids,
                      int64_t n, float* out, DeviceError* err, cudaStream_t s) {
-  EmbedRowsKernel<<<Blocks(n * dim, kThreads), kThreads, 0, s>>>(table, elem, vocab, dim, ids, n,
-                                                                 out, err);
+  TQ_LAUNCH(EmbedRowsKernel, Blocks(n * dim, kThreads), kThreads, s, table, elem, vocab, dim, ids,
+            n, out, err);
 }
 
 void LaunchPackedEmbedRows(const DevPacked& w, const int32_t* ids, int64_t n, float* out,
                            DeviceError* err, cudaStream_t s) {
-  PackedEmbedRowsKernel<<<Blocks(n * w.cols, kThreads), kThreads, 0, s>>>(w, ids, n, out, err);
+  TQ_LAUNCH(PackedEmbedRowsKernel, Blocks(n * w.cols, kThreads), kThreads, s, w, ids, n, out, err);
 }
 
 void LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t s) {
-  AddKernel<<<Blocks(n, kThreads), kThreads, 0, s>>>(y, x, n);
+  TQ_LAUNCH(AddKernel, Blocks(n, kThreads), kThreads, s, y, x, n);
 }
 
 void LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {
-  SiluMulKernel<<<Blocks(n, kThreads), kThreads, 0, s>>>(gate, up, n, out);
+  TQ_LAUNCH(SiluMulKernel, Blocks(n, kThreads), kThreads, s, gate, up, n, out);
 }
 
 void LaunchRmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
                    float* out, cudaStream_t s) {
-  RmsNormKernel<<<unsigned(rows), kThreads, 0, s>>>(x, dim, weight, eps, out);
+  TQ_LAUNCH(RmsNormKernel, unsigned(rows), kThreads, s, x, dim, weight, eps, out);
 }
 
 void LaunchRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
                 const float* inv_freq, float attn_factor, cudaStream_t s) {
   const int64_t total = rows * heads * (head_dim / 2);
-  RopeKernel<<<Blocks(total, kThreads), kThreads, 0, s>>>(x, rows, heads, head_dim, positions,
-                                                          inv_freq, attn_factor);
+  TQ_LAUNCH(RopeKernel, Blocks(total, kThreads), kThreads, s, x, rows, heads, head_dim, positions,
+            inv_freq, attn_factor);
 }
 
 void LaunchKvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
                    Elem elem, int64_t head_stride, int64_t slot0, cudaStream_t s) {
-  KvStoreKernel<<<Blocks(n * heads * head_dim, kThreads), kThreads, 0, s>>>(
-      src, n, heads, head_dim, dst, elem, head_stride, slot0);
+  TQ_LAUNCH(KvStoreKernel, Blocks(n * heads * head_dim, kThreads), kThreads, s, src, n, heads,
+            head_dim, dst, elem, head_stride, slot0);
 }
 
 void LaunchMoeRoute(const float* logits, int64_t n, int64_t experts, int64_t top_k,
                     bool renormalize, int32_t* chosen, float* weight, cudaStream_t s) {
-  MoeRouteKernel<<<Blocks(n, 64), 64, 0, s>>>(logits, n, experts, top_k, renormalize, chosen,
-                                              weight);
+  TQ_LAUNCH(MoeRouteKernel, Blocks(n, 64), 64, s, logits, n, experts, top_k, renormalize, chosen,
+            weight);
 }
 
 void LaunchGatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim, float* dst,
                       cudaStream_t s) {
-  GatherRowsKernel<<<Blocks(count * dim, kThreads), kThreads, 0, s>>>(src, rows, count, dim, dst);
+  TQ_LAUNCH(GatherRowsKernel, Blocks(count * dim, kThreads), kThreads, s, src, rows, count, dim,
+            dst);
 }
 
 void LaunchScatterAddRows(const float* src, const int32_t* rows, const float* weight, int64_t count,
                           int64_t dim, float* dst, cudaStream_t s) {
-  ScatterAddRowsKernel<<<Blocks(dim, 128), 128, 0, s>>>(src, rows, weight, count, dim, dst);
+  TQ_LAUNCH(ScatterAddRowsKernel, Blocks(dim, 128), 128, s, src, rows, weight, count, dim, dst);
 }
 
 void LaunchArgmax(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t s) {
-  ArgmaxKernel<<<unsigned(rows), kThreads, 0, s>>>(x, n, out);
+  TQ_LAUNCH(ArgmaxKernel, unsigned(rows), kThreads, s, x, n, out);
 }
 
 }  // namespace tq::kernels::cuda

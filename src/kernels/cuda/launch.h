@@ -6,11 +6,21 @@
 // backend's device error word (bad ids, checked at the next sync).
 #pragma once
 
+#if !defined(TQ_CUDA_EMU)
 #include <cuda_runtime_api.h>
+#endif
 
 #include <cstdint>
 
 #include "kernels/cuda/code_at.h"
+
+// kernel<<<grid, block, 0, stream>>>(args...), or the host emulator's launch in the unit tests
+// (tests/kernels/cuda_emu/emu.h defines TQ_EMU_LAUNCH).
+#if defined(TQ_CUDA_EMU)
+#define TQ_LAUNCH(kernel, grid, block, stream, ...) TQ_EMU_LAUNCH(kernel, grid, block, __VA_ARGS__)
+#else
+#define TQ_LAUNCH(kernel, grid, block, stream, ...) kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
+#endif
 
 namespace tq::kernels::cuda {
 

@@ -111,11 +111,11 @@ void Launch(const float* x, int64_t n, int64_t out, int64_t in, const Src& src, 
   if (n <= 0 || out <= 0) return;
   if (n <= kMaxVecTokens) {
     constexpr int kRowsPerBlock = 8;
-    MatVecKernel<<<Blocks(out, kRowsPerBlock), kRowsPerBlock * 32, 0, s>>>(x, int(n), out, in, src,
-                                                                           bias, y);
+    TQ_LAUNCH(MatVecKernel, Blocks(out, kRowsPerBlock), kRowsPerBlock * 32, s, x, int(n), out, in,
+              src, bias, y);
   } else {
     const dim3 grid(Blocks(out, kBN), Blocks(n, kBM));
-    GemmKernel<<<grid, kGemmThreads, 0, s>>>(x, n, out, in, src, bias, y);
+    TQ_LAUNCH(GemmKernel, grid, kGemmThreads, s, x, n, out, in, src, bias, y);
   }
 }
 

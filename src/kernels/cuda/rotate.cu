@@ -7,7 +7,7 @@
 namespace tq::kernels::cuda {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kRotateThreads = 256;
 constexpr int64_t kMaxSegment = 4096;
 
 __global__ void RotateKernel(DevRotation r, const float* x, int64_t seg, float scale, float* out) {
@@ -28,7 +28,7 @@ void LaunchRotate(const DevRotation& r, const float* x, int64_t rows, float* out
   while (seg * 2 <= kMaxSegment && r.dim % (seg * 2) == 0) seg *= 2;
   const float scale = float(1.0 / sqrt(double(r.block)));
   const dim3 grid(unsigned(rows), unsigned(r.dim / seg));
-  RotateKernel<<<grid, kThreads, 0, s>>>(r, x, seg, scale, out);
+  TQ_LAUNCH(RotateKernel, grid, kRotateThreads, s, r, x, seg, scale, out);
 }
 
 }  // namespace tq::kernels::cuda
