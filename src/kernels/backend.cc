@@ -48,7 +48,7 @@ bool BuiltWithCudaBackend() {
 
 int CudaDeviceCount() {
 #if TQ_WITH_CUDA
-  static const int count = cuda::DeviceCount();
+  static const int count = CudaDeviceCountImpl();
   return count;
 #else
   return 0;
@@ -57,7 +57,7 @@ int CudaDeviceCount() {
 
 GpuInfo QueryGpu(int device) {
 #if TQ_WITH_CUDA
-  return cuda::QueryDevice(device);
+  return QueryCudaGpuImpl(device);
 #else
   (void)device;
   Fail("cuda", "this turboquant was built without CUDA (configure with -DTQ_CUDA=ON)");
@@ -98,7 +98,7 @@ Backend& GetBackend(std::string_view device) {
     static std::map<int, std::unique_ptr<Backend>> backends;
     std::lock_guard<std::mutex> lock(mu);
     auto& b = backends[index];
-    if (!b) b = cuda::MakeBackend(index);
+    if (!b) b = MakeCudaBackend(index);
     return *b;
 #endif
   }

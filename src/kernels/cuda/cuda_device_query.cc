@@ -1,21 +1,12 @@
-// The CUDA runtime's view of the GPUs (device count, properties, memory, versions).
+// The CUDA runtime's view of one GPU (properties, memory, versions): doctor and plan.
 #include <cuda_runtime.h>
 
 #include "core/error.h"
 #include "kernels/cuda/cuda_backend.h"
 
-namespace tq::kernels::cuda {
+namespace tq::kernels {
 
-int DeviceCount() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver / no device" error
-    return 0;
-  }
-  return count;
-}
-
-GpuInfo QueryDevice(int device) {
+GpuInfo QueryCudaGpuImpl(int device) {
   auto check = [](cudaError_t e, const char* what) {
     if (e != cudaSuccess) Fail("cuda", "{}: {}", what, cudaGetErrorString(e));
   };
@@ -23,7 +14,7 @@ GpuInfo QueryDevice(int device) {
   info.device = device;
   check(cudaDriverGetVersion(&info.driver_version), "cudaDriverGetVersion");
   check(cudaRuntimeGetVersion(&info.runtime_version), "cudaRuntimeGetVersion");
-  const int count = DeviceCount();
+  const int count = CudaDeviceCountImpl();
   TQ_CHECK(count > 0, "cuda", "no CUDA device found");
   TQ_CHECK(device >= 0 && device < count, "cuda", "device {} out of range: {} GPU(s)", device,
            count);
@@ -44,4 +35,4 @@ GpuInfo QueryDevice(int device) {
   return info;
 }
 
-}  // namespace tq::kernels::cuda
+}  // namespace tq::kernels
