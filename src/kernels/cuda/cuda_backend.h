@@ -16,4 +16,7 @@ std::unique_ptr<Backend> MakeCudaBackend(int device);
 // CUDA devices visible to this process; 0 when there is no driver or no device (never throws).
 int CudaDeviceCountImpl();
 
+// Properties, memory and versions of GPU `device` (cuda_device_query.cc).
+GpuInfo QueryCudaGpuImpl(int device);
+
 }  // namespace tq::kernels
