@@ -58,7 +58,7 @@ TQ="$BUILD/src/cli/turboquant"
 # 2. Conformance suite (one table) and the model-level GPU tests.
 if [[ -x "$BUILD/tests/test_kernels" ]]; then
   T0=$(date +%s)
-  "$BUILD/tests/test_kernels" --gtest_filter='Cuda*:*/Cuda*' --gtest_output="json:$OUT/conformance.json" \
+  "$BUILD/tests/test_kernels" --gtest_filter='*/cuda*' --gtest_output="json:$OUT/conformance.json" \
     >"$OUT/conformance.txt" 2>&1
   rc=$?
   cases="$(grep -Eo '^[0-9]+ cases, [0-9]+ failed' "$OUT/conformance.txt" | tail -1)"
@@ -68,13 +68,13 @@ if [[ -x "$BUILD/tests/test_kernels" ]]; then
   else
     row conformance FAIL "rc $rc, ${cases:-no table}, $skipped skipped lines (see conformance.txt)"
   fi
-  sed -n '/^op  /,/cases, /p' "$OUT/conformance.txt"
+  sed -n '/^backend /,/cases, /p' "$OUT/conformance.txt"
 fi
 if [[ "${SANITIZE:-0}" == 1 && -x "$BUILD/tests/test_kernels" ]]; then
   T0=$(date +%s)
   SAN="$CUDA_HOME/bin/compute-sanitizer"
   if "$SAN" --tool memcheck --error-exitcode 1 "$BUILD/tests/test_kernels" \
-       --gtest_filter='CudaConformance.*' >"$OUT/memcheck.txt" 2>&1; then
+       --gtest_filter='*CudaConformance.*/cuda' >"$OUT/memcheck.txt" 2>&1; then
     row memcheck ok "compute-sanitizer memcheck, CudaConformance.*, $(($(date +%s) - T0)) s"
   else
     row memcheck FAIL "see memcheck.txt"
