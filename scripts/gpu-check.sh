@@ -12,7 +12,7 @@
 #   4. prints one table and writes OUT_DIR/gpu-check.json (plus conformance.txt / .json,
 #      ctest.txt, bench-*.json).
 # Exit status: 0 when every step that ran passed; 1 otherwise; 2 for usage / no GPU.
-# Env: TQ_CUDA_ARCH (e.g. 90a), JOBS (build jobs, default nproc), BENCH_LAYERS (synthesize only
+# Env: TQ_CUDA_ARCH (e.g. 90a), TQ_CMAKE_ARGS (extra configure options), JOBS (build jobs, default nproc), BENCH_LAYERS (synthesize only
 # the first N layers: a quick smoke run; default all), SKIP_BENCH=1, SANITIZE=1 (also run the op
 # suite under compute-sanitizer memcheck), TQ_SHARED_DIR (shared models for the model tests).
 set -uo pipefail
@@ -45,9 +45,10 @@ log "GPU: $GPU; CUDA $CUDA_VER; $JOBS build jobs"
 # 1. Build.
 ARCH="${TQ_CUDA_ARCH:-native}"
 T0=$(date +%s)
+# shellcheck disable=SC2086  # TQ_CMAKE_ARGS: extra -D options, word-split on purpose
 if cmake --preset cuda -S "$ROOT" -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
-     >"$OUT/build.txt" 2>&1 &&
-   cmake --build "$BUILD" -j"$JOBS" --target turboquant test_kernels test_model >>"$OUT/build.txt" 2>&1; then
+     ${TQ_CMAKE_ARGS:-} >"$OUT/build.txt" 2>&1 &&
+   cmake --build "$BUILD" -j"$JOBS" --target turboquant test_kernels test_model test_convert >>"$OUT/build.txt" 2>&1; then
   row build ok "cuda preset, arch $ARCH, $(($(date +%s) - T0)) s"
 else
   row build FAIL "see build.txt"

@@ -9,6 +9,7 @@
 #include "cli/verb.h"
 #include "core/mapped_file.h"
 #include "core/sysinfo.h"
+#include "kv/turboquant_kv_cache.h"
 #include "model/model.h"
 #include "runtime/perplexity.h"
 #include "tokenizer/tokenizer.h"
@@ -32,9 +33,14 @@ int Run(int argc, char** argv) {
       ->check(CLI::Range(int64_t(2), int64_t(1) << 40));
   AddRuntimeFlags(app, &rt);
   app.add_flag("--json", json, "print one JSON object on stdout");
+  bool kv_stats = false;
+  app.add_flag("--kv-stats", kv_stats,
+               "with a compressed KV cache: also decode every coded vector and report the mean "
+               "and smallest roundtrip cosine of keys and values (costs a decode per vector)");
   return RunApp(app, argc, argv, [&] {
     ApplyThreads(rt);
     ApplyKvOptions(rt, &o.kv);
+    o.kv.roundtrip_stats = kv_stats;
     const std::string text = ReadFileToString(file);
     Timer load;
     auto tokenizer = Tokenizer::Load(model_dir);
@@ -56,6 +62,14 @@ int Run(int argc, char** argv) {
           "perplexity %.4f  nll %.6f  tokens %lld predicted (of %lld)  windows %lld  %.1f s\n",
           r.ppl, r.nll, static_cast<long long>(r.tokens), static_cast<long long>(r.input_tokens),
           static_cast<long long>(r.windows), r.seconds);
+    }
+    if (kv_stats) {
+      const KvRoundtripStats st = GlobalKvRoundtripStats();
+      std::fprintf(stderr,
+                   "kv roundtrip cosine: K mean %.6f min %.6f (%lld vectors), V mean %.6f min "
+                   "%.6f (%lld vectors)\n",
+                   st.k_mean(), st.k_cos_min, static_cast<long long>(st.k_count), st.v_mean(),
+                   st.v_cos_min, static_cast<long long>(st.v_count));
     }
     return kExitOk;
   });

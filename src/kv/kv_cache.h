@@ -85,6 +85,10 @@ struct KvCacheOptions {
   // 32 outliers: 3 bits = 32 at 4 + 32 at 2, 2.5 = 32 at 3 + 32 at 2. Applies to K and V; a side
   // whose width has no exact split (4 or 8 bits) stays unsplit. A multiple of 32 below head_dim.
   int64_t outliers = 0;
+  // Measurement only (perplexity --kv-stats): decode every coded vector again and record its
+  // roundtrip cosine (TurboQuantKvCache::stats(), GlobalKvRoundtripStats()). Off by default: it
+  // costs one more decode per coded vector.
+  bool roundtrip_stats = false;
 
   bool compressed() const { return k_bits > 0 || v_bits > 0; }
 };

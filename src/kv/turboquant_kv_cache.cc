@@ -20,15 +20,6 @@ namespace {
 struct GlobalStats {
   std::mutex mu;
   KvRoundtripStats stats;
-  ~GlobalStats() {
-    const char* env = std::getenv("TQ_KV_STATS");
-    if (!env || std::string_view(env) != "1" || stats.k_count + stats.v_count == 0) return;
-    std::fprintf(stderr,
-                 "kv roundtrip cosine: K mean %.6f min %.6f (%lld vectors), V mean %.6f min %.6f "
-                 "(%lld vectors)\n",
-                 stats.k_mean(), stats.k_cos_min, static_cast<long long>(stats.k_count),
-                 stats.v_mean(), stats.v_cos_min, static_cast<long long>(stats.v_count));
-  }
 };
 
 GlobalStats& Global() {
@@ -197,15 +188,18 @@ void TurboQuantKvCache::RollBack(Layer& y, int64_t n) const {
 }
 
 double TurboQuantKvCache::EncodeInto(Layer& y, bool key, int64_t h, int64_t slot,
-                                     const float* rotated) const {
+                                     const float* rotated) {
   const KvVectorCodec& c = key ? kcodec_ : vcodec_;
   const int64_t at = h * code_cap_ + slot;
   uint8_t* codes = (key ? y.codes_k : y.codes_v).data() + at * c.code_bytes();
   uint16_t* scales = (key ? y.scales_k : y.scales_v).data() + at * c.groups();
   c.Encode(rotated, codes, scales);
+  const bool sketch = key && opts_.qjl;
+  // The reconstruction is needed only for the QJL residual and for measured statistics.
+  if (!sketch && !opts_.roundtrip_stats) return 1.0;
   float back[1024];
   c.Decode(codes, scales, back);
-  if (key && opts_.qjl) {  // the residual's sketch, in the same slot
+  if (sketch) {  // the residual's sketch, in the same slot
     float residual[1024];
     for (int64_t i = 0; i < c.dim(); ++i) residual[i] = rotated[i] - back[i];
     y.sketch.Encode(residual, y.qjl_bits.data() + at * y.sketch.sign_bytes(),
@@ -223,7 +217,7 @@ void TurboQuantKvCache::CodeOldestTail(Layer& y, int64_t m) {
       for (int64_t j = 0; j < m; ++j) {
         F16ToF32(tail + j * D, x, size_t(D));
         const double cos = EncodeInto(y, kv == 0, h, y.coded + j, x);
-        stats_.Add(kv == 0, cos);
+        if (opts_.roundtrip_stats) stats_.Add(kv == 0, cos);
       }
       std::memmove(tail, tail + m * D, size_t((y.tail_len - m) * D) * sizeof(uint16_t));
     }
@@ -288,9 +282,8 @@ void TurboQuantKvCache::Append(int64_t layer, const float* k, const float* v, in
         cos_[size_t(t)] = EncodeInto(y, key, h, y.coded + j, x);
       }
     });
-    for (int64_t t = 0; t < tasks; ++t) {
-      stats_.Add(t < m * H, cos_[size_t(t)]);
-    }
+    if (opts_.roundtrip_stats)
+      for (int64_t t = 0; t < tasks; ++t) stats_.Add(t < m * H, cos_[size_t(t)]);
     y.coded += m;
     return;
   }

@@ -38,8 +38,8 @@ struct KvRoundtripStats {
   void Merge(const KvRoundtripStats& o);
 };
 
-// Process-wide totals over every TurboQuant cache (measurement: perplexity runs). With
-// $TQ_KV_STATS=1 they are printed to stderr at exit.
+// Process-wide totals over every TurboQuant cache made with opts.roundtrip_stats, added when the
+// cache is destroyed (perplexity --kv-stats prints them).
 KvRoundtripStats GlobalKvRoundtripStats();
 
 class TurboQuantKvCache final : public KvCache {
@@ -78,7 +78,7 @@ class TurboQuantKvCache final : public KvCache {
   // + value codes + scales.
   int64_t CodedBytesPerHead() const;
   const KvVectorCodec& value_codec() const { return vcodec_; }
-  // Roundtrip cosines of the vectors this cache coded so far.
+  // Roundtrip cosines of the vectors this cache coded so far (with opts.roundtrip_stats).
   const KvRoundtripStats& stats() const { return stats_; }
 
  private:
@@ -103,7 +103,7 @@ class TurboQuantKvCache final : public KvCache {
 
   void RollBack(Layer& L, int64_t n) const;  // keeps positions [0, n)
   // Codes one rotated vector of kv head h into code slot `slot`; returns the roundtrip cosine.
-  double EncodeInto(Layer& L, bool key, int64_t h, int64_t slot, const float* rotated) const;
+  double EncodeInto(Layer& L, bool key, int64_t h, int64_t slot, const float* rotated);
   void CodeOldestTail(Layer& L, int64_t m);  // tail positions [0, m) -> coded
   // rot [2, n, H, D] (rotated keys then values): sets the layer's value mean from the first
   // opts_.center positions when the layer is empty, then subtracts it from every value row.

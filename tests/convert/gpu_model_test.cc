@@ -13,6 +13,7 @@
 #include "kernels/ops.h"
 #include "model/model.h"
 #include "runtime/perplexity.h"
+#include "runtime/synth.h"
 #include "testutil/gpu.h"
 #include "testutil/testutil.h"
 
@@ -59,7 +60,7 @@ double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 TEST(CudaModel, GoldenLogitsAndGreedyIds) {
   TQ_REQUIRE_GPU();
   for (const char* name : {"tq-llama-21m", "tq-qwen3moe-17m"}) {
-    if (!std::filesystem::exists(test::ModelDir(name) + "/golden.safetensors")) {
+    if (!std::filesystem::exists(test::SharedDir() + "/models/" + name + "/golden.safetensors")) {
       std::printf("CudaModel: %s not present here, skipped\n", name);
       continue;
     }
@@ -117,7 +118,7 @@ TEST(CudaModel, TurboQuant4BitEqualsTheCpu) {
   test::TempDir tmp;
   // fp16 group scales (plain --bits) and e8 scales (the --budget-bpw default).
   for (const char* name : {"q4-fp16", "budget-3.5-e8"}) {
-    ConvertOptions o = test::Options("tq-llama-21m", tmp.file(name), 4);
+    ConvertOptions o = test::Options(src, tmp.file(name), 4);
     o.progress = false;
     if (std::string(name) == "budget-3.5-e8") {
       o.budget_bpw = 3.5;
@@ -141,6 +142,35 @@ TEST(CudaModel, TurboQuant4BitEqualsTheCpu) {
     const PerplexityResult pc = ComputePerplexity(*cpu, tokens, po);
     std::printf("CudaModel q4 %s: perplexity cuda %.6f cpu %.6f\n", name, pg.ppl, pc.ppl);
     EXPECT_NEAR(pg.ppl, pc.ppl, 1e-3 * pc.ppl);
+  }
+}
+
+// A mixture-of-experts model of a real shape (qwen3-30b-a3b, first 2 layers: 128 experts, top 8)
+// in bf16 and as TurboQuant 4-bit: routing, grouping by expert and the expert matmuls on cuda
+// give the cpu's logits (prefill of 40 tokens, then a 3-sequence DecodeBatch).
+TEST(CudaModel, MixtureOfExpertsEqualsTheCpu) {
+  TQ_REQUIRE_GPU();
+  test::TempDir tmp;
+  SynthOptions so;
+  so.like = "qwen3-30b-a3b";
+  so.out_dir = tmp.file("moe-bf16");
+  so.layers = 2;
+  so.progress = false;
+  WriteSynthCheckpoint(so);
+  ConvertOptions co = test::Options(so.out_dir, tmp.file("moe-q4"), 4);
+  co.progress = false;
+  co.scale = quant::ScaleMode::kRms;
+  Convert(co);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 40; ++i) ids.push_back(int32_t((i * 7919) % 150000 + 3));
+  for (const std::string& dir : {so.out_dir, co.out_dir}) {
+    auto gpu = Model::Load(dir, {.device = "cuda"});
+    auto cpu = Model::Load(dir, {.device = "cpu"});
+    const std::vector<float> a = AllLogits(*gpu, ids), b = AllLogits(*cpu, ids);
+    const double err = MaxAbsDiff(a, b), scale = MaxAbs(b);
+    std::printf("CudaModel MoE %s: max |cuda - cpu| = %.3g (scale %.3g)\n", dir.c_str(), err,
+                scale);
+    EXPECT_LE(err, 2e-3 * scale) << dir;
   }
 }
 

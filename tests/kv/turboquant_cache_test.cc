@@ -103,6 +103,7 @@ TEST_P(CacheVsDecompressed, RefAndCpuMatchTheDecompressedCache) {
   o.scale = cfg.scale;
   o.center = cfg.center;
   o.outliers = cfg.outliers;
+  o.roundtrip_stats = true;
   auto cache = MakeKvCache(Layout(), o);
   auto* tq = dynamic_cast<TurboQuantKvCache*>(cache.get());
   ASSERT_NE(tq, nullptr);
@@ -149,6 +150,7 @@ TEST(TurboQuantKvCache, EightBitsIsCloseToFloat) {
   KvCacheOptions o;
   o.max_tokens = 300;
   o.k_bits = o.v_bits = 8;
+  o.roundtrip_stats = true;
   auto cache = MakeKvCache(Layout(), o);
   KvCacheOptions f;
   f.max_tokens = 300;
