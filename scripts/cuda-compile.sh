@@ -3,7 +3,8 @@
 # kernels test binary's CUDA tests, which skip with a printed reason on a machine without a GPU
 # (the host-side code decoder test runs everywhere; the emulated "emu" variants run in every
 # build's ctest). For CI machines: nvcc installed, no GPU.
-# Costs about 4 minutes on 2 cores (core/quant/kernels only, no ccache). Without nvcc it skips
+# Cost: nvcc ≈ 20 s of CPU for kernels/cuda/, plus core/quant/kernels/tests-kernels with g++
+# (not yet timed on a CI machine). Without nvcc it skips
 # with a message, and fails under CI=true (CI machines have nvcc: its absence is a setup bug).
 set -euo pipefail
 cd "$(dirname "$0")/.."
