@@ -20,6 +20,15 @@
 #include "kernels/recurrent_ops.h"
 
 namespace tq::kernels::cpu {
+
+// The per-head loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time
+// (GCC function multi-versioning); other targets build them once.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TQ_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TQ_HOT
+#endif
+
 namespace {
 
 inline float Silu(float x) { return x / (1.0f + std::exp(-x)); }
@@ -28,9 +37,14 @@ inline float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline void Axpy(float a, const float* __restrict src, float* __restrict dst, int64_t m) {
   for (int64_t i = 0; i < m; ++i) dst[i] += a * src[i];
 }
+// Eight partial sums so the compiler can vectorise the reduction without -ffast-math.
 inline float Dot(const float* __restrict a, const float* __restrict b, int64_t m) {
-  float s = 0;
-  for (int64_t i = 0; i < m; ++i) s += a[i] * b[i];
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= m; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < m; ++i) s += a[i] * b[i];
   return s;
 }
 
@@ -84,9 +98,10 @@ namespace {
 
 // One value head of Gated DeltaNet over n tokens (q, k already normalised and scaled into
 // qn / kn [n, dk]).
-void DeltaNetHead(const float* qn, const float* kn, const float* v, int64_t v_stride,
-                  const float* g, const float* beta, int64_t gb_stride, int64_t n, int64_t dk,
-                  int64_t dv, int64_t chunk, float* S, float* out, int64_t out_stride) {
+TQ_HOT void DeltaNetHead(const float* qn, const float* kn, const float* v, int64_t v_stride,
+                         const float* g, const float* beta, int64_t gb_stride, int64_t n,
+                         int64_t dk, int64_t dv, int64_t chunk, float* S, float* out,
+                         int64_t out_stride) {
   if (n == 1) {  // recurrent form: two passes over S
     const float decay = std::exp(g[0]);
     float* kv = Need(2, dv);
@@ -185,6 +200,66 @@ void GatedDeltaNet(const float* q, const float* k, const float* v, const float* 
   });
 }
 
+namespace {
+
+// One head of the SSD scan over n tokens (state S [P, N]).
+TQ_HOT void SsdHead(const float* x, const float* B, const float* C, const float* dt, const float* A,
+                    const float* D, int64_t n, float* state, const SsdParams& p, float* y,
+                    int64_t h) {
+  const int64_t H = p.num_heads, P = p.head_dim, N = p.state_size, G = p.n_groups;
+  const int64_t grp = h / (H / G);
+  float* S = state + h * P * N;  // [P, N]
+  const float dskip = D ? D[h] : 0.0f;
+  if (n == 1) {
+    const float d = dt[h], a = std::exp(d * A[h]);
+    const float* xt = x + h * P;
+    const float* bt = B + grp * N;
+    const float* ct = C + grp * N;
+    for (int64_t i = 0; i < P; ++i) {
+      float* Si = S + i * N;
+      const float dx = d * xt[i];
+      for (int64_t s = 0; s < N; ++s) Si[s] = a * Si[s] + dx * bt[s];
+      y[h * P + i] = Dot(Si, ct, N) + dskip * xt[i];
+    }
+    return;
+  }
+  const int64_t chunk = p.chunk;
+  float* gam = Need(0, chunk);
+  float* cb = Need(1, chunk * chunk);  // [L, L] C_i · B_j
+  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const int64_t L = std::min(chunk, n - c0);
+    float acc = 0;
+    for (int64_t i = 0; i < L; ++i) gam[i] = (acc += dt[(c0 + i) * H + h] * A[h]);
+    for (int64_t i = 0; i < L; ++i)
+      for (int64_t j = 0; j <= i; ++j)
+        cb[i * L + j] =
+            Dot(C + (c0 + i) * p.bc_stride + grp * N, B + (c0 + j) * p.bc_stride + grp * N, N);
+    for (int64_t i = 0; i < L; ++i) {
+      const float* ci = C + (c0 + i) * p.bc_stride + grp * N;
+      const float* xi = x + (c0 + i) * p.x_stride + h * P;
+      float* yi = y + ((c0 + i) * H + h) * P;
+      const float e = std::exp(gam[i]);
+      for (int64_t r = 0; r < P; ++r) yi[r] = e * Dot(S + r * N, ci, N) + dskip * xi[r];
+      for (int64_t j = 0; j <= i; ++j) {
+        const float wgt = std::exp(gam[i] - gam[j]) * dt[(c0 + j) * H + h] * cb[i * L + j];
+        Axpy(wgt, x + (c0 + j) * p.x_stride + h * P, yi, P);
+      }
+    }
+    const float eL = std::exp(gam[L - 1]);
+    for (int64_t r = 0; r < P; ++r) {
+      float* Sr = S + r * N;
+      for (int64_t s = 0; s < N; ++s) Sr[s] *= eL;
+      for (int64_t j = 0; j < L; ++j) {
+        const float wgt = std::exp(gam[L - 1] - gam[j]) * dt[(c0 + j) * H + h] *
+                          x[(c0 + j) * p.x_stride + h * P + r];
+        Axpy(wgt, B + (c0 + j) * p.bc_stride + grp * N, Sr, N);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void Ssd(const float* x, const float* B, const float* C, const float* dt, const float* A,
          const float* D, int64_t n, float* state, const SsdParams& p, float* y) {
   const int64_t H = p.num_heads, P = p.head_dim, N = p.state_size, G = p.n_groups;
@@ -192,57 +267,7 @@ void Ssd(const float* x, const float* B, const float* C, const float* dt, const 
            "bad shape H={} P={} N={} G={} chunk={}", H, P, N, G, p.chunk);
   if (n <= 0) return;
   ThreadPool::Global().ParallelFor(H, 1, [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) {
-      const int64_t grp = h / (H / G);
-      float* S = state + h * P * N;  // [P, N]
-      const float dskip = D ? D[h] : 0.0f;
-      if (n == 1) {
-        const float d = dt[h], a = std::exp(d * A[h]);
-        const float* xt = x + h * P;
-        const float* bt = B + grp * N;
-        const float* ct = C + grp * N;
-        for (int64_t i = 0; i < P; ++i) {
-          float* Si = S + i * N;
-          const float dx = d * xt[i];
-          for (int64_t s = 0; s < N; ++s) Si[s] = a * Si[s] + dx * bt[s];
-          y[h * P + i] = Dot(Si, ct, N) + dskip * xt[i];
-        }
-        continue;
-      }
-      const int64_t chunk = p.chunk;
-      float* gam = Need(0, chunk);
-      float* cb = Need(1, chunk * chunk);  // [L, L] C_i · B_j
-      for (int64_t c0 = 0; c0 < n; c0 += chunk) {
-        const int64_t L = std::min(chunk, n - c0);
-        float acc = 0;
-        for (int64_t i = 0; i < L; ++i) gam[i] = (acc += dt[(c0 + i) * H + h] * A[h]);
-        for (int64_t i = 0; i < L; ++i)
-          for (int64_t j = 0; j <= i; ++j)
-            cb[i * L + j] =
-                Dot(C + (c0 + i) * p.bc_stride + grp * N, B + (c0 + j) * p.bc_stride + grp * N, N);
-        for (int64_t i = 0; i < L; ++i) {
-          const float* ci = C + (c0 + i) * p.bc_stride + grp * N;
-          const float* xi = x + (c0 + i) * p.x_stride + h * P;
-          float* yi = y + ((c0 + i) * H + h) * P;
-          const float e = std::exp(gam[i]);
-          for (int64_t r = 0; r < P; ++r) yi[r] = e * Dot(S + r * N, ci, N) + dskip * xi[r];
-          for (int64_t j = 0; j <= i; ++j) {
-            const float wgt = std::exp(gam[i] - gam[j]) * dt[(c0 + j) * H + h] * cb[i * L + j];
-            Axpy(wgt, x + (c0 + j) * p.x_stride + h * P, yi, P);
-          }
-        }
-        const float eL = std::exp(gam[L - 1]);
-        for (int64_t r = 0; r < P; ++r) {
-          float* Sr = S + r * N;
-          for (int64_t s = 0; s < N; ++s) Sr[s] *= eL;
-          for (int64_t j = 0; j < L; ++j) {
-            const float wgt = std::exp(gam[L - 1] - gam[j]) * dt[(c0 + j) * H + h] *
-                              x[(c0 + j) * p.x_stride + h * P + r];
-            Axpy(wgt, B + (c0 + j) * p.bc_stride + grp * N, Sr, N);
-          }
-        }
-      }
-    }
+    for (int64_t h = h0; h < h1; ++h) SsdHead(x, B, C, dt, A, D, n, state, p, y, h);
   });
 }
 
