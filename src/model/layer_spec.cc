@@ -2,6 +2,7 @@
 // turn into per-layer structure.
 #include "model/layer_spec.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
