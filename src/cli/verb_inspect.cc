@@ -26,6 +26,8 @@ const char* RopeTypeName(RopeScaling::Type t) {
       return "yarn";
     case RopeScaling::Type::kDynamic:
       return "dynamic";
+    case RopeScaling::Type::kProportional:
+      return "proportional";
   }
   return "?";
 }

@@ -5,7 +5,7 @@
 
 namespace tq {
 namespace {
-constexpr std::array<std::pair<DType, std::string_view>, 11> kNames = {{
+constexpr std::array<std::pair<DType, std::string_view>, 12> kNames = {{
     {DType::F64, "F64"},
     {DType::F32, "F32"},
     {DType::F16, "F16"},
@@ -17,6 +17,7 @@ constexpr std::array<std::pair<DType, std::string_view>, 11> kNames = {{
     {DType::U8, "U8"},
     {DType::U32, "U32"},
     {DType::BOOL, "BOOL"},
+    {DType::F8_E4M3, "F8_E4M3"},
 }};
 }  // namespace
 

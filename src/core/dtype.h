@@ -8,7 +8,9 @@
 
 namespace tq {
 
-enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, I16, I8, U8, U32, BOOL };
+// F8_E4M3: DeepSeek-V3 style fp8 weights, stored bytes that quant/hub_formats.h dequantizes (not
+// IsFloat: nothing reads them as plain floats).
+enum class DType : uint8_t { F64, F32, F16, BF16, I64, I32, I16, I8, U8, U32, BOOL, F8_E4M3 };
 
 // Bytes per element.
 constexpr size_t DTypeSize(DType t) {
@@ -27,6 +29,7 @@ constexpr size_t DTypeSize(DType t) {
     case DType::I8:
     case DType::U8:
     case DType::BOOL:
+    case DType::F8_E4M3:
       return 1;
   }
   return 0;

@@ -19,7 +19,7 @@ std::string TensorWhere(const std::string& where, const std::string& name) {
 std::string SupportedDTypeList() {
   std::string s;
   for (DType t : {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32,
-                  DType::I16, DType::I8, DType::U8, DType::U32, DType::BOOL}) {
+                  DType::I16, DType::I8, DType::U8, DType::U32, DType::BOOL, DType::F8_E4M3}) {
     if (!s.empty()) s += ", ";
     s += DTypeName(t);
   }

@@ -104,6 +104,9 @@ RopeFrequencies ComputeRopeFrequencies(const ModelConfig& cfg, int64_t dim) {
     case RopeScaling::Type::kNone:
     // Dynamic NTK equals the default up to max_position_embeddings, the most a cache holds here.
     case RopeScaling::Type::kDynamic:
+    // Proportional (gemma4): the default frequencies of the full head_dim; the layer spec rotates
+    // only the first partial_rotary_factor of the pairs.
+    case RopeScaling::Type::kProportional:
       out.inv_freq = DefaultInvFreq(cfg.rope_theta, dim);
       return out;
     case RopeScaling::Type::kLinear:

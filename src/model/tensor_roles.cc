@@ -37,6 +37,36 @@ std::string_view TensorRoleName(TensorRole role) {
       return "norm";
     case TensorRole::kOther:
       return "other";
+    case TensorRole::kAttnQkv:
+      return "attn_qkv";
+    case TensorRole::kMlpGateUp:
+      return "mlp_gate_up";
+    case TensorRole::kExpertGateUp:
+      return "expert_gate_up";
+    case TensorRole::kSharedGate:
+      return "shared_gate";
+    case TensorRole::kSharedUp:
+      return "shared_up";
+    case TensorRole::kSharedDown:
+      return "shared_down";
+    case TensorRole::kMlaQA:
+      return "mla_q_a";
+    case TensorRole::kMlaQB:
+      return "mla_q_b";
+    case TensorRole::kMlaKvA:
+      return "mla_kv_a";
+    case TensorRole::kMlaKvB:
+      return "mla_kv_b";
+    case TensorRole::kLinearAttnIn:
+      return "linear_attn_in";
+    case TensorRole::kLinearAttnOut:
+      return "linear_attn_out";
+    case TensorRole::kSsmIn:
+      return "ssm_in";
+    case TensorRole::kSsmOut:
+      return "ssm_out";
+    case TensorRole::kPerLayerInput:
+      return "per_layer_input";
   }
   return "other";
 }
@@ -53,6 +83,20 @@ bool IsDecoderLinear(TensorRole role) {
     case TensorRole::kExpertGate:
     case TensorRole::kExpertUp:
     case TensorRole::kExpertDown:
+    case TensorRole::kAttnQkv:
+    case TensorRole::kMlpGateUp:
+    case TensorRole::kExpertGateUp:
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+    case TensorRole::kSharedDown:
+    case TensorRole::kMlaQA:
+    case TensorRole::kMlaQB:
+    case TensorRole::kMlaKvA:
+    case TensorRole::kMlaKvB:
+    case TensorRole::kLinearAttnIn:
+    case TensorRole::kLinearAttnOut:
+    case TensorRole::kSsmIn:
+    case TensorRole::kSsmOut:
       return true;
     default:
       return false;
@@ -61,67 +105,7 @@ bool IsDecoderLinear(TensorRole role) {
 
 bool IsExpert(TensorRole role) {
   return role == TensorRole::kExpertGate || role == TensorRole::kExpertUp ||
-         role == TensorRole::kExpertDown;
-}
-
-std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config) {
-  return ExpectedTensors(config, FindArchitecture(config.model_type));
-}
-
-// Mirrors LoadWeights (weights.cc): the same names, shapes and bias/qk-norm/MoE conditions.
-std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const Architecture& arch) {
-  const ArchTensorNames& nm = arch.names;
-  const int64_t hidden = c.hidden_size, hd = c.head_dim;
-  std::vector<ExpectedTensor> out;
-  auto add = [&](std::string name, TensorRole role, Shape shape, int64_t layer = -1,
-                 int64_t expert = -1, bool is_bias = false, bool required = true) {
-    out.push_back({std::move(name), role, layer, expert, is_bias, std::move(shape), required});
-  };
-  // A linear [rows, cols] at module prefix `p` (+ its bias [rows]).
-  auto linear = [&](const std::string& p, TensorRole role, int64_t rows, int64_t cols, bool bias,
-                    int64_t layer, int64_t expert = -1) {
-    add(p + ".weight", role, {rows, cols}, layer, expert);
-    if (bias) add(p + ".bias", role, {rows}, layer, expert, true);
-  };
-
-  add(nm.embed, TensorRole::kEmbed, {c.vocab_size, hidden});
-  // The loader uses the embedding when the config ties them or the head is absent.
-  add(nm.lm_head + ".weight", TensorRole::kLmHead, {c.vocab_size, hidden}, -1, -1, false,
-      /*required=*/false);
-  add(nm.final_norm, TensorRole::kNorm, {hidden});
-
-  const bool qkv_bias = arch.qkv_bias || c.attention_bias;
-  const bool o_bias = arch.o_bias_follows_config && c.attention_bias;
-  const bool qk_norm = arch.qk_norm || c.qk_norm;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    auto name = [&](const std::string& pattern) { return TensorName(pattern, l); };
-    add(name(nm.attn_norm), TensorRole::kNorm, {hidden}, l);
-    add(name(nm.ffn_norm), TensorRole::kNorm, {hidden}, l);
-    linear(name(nm.q), TensorRole::kAttnQ, c.num_heads * hd, hidden, qkv_bias, l);
-    linear(name(nm.k), TensorRole::kAttnK, c.num_kv_heads * hd, hidden, qkv_bias, l);
-    linear(name(nm.v), TensorRole::kAttnV, c.num_kv_heads * hd, hidden, qkv_bias, l);
-    linear(name(nm.o), TensorRole::kAttnO, hidden, c.num_heads * hd, o_bias, l);
-    if (qk_norm) {
-      add(name(nm.q_norm), TensorRole::kNorm, {hd}, l);
-      add(name(nm.k_norm), TensorRole::kNorm, {hd}, l);
-    }
-    if (arch.moe && c.LayerIsMoe(l)) {
-      const int64_t ffn =
-          c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
-      linear(name(nm.router), TensorRole::kRouter, c.num_experts, hidden, false, l);
-      for (int64_t e = 0; e < c.num_experts; ++e) {
-        linear(TensorName(nm.expert_gate, l, e), TensorRole::kExpertGate, ffn, hidden, false, l, e);
-        linear(TensorName(nm.expert_up, l, e), TensorRole::kExpertUp, ffn, hidden, false, l, e);
-        linear(TensorName(nm.expert_down, l, e), TensorRole::kExpertDown, hidden, ffn, false, l, e);
-      }
-    } else {
-      const int64_t ffn = c.intermediate_size;
-      linear(name(nm.gate), TensorRole::kMlpGate, ffn, hidden, c.mlp_bias, l);
-      linear(name(nm.up), TensorRole::kMlpUp, ffn, hidden, c.mlp_bias, l);
-      linear(name(nm.down), TensorRole::kMlpDown, hidden, ffn, c.mlp_bias, l);
-    }
-  }
-  return out;
+         role == TensorRole::kExpertDown || role == TensorRole::kExpertGateUp;
 }
 
 TensorRoleMap::TensorRoleMap(const ModelConfig& config)

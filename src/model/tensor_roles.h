@@ -33,7 +33,23 @@ enum class TensorRole : uint8_t {
   kEmbed,
   kLmHead,
   kNorm,
-  kOther,
+  kOther,  // float parameters that stay float: convs, A_log / D / dt_bias, sinks, gates, biases
+  // Linears of the newer families.
+  kAttnQkv,       // fused [q; k; v] (phi3)
+  kMlpGateUp,     // fused [gate; up] (phi3)
+  kExpertGateUp,  // gpt_oss [E, hidden, 2·ffn] (gate/up interleaved), with its bias
+  kSharedGate,    // shared experts
+  kSharedUp,
+  kSharedDown,
+  kMlaQA,          // deepseek low-rank q: [q_lora, hidden]
+  kMlaQB,          // [heads·(nope+rope), q_lora]
+  kMlaKvA,         // [kv_lora + rope, hidden]
+  kMlaKvB,         // [heads·(nope+v), kv_lora]
+  kLinearAttnIn,   // Gated DeltaNet input projections (qkvz, ba / qkv, z, b, a)
+  kLinearAttnOut,  // [hidden, v_heads·v_dim]
+  kSsmIn,          // Mamba-2 in_proj [z | xBC | dt]
+  kSsmOut,         // Mamba-2 out_proj
+  kPerLayerInput,  // gemma4 per-layer input projections and their embedding table
 };
 
 // "attn_q", "attn_k", ..., "expert_down", "router", "embed", "lm_head", "norm", "other".
@@ -54,8 +70,9 @@ struct ExpectedTensor {
   bool required = true;
 };
 
-// Every tensor Model::Load reads for this config, in load order. Throws tq::Error for an
-// unsupported model_type (listing the supported ones).
+// Every tensor Model::Load reads for this config, in load order, derived from the layer spec
+// (layer_spec.h) and the architecture's names. The config-only overload (and TensorRoleMap's)
+// goes through FindArchitecture: tq::Error for a model_type that is unknown or not runnable.
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config);
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config, const Architecture& arch);
 

@@ -295,7 +295,9 @@ TEST(ModelConfig, TokenIds) {
 TEST(ModelConfig, Errors) {
   EXPECT_THAT(ErrorOf(Base("gpt2")),
               HasSubstr("unsupported model_type 'gpt2' (supported: llama, mistral, qwen2, qwen3, "
-                        "qwen3_moe, mixtral)"));
+                        "qwen3_moe, mixtral, gemma2, gemma3_text, gemma4_text, phi3, qwen2_moe, "
+                        "gpt_oss, qwen3_next, qwen3_5_text, qwen3_5_moe_text, nemotron_h, "
+                        "deepseek_v2, deepseek_v3)"));
   json j = Base("llama");
   j.erase("model_type");
   EXPECT_THAT(ErrorOf(j), HasSubstr("'model_type'"));
@@ -343,9 +345,18 @@ TEST(ModelConfig, EverySupportedTypeParses) {
     j["num_local_experts"] = 4;
     j["num_experts_per_tok"] = 2;
     j["moe_intermediate_size"] = 32;
+    j["n_routed_experts"] = 4;              // deepseek, nemotron_h
+    j["hybrid_override_pattern"] = "M-*E";  // nemotron_h
+    j["kv_lora_rank"] = 16;                 // deepseek MLA
+    j["qk_nope_head_dim"] = 16;
+    j["qk_rope_head_dim"] = 8;
+    j["v_head_dim"] = 16;
     const ModelConfig c = P(j);
     EXPECT_EQ(c.model_type, t);
-    EXPECT_EQ(c.is_moe(), t == "mixtral" || t == "qwen3_moe");
+    const bool dense = t == "llama" || t == "mistral" || t == "qwen2" || t == "qwen3" ||
+                       t == "gemma2" || t == "gemma3_text" || t == "gemma4_text" || t == "phi3" ||
+                       t == "qwen3_5_text";
+    EXPECT_EQ(c.is_moe(), !dense);
   }
 }
 

@@ -83,8 +83,8 @@ TEST(SafetensorsHeader, HostileHeaders) {
   ExpectError(RawFile("  ", 0), {"not valid JSON"});
   ExpectError(RawFile(R"({"x": 3})", 0), {"tensor 'x'", "expected an object"});
   // dtype problems.
-  ExpectError(RawFile(R"({"x":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", 2),
-              {"tensor 'x'", "unsupported dtype 'F8_E4M3'", "BF16"});
+  ExpectError(RawFile(R"({"x":{"dtype":"F8_E5M2","shape":[2],"data_offsets":[0,2]}})", 2),
+              {"tensor 'x'", "unsupported dtype 'F8_E5M2'", "BF16"});
   ExpectError(RawFile(R"({"x":{"dtype":7,"shape":[2],"data_offsets":[0,2]}})", 2),
               {"'dtype' is a number"});
   ExpectError(RawFile(R"({"x":{"shape":[2],"data_offsets":[0,2]}})", 2), {"missing 'dtype'"});

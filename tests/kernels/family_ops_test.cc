@@ -1,0 +1,346 @@
+// The new families' ops: every cpu path against its scalar reference on awkward sizes (1 token,
+// odd dims, chunk boundaries), hand-computed cases that pin the references themselves, and the
+// state contract of the recurrent ops (any split of a prompt into chunks, or token-by-token
+// decode, gives what one pass gives).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/activation_ops.h"
+#include "kernels/attention_variant_ops.h"
+#include "kernels/recurrent_ops.h"
+
+namespace tq::kernels {
+namespace {
+
+std::vector<float> Random(int64_t n, uint64_t seed, float scale = 1.0f, float mean = 0.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(mean, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// max |a - b| / max(|b|, 1e-6).
+double RelErr(const std::vector<float>& a, const std::vector<float>& b) {
+  double scale = 1e-6, err = 0;
+  for (float x : b) scale = std::max(scale, double(std::fabs(x)));
+  for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::fabs(a[i] - b[i])));
+  return err / scale;
+}
+
+// ---------------------------------------------------------------- conv1d
+
+TEST(CausalConv1d, CpuMatchesRefAndStateCarries) {
+  for (int64_t C : {1, 7, 37, 192}) {
+    for (int64_t K : {1, 2, 4}) {
+      for (int64_t n : {1, 3, 17}) {
+        for (bool silu : {false, true}) {
+          SCOPED_TRACE(testing::Message() << "C=" << C << " K=" << K << " n=" << n);
+          const int64_t stride = C + 5;  // a slice of a wider row
+          const auto x = Random(n * stride, C * 31 + K);
+          const auto w = Random(C * K, 2);
+          const auto bias = Random(C, 3);
+          const auto s0 = Random((K - 1) * C, 4);
+          const Conv1dParams p{C, K, silu};
+          std::vector<float> sr = s0, sc = s0, yr(size_t(n * C)), yc(yr.size(), NAN);
+          ref::CausalConv1d(x.data(), n, stride, w.data(), bias.data(), sr.data(), p, yr.data());
+          cpu::CausalConv1d(x.data(), n, stride, w.data(), bias.data(), sc.data(), p, yc.data());
+          EXPECT_LT(RelErr(yc, yr), 1e-6);
+          EXPECT_EQ(sc, sr);
+          // Token by token equals one pass.
+          std::vector<float> st = s0, yt(size_t(n * C));
+          for (int64_t t = 0; t < n; ++t)
+            cpu::CausalConv1d(x.data() + t * stride, 1, stride, w.data(), bias.data(), st.data(), p,
+                              yt.data() + t * C);
+          EXPECT_LT(RelErr(yt, yr), 1e-6);
+          EXPECT_EQ(st, sr);
+        }
+      }
+    }
+  }
+}
+
+TEST(CausalConv1d, HandComputed) {
+  // C = 1, K = 3, w = [1, 10, 100], zero state: y_t = 100 x_t + 10 x_{t-1} + x_{t-2}.
+  const float w[] = {1, 10, 100}, x[] = {1, 2, 3};
+  float state[2] = {0, 0}, y[3];
+  ref::CausalConv1d(x, 3, 1, w, nullptr, state, {1, 3, false}, y);
+  EXPECT_FLOAT_EQ(y[0], 100);
+  EXPECT_FLOAT_EQ(y[1], 210);
+  EXPECT_FLOAT_EQ(y[2], 321);
+  EXPECT_FLOAT_EQ(state[0], 2);
+  EXPECT_FLOAT_EQ(state[1], 3);
+}
+
+// ---------------------------------------------------------------- Gated DeltaNet
+
+struct DnCase {
+  int64_t hk, hv, dk, dv, n, chunk;
+};
+
+class DeltaNetConformance : public ::testing::TestWithParam<DnCase> {};
+
+TEST_P(DeltaNetConformance, CpuMatchesRef) {
+  const DnCase c = GetParam();
+  DeltaNetParams p;
+  p.num_k_heads = c.hk;
+  p.num_v_heads = c.hv;
+  p.k_dim = c.dk;
+  p.v_dim = c.dv;
+  p.q_stride = p.k_stride = c.hk * c.dk + 3;
+  p.v_stride = c.hv * c.dv + 1;
+  p.scale = 1.0f / std::sqrt(float(c.dk));
+  p.chunk = c.chunk;
+  const auto q = Random(c.n * p.q_stride, 1), k = Random(c.n * p.k_stride, 2);
+  const auto v = Random(c.n * p.v_stride, 3);
+  auto g = Random(c.n * c.hv, 4, 0.5f, -0.3f);
+  for (float& x : g) x = -std::fabs(x);  // log decay <= 0
+  auto beta = Random(c.n * c.hv, 5);
+  for (float& x : beta) x = 1.0f / (1.0f + std::exp(-x));
+  const auto s0 = Random(c.hv * c.dk * c.dv, 6, 0.3f);
+  std::vector<float> sr = s0, sc = s0, yr(size_t(c.n * c.hv * c.dv)), yc(yr.size(), NAN);
+  ref::GatedDeltaNet(q.data(), k.data(), v.data(), g.data(), beta.data(), c.n, sr.data(), p,
+                     yr.data());
+  cpu::GatedDeltaNet(q.data(), k.data(), v.data(), g.data(), beta.data(), c.n, sc.data(), p,
+                     yc.data());
+  EXPECT_LT(RelErr(yc, yr), 2e-5);
+  EXPECT_LT(RelErr(sc, sr), 2e-5);
+
+  // Prompt in two uneven pieces, then the rest token by token: same outputs, same state.
+  std::vector<float> ss = s0, ys(yr.size());
+  const int64_t a = c.n / 3;
+  auto run = [&](int64_t t0, int64_t m) {
+    cpu::GatedDeltaNet(q.data() + t0 * p.q_stride, k.data() + t0 * p.k_stride,
+                       v.data() + t0 * p.v_stride, g.data() + t0 * c.hv, beta.data() + t0 * c.hv, m,
+                       ss.data(), p, ys.data() + t0 * c.hv * c.dv);
+  };
+  if (a > 0) run(0, a);
+  const int64_t b = (c.n - a) / 2;
+  if (b > 0) run(a, b);
+  for (int64_t t = a + b; t < c.n; ++t) run(t, 1);
+  EXPECT_LT(RelErr(ys, yr), 2e-5);
+  EXPECT_LT(RelErr(ss, sr), 2e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DeltaNetConformance,
+                         ::testing::Values(DnCase{1, 1, 5, 3, 1, 64}, DnCase{1, 1, 5, 3, 9, 4},
+                                           DnCase{2, 4, 32, 32, 65, 64},
+                                           DnCase{2, 6, 17, 13, 130, 16},
+                                           DnCase{1, 2, 8, 24, 64, 64},
+                                           DnCase{3, 3, 16, 8, 33, 7}));
+
+TEST(DeltaNet, HandComputed) {
+  // dk = dv = 1, no normalisation: S = 0 -> (g 0, β 1, k 1, v 2): S = 2, o = 2;
+  // then (g ln .5, β .5, k 1, v 0): S = 1, δ = -.5, S = .5, o = .5.
+  DeltaNetParams p;
+  p.num_k_heads = p.num_v_heads = p.k_dim = p.v_dim = 1;
+  p.q_stride = p.k_stride = p.v_stride = 1;
+  p.qk_l2norm = false;
+  const float q[] = {1, 1}, k[] = {1, 1}, v[] = {2, 0}, g[] = {0, std::log(0.5f)},
+              beta[] = {1, 0.5f};
+  float s = 0, o[2];
+  ref::GatedDeltaNet(q, k, v, g, beta, 2, &s, p, o);
+  EXPECT_FLOAT_EQ(o[0], 2);
+  EXPECT_FLOAT_EQ(o[1], 0.5f);
+  EXPECT_FLOAT_EQ(s, 0.5f);
+  float s2 = 0, o2[2];
+  cpu::GatedDeltaNet(q, k, v, g, beta, 2, &s2, p, o2);
+  EXPECT_FLOAT_EQ(o2[1], 0.5f);
+}
+
+// ---------------------------------------------------------------- Mamba-2 SSD
+
+struct SsdCase {
+  int64_t h, p, ns, g, n, chunk;
+  bool d;
+};
+
+class SsdConformance : public ::testing::TestWithParam<SsdCase> {};
+
+TEST_P(SsdConformance, CpuMatchesRef) {
+  const SsdCase c = GetParam();
+  SsdParams p;
+  p.num_heads = c.h;
+  p.head_dim = c.p;
+  p.state_size = c.ns;
+  p.n_groups = c.g;
+  p.x_stride = c.h * c.p + 2;
+  p.bc_stride = c.g * c.ns * 2 + 1;  // B and C slices of one row
+  p.chunk = c.chunk;
+  const auto x = Random(c.n * p.x_stride, 1);
+  const auto bc = Random(c.n * p.bc_stride, 2);
+  const float* B = bc.data();
+  const float* C = bc.data() + c.g * c.ns;
+  auto dt = Random(c.n * c.h, 3, 0.5f);
+  for (float& d : dt) d = std::log1p(std::exp(d));  // softplus
+  auto A = Random(c.h, 4);
+  for (float& a : A) a = -std::exp(a);
+  const auto D = Random(c.h, 5);
+  const float* Dp = c.d ? D.data() : nullptr;
+  const auto s0 = Random(c.h * c.p * c.ns, 6, 0.3f);
+  std::vector<float> sr = s0, sc = s0, yr(size_t(c.n * c.h * c.p)), yc(yr.size(), NAN);
+  ref::Ssd(x.data(), B, C, dt.data(), A.data(), Dp, c.n, sr.data(), p, yr.data());
+  cpu::Ssd(x.data(), B, C, dt.data(), A.data(), Dp, c.n, sc.data(), p, yc.data());
+  EXPECT_LT(RelErr(yc, yr), 2e-5);
+  EXPECT_LT(RelErr(sc, sr), 2e-5);
+
+  std::vector<float> ss = s0, ys(yr.size());
+  const int64_t a = c.n / 2;
+  if (a > 0) cpu::Ssd(x.data(), B, C, dt.data(), A.data(), Dp, a, ss.data(), p, ys.data());
+  for (int64_t t = a; t < c.n; ++t)
+    cpu::Ssd(x.data() + t * p.x_stride, B + t * p.bc_stride, C + t * p.bc_stride,
+             dt.data() + t * c.h, A.data(), Dp, 1, ss.data(), p, ys.data() + t * c.h * c.p);
+  EXPECT_LT(RelErr(ys, yr), 2e-5);
+  EXPECT_LT(RelErr(ss, sr), 2e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SsdConformance,
+                         ::testing::Values(SsdCase{1, 1, 1, 1, 1, 64, true},
+                                           SsdCase{8, 16, 16, 2, 33, 16, true},
+                                           SsdCase{6, 7, 5, 3, 70, 32, false},
+                                           SsdCase{4, 64, 128, 1, 17, 8, true},
+                                           SsdCase{2, 3, 9, 2, 128, 64, true}));
+
+TEST(Ssd, HandComputed) {
+  // P = N = 1, zero state, dt 1, A ln .5 (a = .5), x 2, B 1, C 1, D 3: h = 2, y = 2 + 6;
+  // next x 0: h = 1, y = 1.
+  SsdParams p;
+  p.num_heads = p.head_dim = p.state_size = p.n_groups = 1;
+  p.x_stride = p.bc_stride = 1;
+  const float x[] = {2, 0}, B[] = {1, 1}, C[] = {1, 1}, dt[] = {1, 1}, A[] = {std::log(0.5f)},
+              D[] = {3};
+  float s = 0, y[2];
+  ref::Ssd(x, B, C, dt, A, D, 2, &s, p, y);
+  EXPECT_FLOAT_EQ(y[0], 8);
+  EXPECT_FLOAT_EQ(y[1], 1);
+}
+
+// ---------------------------------------------------------------- activations
+
+TEST(FamilyActivations, CpuMatchesRef) {
+  for (int64_t n : {1, 17, 40000}) {
+    SCOPED_TRACE(n);
+    const auto a = Random(n, 1, 4.0f), b = Random(n, 2, 4.0f);
+    std::vector<float> r(static_cast<size_t>(n)), c(static_cast<size_t>(n));
+    ref::GeluTanhMul(a.data(), b.data(), n, r.data());
+    cpu::GeluTanhMul(a.data(), b.data(), n, c.data());
+    EXPECT_LT(RelErr(c, r), 1e-6);
+    ref::Relu2(a.data(), n, r.data());
+    cpu::Relu2(a.data(), n, c.data());
+    EXPECT_LT(RelErr(c, r), 1e-6);
+    ref::ClampedSwiglu(a.data(), b.data(), n, {}, r.data());
+    cpu::ClampedSwiglu(a.data(), b.data(), n, {}, c.data());
+    EXPECT_LT(RelErr(c, r), 1e-6);
+    r = a;
+    c = a;
+    ref::Softcap(r.data(), n, 3.0f);
+    cpu::Softcap(c.data(), n, 3.0f);
+    EXPECT_LT(RelErr(c, r), 1e-6);
+  }
+}
+
+TEST(FamilyActivations, HandComputed) {
+  float x[] = {-1, 3}, y[2];
+  ref::Relu2(x, 2, y);
+  EXPECT_FLOAT_EQ(y[0], 0);
+  EXPECT_FLOAT_EQ(y[1], 9);
+  // gelu_tanh(1) = 0.841192 (torch's gelu(approximate="tanh")).
+  const float g = 1, u = 1;
+  ref::GeluTanhMul(&g, &u, 1, y);
+  EXPECT_NEAR(y[0], 0.841192f, 1e-6);
+  // Clamps: gate 100 -> 7 · sigmoid(11.914) ≈ 7; up 100 -> 7, × (7 + 1).
+  const float big = 100;
+  ref::ClampedSwiglu(&big, &big, 1, {}, y);
+  EXPECT_NEAR(y[0], 56.0f, 1e-3);
+  const float neg_up = -100;
+  ref::ClampedSwiglu(&g, &neg_up, 1, {}, y);
+  EXPECT_NEAR(y[0], 1.0f / (1.0f + std::exp(-1.702f)) * -6.0f, 1e-6);
+  float s[] = {1000, -1000, 0.5f};
+  cpu::Softcap(s, 3, 30);
+  EXPECT_FLOAT_EQ(s[0], 30);
+  EXPECT_FLOAT_EQ(s[1], -30);
+  EXPECT_NEAR(s[2], 30 * std::tanh(0.5f / 30), 1e-6);
+}
+
+// ---------------------------------------------------------------- attention variants
+
+struct AttnCase {
+  int64_t h, hkv, d, dv, n, pos0, window;
+  float softcap;
+  bool sinks;
+};
+
+class SinkAttentionConformance : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(SinkAttentionConformance, CpuMatchesRef) {
+  const AttnCase c = GetParam();
+  const int64_t T = c.pos0 + c.n, cap = T + 3;
+  SinkAttentionParams p;
+  p.num_heads = c.h;
+  p.num_kv_heads = c.hkv;
+  p.head_dim = c.d;
+  p.v_head_dim = c.dv;
+  p.k_head_stride = cap * c.d;
+  p.v_head_stride = cap * c.dv;
+  p.scale = 1.0f / std::sqrt(float(c.d));
+  p.window = c.window;
+  p.softcap = c.softcap;
+  const auto sinks = Random(c.h, 9, 2.0f);
+  p.sinks = c.sinks ? sinks.data() : nullptr;
+  const auto q = Random(c.n * c.h * c.d, 1, 2.0f);
+  const auto k = Random(c.hkv * cap * c.d, 2), v = Random(c.hkv * cap * c.dv, 3);
+  std::vector<float> r(size_t(c.n * c.h * c.dv)), o(r.size(), NAN);
+  ref::AttentionSinkSoftcap(q.data(), c.n, c.pos0, k.data(), v.data(), p, r.data());
+  cpu::AttentionSinkSoftcap(q.data(), c.n, c.pos0, k.data(), v.data(), p, o.data());
+  EXPECT_LT(RelErr(o, r), 2e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SinkAttentionConformance,
+                         ::testing::Values(AttnCase{1, 1, 1, 1, 1, 0, 0, 0, true},
+                                           AttnCase{4, 2, 32, 32, 7, 5, 0, 50, false},
+                                           AttnCase{4, 2, 32, 32, 9, 20, 8, 0, true},
+                                           AttnCase{6, 3, 17, 11, 33, 0, 0, 5, true},
+                                           AttnCase{8, 1, 64, 64, 1, 100, 16, 30, true}));
+
+TEST(SinkAttention, SinkAndSoftcapSemantics) {
+  // One key: without a sink the output is v; a sink of logit s takes exp(s)/(exp(s)+exp(q·k)).
+  const float q[] = {0}, k[] = {0}, v[] = {5}, sink[] = {0};
+  SinkAttentionParams p;
+  p.num_heads = p.num_kv_heads = p.head_dim = p.v_head_dim = 1;
+  p.k_head_stride = p.v_head_stride = 1;
+  float o;
+  ref::AttentionSinkSoftcap(q, 1, 0, k, v, p, &o);
+  EXPECT_FLOAT_EQ(o, 5);
+  p.sinks = sink;
+  ref::AttentionSinkSoftcap(q, 1, 0, k, v, p, &o);
+  EXPECT_FLOAT_EQ(o, 2.5f);  // half the mass on the sink
+  cpu::AttentionSinkSoftcap(q, 1, 0, k, v, p, &o);
+  EXPECT_FLOAT_EQ(o, 2.5f);
+}
+
+class MlaConformance : public ::testing::TestWithParam<std::array<int64_t, 7>> {};
+
+TEST_P(MlaConformance, AbsorbedMatchesDecompressed) {
+  const auto [H, dn, dr, dv, R, n, pos0] = GetParam();
+  MlaParams p{H, dn, dr, dv, R, 1.0f / std::sqrt(float(dn + dr))};
+  const int64_t T = pos0 + n;
+  const auto q = Random(n * H * (dn + dr), 1);
+  const auto lat = Random(T * (R + dr), 2);
+  const auto w = Random(H * (dn + dv) * R, 3, 0.3f);
+  std::vector<float> r(size_t(n * H * dv)), o(r.size(), NAN);
+  ref::MlaAttention(q.data(), n, pos0, lat.data(), w.data(), p, r.data());
+  cpu::MlaAttention(q.data(), n, pos0, lat.data(), w.data(), p, o.data());
+  EXPECT_LT(RelErr(o, r), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MlaConformance,
+                         ::testing::Values(std::array<int64_t, 7>{1, 1, 0, 1, 1, 1, 0},
+                                           std::array<int64_t, 7>{4, 32, 16, 32, 32, 1, 31},
+                                           std::array<int64_t, 7>{3, 7, 4, 5, 9, 12, 3},
+                                           std::array<int64_t, 7>{16, 128, 64, 128, 512, 1, 40}));
+
+}  // namespace
+}  // namespace tq::kernels
