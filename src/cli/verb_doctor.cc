@@ -2,6 +2,7 @@
 // Read-only readiness checks of a model directory and this machine; exit 0 when nothing fails.
 #include <cstdio>
 
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "runtime/doctor/doctor.h"
 
@@ -24,6 +25,7 @@ int Run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print one JSON object");
   return RunApp(app, argc, argv, [&] {
+    o.model_dir = ResolveModelDir(o.model_dir);
     o.ram_gb = ram_gb;
     const DoctorReport r = RunDoctor(o);
     if (json) {

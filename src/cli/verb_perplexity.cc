@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runtime_flags.h"
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/mapped_file.h"
 #include "core/sysinfo.h"
@@ -33,6 +34,7 @@ int Run(int argc, char** argv) {
   AddRuntimeFlags(app, &rt);
   app.add_flag("--json", json, "print one JSON object on stdout");
   return RunApp(app, argc, argv, [&] {
+    model_dir = ResolveModelDir(model_dir);
     ApplyThreads(rt);
     ApplyKvOptions(rt, &o.kv);
     const std::string text = ReadFileToString(file);

@@ -10,8 +10,6 @@
 namespace tq::hub {
 namespace {
 
-std::atomic<int64_t> g_body_bytes{0};
-
 void GlobalInit() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -21,7 +19,7 @@ struct Transfer {
   HttpResponse* resp = nullptr;
   const BodySink* sink = nullptr;
   const StartHook* on_start = nullptr;
-  std::string* error_body = nullptr;
+  std::atomic<int64_t>* counter = nullptr;
   bool stopped = false, started = false;
   std::string refused;  // what on_start said
 };
@@ -59,10 +57,10 @@ size_t OnBody(char* data, size_t size, size_t n, void* user) {
   long status = 0;
   if (!t->resp->hops.empty()) status = t->resp->hops.back().status;
   t->resp->body_bytes += int64_t(bytes);
-  g_body_bytes += int64_t(bytes);
+  *t->counter += int64_t(bytes);
   if (status < 200 || status >= 300) {
-    const size_t room = 4096 - std::min<size_t>(4096, t->error_body->size());
-    t->error_body->append(data, std::min(room, bytes));
+    std::string& eb = t->resp->error_body;
+    eb.append(data, std::min(4096 - std::min<size_t>(4096, eb.size()), bytes));
     return bytes;
   }
   if (!t->started) {
@@ -109,20 +107,17 @@ std::string HttpResponse::Header(const std::string& name) const {
 
 HttpClient::HttpClient(HttpSettings settings) : s_(std::move(settings)) { GlobalInit(); }
 
-int64_t HttpClient::TotalBodyBytes() { return g_body_bytes.load(); }
-
 HttpResponse HttpClient::Get(const std::string& url, ByteRange range, const BodySink& sink,
                              const StartHook& on_start) {
   const std::string where = "hub GET " + url;
   Easy e;
   TQ_CHECK(e.h, where, "curl_easy_init failed");
   HttpResponse resp;
-  error_body_.clear();
   Transfer t;
   t.resp = &resp;
   t.sink = &sink;
   t.on_start = &on_start;
-  t.error_body = &error_body_;
+  t.counter = &body_bytes_;
   curl_easy_setopt(e.h, CURLOPT_URL, url.c_str());
   curl_easy_setopt(e.h, CURLOPT_FOLLOWLOCATION, 1L);
   curl_easy_setopt(e.h, CURLOPT_MAXREDIRS, long(s_.max_redirects));

@@ -40,6 +40,7 @@ struct HttpResponse {
   std::vector<HttpHop> hops;  // every response, redirects first
   std::string url;            // the final URL
   int64_t body_bytes = 0;     // body bytes received (final hop)
+  std::string error_body;     // the start (4 KiB) of a non-2xx answer's body, for messages
   // A header of the final hop, else of an earlier hop ("" when none has it). `name` lower-case.
   std::string Header(const std::string& name) const;
 };
@@ -66,15 +67,13 @@ class HttpClient {
                    const StartHook& on_start = nullptr);
   // GET a small document (JSON) whole: at most `max_bytes`, else an error.
   HttpResponse GetText(const std::string& url, std::string* body, size_t max_bytes = 64 << 20);
-  // The start of an error body from the last non-2xx answer (for messages).
-  const std::string& last_error_body() const { return error_body_; }
-
-  // Body bytes received by every client in this process (plan reports what it read).
-  static int64_t TotalBodyBytes();
+  // Body bytes this client received, all calls together (plan reports what it read). Get may be
+  // called from several threads at once.
+  int64_t body_bytes() const { return body_bytes_.load(); }
 
  private:
   HttpSettings s_;
-  std::string error_body_;
+  std::atomic<int64_t> body_bytes_{0};
 };
 
 // Percent-encodes `s` for a URL path segment; '/' is kept when `keep_slash`.
