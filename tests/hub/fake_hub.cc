@@ -1,6 +1,7 @@
 #include "hub/fake_hub.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -123,6 +124,7 @@ void FakeHub::AddRepoFromDir(const std::string& id, const std::string& dir, bool
     FakeFile f;
     f.path = n;
     f.data = ReadFileToString((fs::path(dir) / n).string());
+    f.size = int64_t(f.data.size());
     f.lfs = n.size() > 12 && n.compare(n.size() - 12, 12, ".safetensors") == 0;
     f.sha256 = Hash(hub::HashKind::kSha256, f.data);
     f.blob_id = Hash(hub::HashKind::kGitBlobSha1, f.data);
@@ -130,6 +132,23 @@ void FakeHub::AddRepoFromDir(const std::string& id, const std::string& dir, bool
     r.files.push_back(std::move(f));
   }
   r.commit = Hash(hub::HashKind::kGitBlobSha1, id + all);  // 40 hex, stable per content
+  repos_[id] = std::move(r);
+}
+
+void FakeHub::AddRepoFromDirUnhashed(const std::string& id, const std::string& dir) {
+  FakeRepo r;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) {
+    FakeFile f;
+    f.path = n;
+    f.disk_path = (fs::path(dir) / n).string();
+    f.size = int64_t(fs::file_size(f.disk_path));
+    r.files.push_back(std::move(f));
+  }
+  r.commit = Hash(hub::HashKind::kGitBlobSha1, id + dir);
   repos_[id] = std::move(r);
 }
 
@@ -228,11 +247,9 @@ std::string FakeHub::Answer(int fd, const std::string& method, const std::string
     if (p[5] != "main" && p[5] != it->second.commit) return error(404, "Revision not found");
     nlohmann::json sib = nlohmann::json::array();
     for (const FakeFile& f : it->second.files) {
-      nlohmann::json s = {{"rfilename", f.path},
-                          {"size", int64_t(f.data.size()) + size_skew.load()},
-                          {"blobId", f.blob_id}};
-      if (f.lfs)
-        s["lfs"] = {{"sha256", f.sha256}, {"size", int64_t(f.data.size()) + size_skew.load()}};
+      nlohmann::json s = {{"rfilename", f.path}, {"size", f.size + size_skew.load()}};
+      if (!f.blob_id.empty()) s["blobId"] = f.blob_id;
+      if (f.lfs) s["lfs"] = {{"sha256", f.sha256}, {"size", f.size + size_skew.load()}};
       sib.push_back(s);
     }
     std::string body =
@@ -261,7 +278,7 @@ std::string FakeHub::Answer(int fd, const std::string& method, const std::string
                     {{"Location", "/cdn/" + f.sha256},
                      {"X-Repo-Commit", r.commit},
                      {"X-Linked-Etag", "\"" + etag + "\""},
-                     {"X-Linked-Size", std::to_string(f.data.size())}},
+                     {"X-Linked-Size", std::to_string(f.size)}},
                     0);
       SendFile(fd, &r, f, headers, method == "HEAD");
       return "";
@@ -273,7 +290,7 @@ std::string FakeHub::Answer(int fd, const std::string& method, const std::string
 
 void FakeHub::SendFile(int fd, const FakeRepo* repo, const FakeFile& f,
                        const std::map<std::string, std::string>& headers, bool head) {
-  const int64_t size = int64_t(f.data.size());
+  const int64_t size = f.size;
   int64_t begin = 0, end = size - 1;
   int code = 200;
   const auto rg = headers.find("range");
@@ -289,21 +306,35 @@ void FakeHub::SendFile(int fd, const FakeRepo* repo, const FakeFile& f,
     }
     code = 206;
   }
-  std::vector<std::pair<std::string, std::string>> hs = {
-      {"ETag", "\"" + (bad_etag ? std::string(40, 'a') : (f.lfs ? f.sha256 : f.blob_id)) + "\""},
-      {"Accept-Ranges", "bytes"}};
+  std::vector<std::pair<std::string, std::string>> hs = {{"Accept-Ranges", "bytes"}};
+  const std::string etag = bad_etag ? std::string(40, 'a') : (f.lfs ? f.sha256 : f.blob_id);
+  if (!etag.empty()) hs.push_back({"ETag", "\"" + etag + "\""});
   if (repo) hs.push_back({"X-Repo-Commit", repo->commit});
   if (code == 206)
     hs.push_back({"Content-Range", "bytes " + std::to_string(begin) + "-" + std::to_string(end) +
                                        "/" + std::to_string(size)});
-  std::string body = f.data.substr(size_t(begin), size_t(end - begin + 1));
-  if (corrupt && !body.empty()) body[body.size() / 2] ^= 0x5a;
-  const std::string h = Head(code, hs, int64_t(body.size()) + (short_body ? 1 : 0));
+  const int64_t length = end - begin + 1;
+  const std::string h = Head(code, hs, length + (short_body ? 1 : 0));
   if (!SendAll(fd, h.data(), h.size()) || head) return;
-  int64_t n = int64_t(body.size());
+  int64_t n = length;
   const int64_t cut = f.lfs ? cut_after.exchange(-1) : -1;
   if (cut >= 0) n = std::min(n, cut);
-  SendAll(fd, body.data(), size_t(n));
+  if (f.disk_path.empty()) {
+    std::string body = f.data.substr(size_t(begin), size_t(n));
+    if (corrupt && !body.empty())
+      body[size_t(length / 2) < body.size() ? size_t(length / 2) : 0] ^= 0x5a;
+    SendAll(fd, body.data(), body.size());
+  } else {
+    const int in = ::open(f.disk_path.c_str(), O_RDONLY | O_CLOEXEC);
+    std::vector<char> buf(1 << 20);
+    for (int64_t off = 0; in >= 0 && off < n;) {
+      const ssize_t k =
+          ::pread(in, buf.data(), size_t(std::min<int64_t>(n - off, buf.size())), begin + off);
+      if (k <= 0 || !SendAll(fd, buf.data(), size_t(k))) break;
+      off += k;
+    }
+    if (in >= 0) ::close(in);
+  }
   body_bytes += n;
 }
 

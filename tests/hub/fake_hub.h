@@ -22,6 +22,8 @@ namespace tq::test {
 
 struct FakeFile {
   std::string path, data, sha256, blob_id;
+  std::string disk_path;  // when set, the bytes are read from here (data stays empty)
+  int64_t size = 0;
   bool lfs = false;
 };
 
@@ -38,6 +40,9 @@ class FakeHub {
   ~FakeHub();
   // Serves every regular file of `dir` (top level) as repository `id` at a made-up commit.
   void AddRepoFromDir(const std::string& id, const std::string& dir, bool gated = false);
+  // For measurements on big checkpoints: files served from disk, not hashed (the listing gives
+  // sizes only, so downloads of it cannot verify: plan only).
+  void AddRepoFromDirUnhashed(const std::string& id, const std::string& dir);
   void AddRepo(const std::string& id, FakeRepo repo);
   const FakeRepo& repo(const std::string& id) const { return repos_.at(id); }
   std::string endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
