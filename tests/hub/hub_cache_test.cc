@@ -6,8 +6,10 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "hub/model_ref.h"
 #include "testutil/testutil.h"
 

@@ -25,8 +25,10 @@ class HubCli : public ::testing::Test {
   }
   // The binary against the fake hub, with an empty cache of this test's own.
   std::string Env(const std::string& extra = "") const {
-    return "env -u HF_TOKEN -u HF_HOME -u HF_HUB_OFFLINE HF_ENDPOINT=" + hub_.endpoint() +
-           " HF_HUB_CACHE=" + ShellQuote(cache_.path().string()) + " " + extra + " ";
+    return "env -u HF_TOKEN -u HUGGING_FACE_HUB_TOKEN -u HF_HOME -u HF_HUB_OFFLINE "
+           "HF_TOKEN_PATH=/nonexistent HF_ENDPOINT=" +
+           hub_.endpoint() + " HF_HUB_CACHE=" + ShellQuote(cache_.path().string()) + " " + extra +
+           " ";
   }
   CliResult Cli(const std::string& args, const std::string& extra_env = "") {
     return RunCliWithEnv(Env(extra_env), args);
@@ -62,9 +64,11 @@ TEST_F(HubCli, PlanOverHttpEqualsPlanOnTheLocalCopyAndReadsLittle) {
     const CliResult remote = Cli(std::string("plan --model tq/") + m + flags);
     ASSERT_EQ(remote.code, 0) << remote.err << remote.out;
     const int64_t served = hub_.body_bytes;
-    for (const std::string& q : hub_.Requests())
-      if (q.find(".safetensors") != std::string::npos || q.find("/cdn/") != std::string::npos)
+    for (const std::string& q : hub_.Requests()) {
+      if (q.find(".safetensors") != std::string::npos || q.find("/cdn/") != std::string::npos) {
         EXPECT_NE(q.find("Range: bytes="), std::string::npos) << "a whole shard was asked: " << q;
+      }
+    }
     const CliResult local = Cli("plan --model " + ShellQuote(ModelDir(m)) + flags);
     ASSERT_EQ(local.code, 0) << local.err;
     nlohmann::json r = nlohmann::json::parse(remote.out), l = nlohmann::json::parse(local.out);

@@ -55,8 +55,11 @@ class HubDownload : public ::testing::Test {
     const RepoCachePaths p = CachePathsFor(*ParseHubId(id), cache_.path().string());
     const auto& repo = hub_.repo(id);
     EXPECT_FALSE(fs::exists(fs::path(p.SnapshotDir(repo.commit)) / file));
-    for (const auto& f : repo.files)
-      if (f.path == file) EXPECT_FALSE(fs::exists(p.BlobPath(f.lfs ? f.sha256 : f.blob_id)));
+    for (const auto& f : repo.files) {
+      if (f.path == file) {
+        EXPECT_FALSE(fs::exists(p.BlobPath(f.lfs ? f.sha256 : f.blob_id)));
+      }
+    }
   }
 
   std::string model_;
