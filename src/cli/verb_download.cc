@@ -32,7 +32,9 @@ int Run(int argc, char** argv) {
   app.add_option("--revision", revision, "branch, tag or commit (default: main)");
   app.add_option("--include", include,
                  "only files matching this glob (repeatable; '*' also matches '/'), e.g. "
-                 "'*.json' or 'model-0000[1-2]*'");
+                 "'*.json' or 'model-0000[1-2]*'")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--token", token, "token for gated or private repositories (default: $HF_TOKEN)");
   app.add_option("--cache-dir", cache_dir,
                  "hub cache root (default: $HF_HUB_CACHE, $HF_HOME/hub "
