@@ -113,6 +113,16 @@ std::vector<std::string> FakeHub::Requests() {
 void FakeHub::AddRepo(const std::string& id, FakeRepo repo) { repos_[id] = std::move(repo); }
 
 void FakeHub::AddRepoFromDir(const std::string& id, const std::string& dir, bool gated) {
+  // Reading and hashing a model takes seconds: once per directory per process.
+  static std::mutex memo_mu;
+  static std::map<std::string, FakeRepo> memo;
+  std::lock_guard<std::mutex> lock(memo_mu);
+  const std::string key = id + "\n" + dir;
+  if (const auto it = memo.find(key); it != memo.end()) {
+    repos_[id] = it->second;
+    repos_[id].gated = gated;
+    return;
+  }
   FakeRepo r;
   r.gated = gated;
   std::vector<std::string> names;
@@ -132,6 +142,7 @@ void FakeHub::AddRepoFromDir(const std::string& id, const std::string& dir, bool
     r.files.push_back(std::move(f));
   }
   r.commit = Hash(hub::HashKind::kGitBlobSha1, id + all);  // 40 hex, stable per content
+  memo[key] = r;
   repos_[id] = std::move(r);
 }
 

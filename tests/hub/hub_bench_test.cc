@@ -46,18 +46,26 @@ TEST(HubBench, PlanBytesOverHttp) {
     std::string cmd = "env HF_ENDPOINT=" + hub.endpoint() +
                       " HF_HUB_CACHE=" + ShellQuote(cache.path().string()) + " " + CliPath() +
                       " plan --model " + id + " --json --ram-gb 64 --context 8192 2>/dev/null";
-    std::string out;
-    FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_TRUE(p);
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    pclose(p);
-    const nlohmann::json j = nlohmann::json::parse(out);
+    auto run = [](const std::string& c) {
+      std::string out;
+      FILE* p = popen(c.c_str(), "r");
+      char buf[4096];
+      for (size_t n; p && (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+      if (p) pclose(p);
+      return nlohmann::json::parse(out);
+    };
+    nlohmann::json j = run(cmd);
+    nlohmann::json local =
+        run(CliPath() + " plan --model " + ShellQuote(dir) + " --json --ram-gb 64 --context 8192");
+    nlohmann::json remote = j;
+    remote.erase("hub");
+    remote.erase("model_dir");
+    local.erase("model_dir");
     int64_t total = 0;
     for (const auto& f : hub.repo(id).files) total += f.size;
     std::printf(
         "HUB-BENCH plan %s: shards %d, bytes_read %lld, served %lld, requests %zu, "
-        "download_bytes %lld, repository bytes %lld, verdict %s\n",
+        "download_bytes %lld, repository bytes %lld, verdict %s, same plan as local: %s\n",
         id.c_str(), j["hub"]["shards"].get<int>(), (long long)j["hub"]["bytes_read"].get<int64_t>(),
         (long long)hub.body_bytes.load(), hub.Requests().size(),
         (long long)j["hub"]["download_bytes"].get<int64_t>(), (long long)total,
