@@ -73,6 +73,9 @@ std::string SnapshotProblem(const fs::path& dir) {
   const fs::path single = dir / "model.safetensors";
   if (fs::is_symlink(single, ec) && !fs::exists(single, ec))
     return "its model.safetensors links to a blob that is missing";
+  if (!fs::exists(single, ec))
+    return "it holds no model.safetensors or model.safetensors.index.json (a download limited "
+           "by --include?)";
   return "";
 }
 

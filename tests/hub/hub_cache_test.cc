@@ -119,6 +119,10 @@ TEST(HubCache, IncompleteSnapshotsAreNotUsed) {
   fs::remove(repo2 / "blobs" / fmt::format("{:040x}", 2));
   EXPECT_FALSE(FindCachedSnapshot(*ParseHubId("org/dangling"), t.path().string(), &why));
   EXPECT_NE(why.find("missing"), std::string::npos) << why;
+  // Only the JSON files (download --include '*.json'): no weights, not usable.
+  MakeCachedRepo(t.path(), "models--org--jsononly", {{"config.json", "{}"}});
+  EXPECT_FALSE(FindCachedSnapshot(*ParseHubId("org/jsononly"), t.path().string(), &why));
+  EXPECT_NE(why.find("no model.safetensors"), std::string::npos) << why;
   // A ref that holds garbage.
   WriteFile((repo / "refs" / "main").string(), "not a commit");
   EXPECT_FALSE(FindCachedSnapshot(*ParseHubId("org/sharded"), t.path().string(), &why));
