@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runtime_flags.h"
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/sysinfo.h"
 #include "model/model.h"
@@ -37,6 +38,7 @@ int Run(int argc, char** argv) {
   AddRuntimeFlags(app, &rt);
   app.add_flag("--json", json, "print one JSON object on stdout");
   return RunApp(app, argc, argv, [&] {
+    model_dir = ResolveModelDir(model_dir);
     ApplyThreads(rt);
     ApplyKvOptions(rt, &o.kv);
     o.fill = fill == "prefill"     ? BenchOptions::Fill::kPrefill

@@ -1,6 +1,7 @@
 // turboquant convert --model SRC --out DST --bits {2,3,4} [...]: HF checkpoint -> TurboQuant.
 #include <cstdio>
 
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "convert/convert.h"
 #include "core/error.h"
@@ -16,7 +17,10 @@ int Run(int argc, char** argv) {
   QuantRecipeOptions& r = o.recipe;
   std::string method = "turboquant", scale = "mse", rotation = "hadamard";
   int threads = 0;
-  app.add_option("--model", o.model_dir, "source model directory")->required();
+  app.add_option("--model", o.model_dir, "source model: a directory or a hub id ORG/NAME[@REV]")
+      ->required();
+  ModelFetchFlags fetch;
+  AddModelFetchFlags(app, &fetch);
   app.add_option("--out", o.out_dir, "output directory (must not exist unless --force)")
       ->required();
   app.add_option("--bits", r.bits, "bits per weight: 2, 3, 4 (8)")->capture_default_str();
@@ -68,6 +72,7 @@ int Run(int argc, char** argv) {
   app.add_option("--shard-bytes", o.shard_bytes, "shard the output above this many bytes")
       ->capture_default_str();
   return RunApp(app, argc, argv, [&] {
+    o.model_dir = ResolveModelDir(o.model_dir, &fetch);
     if (method == "turboquant") {
       r.method = quant::QuantMethod::kCodebook;
     } else if (method == "affine") {

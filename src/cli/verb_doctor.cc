@@ -1,8 +1,11 @@
 // turboquant doctor --model DIR [--context N] [--ram-gb X] [--json]
 // Read-only readiness checks of a model directory and this machine; exit 0 when nothing fails.
 #include <cstdio>
+#include <filesystem>
 
+#include "cli/model_arg.h"
 #include "cli/verb.h"
+#include "hub/hub_id.h"
 #include "runtime/doctor/doctor.h"
 
 namespace tq::cli {
@@ -24,6 +27,10 @@ int Run(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print one JSON object");
   return RunApp(app, argc, argv, [&] {
+    // Hub ids and files (GGUF) are resolved here; a missing directory is one of doctor's checks.
+    std::error_code ec;
+    if (std::filesystem::exists(o.model_dir, ec) || hub::ParseHubId(o.model_dir))
+      o.model_dir = ResolveModelDir(o.model_dir);
     o.ram_gb = ram_gb;
     const DoctorReport r = RunDoctor(o);
     if (json) {

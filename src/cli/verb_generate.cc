@@ -12,6 +12,7 @@
 #include <random>
 
 #include "cli/cli_runtime_flags.h"
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
 #include "core/sysinfo.h"
@@ -35,7 +36,9 @@ int Run(int argc, char** argv) {
   std::vector<std::string> stop;
   bool truncate = false;
   RuntimeFlags rt;
-  app.add_option("--model", model_dir, "model directory")->required();
+  app.add_option("--model", model_dir, "model directory or hub id ORG/NAME[@REV]")->required();
+  ModelFetchFlags fetch;
+  AddModelFetchFlags(app, &fetch);
   auto* o_prompt = app.add_option("--prompt", prompt, "raw prompt (special tokens added)");
   auto* o_chat = app.add_option("--chat", chat, "user message, wrapped with the chat template");
   o_prompt->excludes(o_chat);
@@ -60,6 +63,7 @@ int Run(int argc, char** argv) {
   app.add_flag("--truncate", truncate, "keep the last tokens of a prompt longer than the context");
   AddRuntimeFlags(app, &rt);
   return RunApp(app, argc, argv, [&] {
+    model_dir = ResolveModelDir(model_dir, &fetch);
     if (o_prompt->count() == 0 && o_chat->count() == 0) {
       throw UsageError("generate", "one of --prompt or --chat is required");
     }

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
@@ -218,6 +219,7 @@ int Run(int argc, char** argv) {
   app.add_option("--model", dir, "model directory (config.json + safetensors)")->required();
   app.add_flag("--json", as_json, "print one JSON object");
   return RunApp(app, argc, argv, [&] {
+    dir = ResolveModelDir(dir);
     const auto j = Describe(dir);
     if (as_json) {
       std::printf("%s\n", j.dump(2).c_str());

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runtime_flags.h"
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/mapped_file.h"
 #include "core/sysinfo.h"
@@ -38,6 +39,7 @@ int Run(int argc, char** argv) {
                "with a compressed KV cache: also decode every coded vector and report the mean "
                "and smallest roundtrip cosine of keys and values (costs a decode per vector)");
   return RunApp(app, argc, argv, [&] {
+    model_dir = ResolveModelDir(model_dir);
     ApplyThreads(rt);
     ApplyKvOptions(rt, &o.kv);
     o.kv.roundtrip_stats = kv_stats;

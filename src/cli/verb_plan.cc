@@ -1,4 +1,4 @@
-// turboquant plan --model DIR [--context 16384] [--bits B] [--group-size G]
+// turboquant plan --model DIR|ORG/NAME[@REV] [--context 16384] [--bits B] [--group-size G]
 //   [--budget-bpw X] [--kv-bits B | --kv-k-bits B --kv-v-bits B] [--prefill-step N] [--ram-gb X]
 //   [--device cpu|cuda] [--json]
 // Will it fit? Reads config.json and the safetensors headers only. Exit 0 fits, 1 does not fit
@@ -6,8 +6,13 @@
 #include <cstdio>
 
 #include "cli/cli_kv_flags.h"
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
+#include "hub/hub_api.h"
+#include "hub/hub_cache.h"
+#include "hub/model_ref.h"
+#include "hub/remote_checkpoint.h"
 #include "model/quant_recipe.h"
 #include "runtime/plan/memory_plan.h"
 #include "runtime/plan/plan_report.h"
@@ -27,7 +32,13 @@ int Run(int argc, char** argv) {
   std::optional<double> budget_bpw;
   std::optional<double> ram_gb;
   bool json = false;
-  app.add_option("--model", o.model_dir, "model directory (config.json + safetensors)")->required();
+  app.add_option("--model", o.model_dir,
+                 "model directory (config.json + safetensors), or a hub id ORG/NAME[@REV]: from "
+                 "the local hub cache, else its headers over HTTP (nothing is downloaded)")
+      ->required();
+  std::string token;
+  app.add_option("--token", token,
+                 "Hugging Face token for a gated or private hub id (default: $HF_TOKEN)");
   app.add_option("--context", o.context, "tokens in the KV cache")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -89,11 +100,46 @@ int Run(int argc, char** argv) {
     ApplyKvFlags(kv_flags, &o.kv);
     o.ram_gb = ram_gb;
     o.device = device == "cuda" ? PlanDevice::kCuda : PlanDevice::kCpu;
-    const MemoryPlan plan = MakeMemoryPlan(o);
+    // A hub id not in the local cache is planned over HTTP: config.json, the index and each
+    // shard's safetensors header (Range requests), never the weights.
+    const hub::ModelRef ref = hub::ResolveModelRef(o.model_dir);
+    std::optional<hub::RemoteCheckpoint> remote;
+    MemoryPlan plan;
+    if (ref.kind == hub::ModelRefKind::kUncachedHub) {
+      if (hub::HubOffline())
+        Fail("--model " + o.model_dir,
+             "not in the local hub cache ({}), and HF_HUB_OFFLINE is set: cannot read its headers "
+             "over HTTP",
+             ref.why_not_cached);
+      hub::HubApi api(hub::FindHubAccess(token));
+      remote = hub::ReadRemoteCheckpoint(api, *ref.id);
+      o.model_dir = ref.id->ToString();
+      plan = MakeMemoryPlan(o, PlanInputs{remote->config, remote->tensors});
+    } else {
+      o.model_dir = ResolveModelDir(o.model_dir);
+      plan = MakeMemoryPlan(o);
+    }
     if (json) {
-      std::printf("%s\n", PlanToJson(plan).dump(2).c_str());
+      nlohmann::ordered_json j = PlanToJson(plan);
+      if (remote)
+        j["hub"] = {{"id", ref.id->repo()},
+                    {"revision", ref.id->revision},
+                    {"commit", remote->commit},
+                    {"bytes_read", remote->bytes_read},
+                    {"shards", remote->shard_files.size()},
+                    {"download_bytes", remote->download_bytes},
+                    {"download_files", remote->download_files},
+                    {"download_command", hub::DownloadCommand(*ref.id)}};
+      std::printf("%s\n", j.dump(2).c_str());
     } else {
       std::printf("%s", PlanToText(plan).c_str());
+      if (remote)
+        std::printf(
+            "hub          %s at %s, over HTTP: read %s (config, index, %zu shard header(s))\n"
+            "download     %s in %d files: %s\n",
+            ref.id->repo().c_str(), remote->commit.c_str(), HumanBytes(remote->bytes_read).c_str(),
+            remote->shard_files.size(), HumanBytes(remote->download_bytes).c_str(),
+            remote->download_files, hub::DownloadCommand(*ref.id).c_str());
     }
     return plan.verdict == PlanVerdict::kFits ? kExitOk : kExitFailure;
   });

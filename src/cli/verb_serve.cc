@@ -8,6 +8,7 @@
 
 #include "cli/cli_kv_flags.h"
 #include "cli/cli_runtime_flags.h"
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
 #include "kv/kv_cache.h"
@@ -29,8 +30,11 @@ int Run(int argc, char** argv) {
   int port = 8080, parallel = 4, max_queue = 64, keep = 4;
   tq::cli::RuntimeFlags rt;  // --threads, --kv-dtype, --kv-bits ... (shared with generate)
   int64_t ctx = 0, prefill_chunk = 256, max_body_mib = 8;
-  app.add_option("--model,-m", model_dir, "Model directory (Hugging Face or TurboQuant layout)")
+  app.add_option("--model,-m", model_dir,
+                 "Model directory (Hugging Face or TurboQuant layout) or hub id ORG/NAME[@REV]")
       ->required();
+  tq::cli::ModelFetchFlags fetch;
+  tq::cli::AddModelFetchFlags(app, &fetch);
   app.add_option("--host", host, "Address to listen on (127.0.0.1: this machine only)")
       ->capture_default_str();
   app.add_option("--port", port, "TCP port (0: any free port)")
@@ -78,6 +82,9 @@ int Run(int argc, char** argv) {
     }
     tq::cli::ApplyThreads(rt);
 
+    const std::string model_arg = model_dir;
+    model_dir = tq::cli::ResolveModelDir(model_dir, &fetch);
+    if (model_id.empty() && model_dir != model_arg) model_id = model_arg;  // a hub id names it
     auto model = tq::Model::Load(model_dir, tq::cli::LoadOptions(rt));
     const tq::ModelConfig& cfg = model->config();
     if (ctx == 0) {

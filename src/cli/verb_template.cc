@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -38,7 +39,7 @@ int Run(int argc, char** argv) {
     if (model.empty() && template_path.empty())
       throw tq::UsageError("template", "give --model DIR (or at least --template FILE.jinja)");
     tq::TokenizerConfig config;
-    if (!model.empty()) config = tq::LoadTokenizerConfig(model);
+    if (!model.empty()) config = tq::LoadTokenizerConfig(tq::cli::ResolveModelDir(model));
 
     nlohmann::ordered_json messages = ReadJson(messages_path);
     if (messages.is_object() && messages.contains("messages")) messages = messages["messages"];

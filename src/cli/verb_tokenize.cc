@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -22,6 +23,7 @@ int RunTokenize(int argc, char** argv) {
   app.add_option("--text", text, "the text to encode")->required();
   app.add_flag("--no-special", no_special, "do not add the tokenizer's special tokens (BOS...)");
   return RunApp(app, argc, argv, [&] {
+    dir = ResolveModelDir(dir);
     const auto tok = Tokenizer::Load(dir);
     const std::vector<int32_t> ids = tok->Encode(text, !no_special);
     std::string out = "[";
@@ -68,6 +70,7 @@ int RunDetokenize(int argc, char** argv) {
   app.add_option("--model", dir, "model directory (holds tokenizer.json)")->required();
   app.add_option("--ids", ids_text, "comma-separated token ids, e.g. 1,2,3")->required();
   return RunApp(app, argc, argv, [&] {
+    dir = ResolveModelDir(dir);
     const std::vector<int32_t> ids = ParseIds(ids_text);
     const auto tok = Tokenizer::Load(dir);
     const std::string text = tok->Decode(ids, false) + "\n";

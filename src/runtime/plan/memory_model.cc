@@ -205,20 +205,33 @@ int64_t LargestFitting(int64_t lo, int64_t hi, Fits fits) {
   return lo;
 }
 
-}  // namespace
-
-MemoryPlan MakeMemoryPlan(const PlanOptions& opts) {
+void CheckPlanOptions(const PlanOptions& opts) {
   if (opts.context < 1)
     throw UsageError("--context", fmt::format("must be >= 1, got {}", opts.context));
   if (opts.prefill_step < 1)
     throw UsageError("--prefill-step", fmt::format("must be >= 1, got {}", opts.prefill_step));
   if (opts.ram_gb && !(*opts.ram_gb > 0))
     throw UsageError("--ram-gb", fmt::format("must be > 0, got {}", *opts.ram_gb));
+}
+
+}  // namespace
+
+MemoryPlan MakeMemoryPlan(const PlanOptions& opts) {
+  CheckPlanOptions(opts);
+  PlanInputs in;
+  in.config = LoadModelConfig(opts.model_dir);
+  FindArchitecture(in.config.model_type);  // throws listing the supported ones
+  in.tensors = Checkpoint::ReadHeaders(opts.model_dir);
+  return MakeMemoryPlan(opts, in);
+}
+
+MemoryPlan MakeMemoryPlan(const PlanOptions& opts, const PlanInputs& in) {
+  CheckPlanOptions(opts);
   MemoryPlan p;
   p.model_dir = opts.model_dir;
-  p.config = LoadModelConfig(opts.model_dir);
+  p.config = in.config;
   FindArchitecture(p.config.model_type);  // throws listing the supported ones
-  const std::vector<TensorInfo> tensors = Checkpoint::ReadHeaders(opts.model_dir);
+  const std::vector<TensorInfo>& tensors = in.tensors;
   p.checkpoint_kind = HasQuantizationBlock(p.config) ? "turboquant" : "hf";
   if (opts.recipe && p.checkpoint_kind == "turboquant")
     throw UsageError("--bits",

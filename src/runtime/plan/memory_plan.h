@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "io/model_config.h"
+#include "io/safetensors.h"
 #include "kv/kv_cache.h"
 #include "model/quant_recipe.h"
 
@@ -118,6 +119,15 @@ struct MemoryPlan {
 // Reads `opts.model_dir` (config.json + safetensors headers) and plans. Throws tq::Error for a
 // missing or broken directory (naming the file) and tq::UsageError for bad options.
 MemoryPlan MakeMemoryPlan(const PlanOptions& opts);
+
+// What a plan reads of a checkpoint, from wherever it came (a directory, or a hub repository over
+// HTTP: hub/remote_checkpoint.h). Tensors in Checkpoint::ReadHeaders order.
+struct PlanInputs {
+  ModelConfig config;
+  std::vector<TensorInfo> tensors;
+};
+// Plans from inputs already read; `opts.model_dir` only names the model in the report.
+MemoryPlan MakeMemoryPlan(const PlanOptions& opts, const PlanInputs& inputs);
 
 // The parts, for tests and for `doctor`: the peak of a plan at another context / prefill step.
 MemoryBreakdown PlanMemoryAt(const MemoryPlan& plan, const PlanOptions& opts, int64_t context,
