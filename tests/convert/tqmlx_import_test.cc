@@ -298,3 +298,18 @@ TEST(TqMlxImport, FourBitPerplexityWithinNoiseOfOurFourBit) {
 
 }  // namespace
 }  // namespace tq
+
+namespace tq {
+namespace {
+
+// Not a test: writes a 3-bit g64 turboquant-mlx checkpoint of tq-llama-21m to
+// $TQ_MLX_BENCH_OUT for the decode-speed comparison in docs/BENCHMARKS.md (run with
+// --gtest_also_run_disabled_tests --gtest_filter='*WriteBenchCheckpoint').
+TEST(TqMlxImport, DISABLED_WriteBenchCheckpoint) {
+  const char* out = std::getenv("TQ_MLX_BENCH_OUT");
+  ASSERT_NE(out, nullptr) << "set TQ_MLX_BENCH_OUT";
+  test::WriteTqMlxCheckpoint(ModelDir(kLlama), out, {});
+}
+
+}  // namespace
+}  // namespace tq
