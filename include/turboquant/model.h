@@ -98,6 +98,10 @@ class TQ_API Model {
   // `max_tokens` tokens): the number the CLI prints.
   double Perplexity(std::string_view text, int64_t ctx = 512, int64_t max_tokens = 65536);
 
+  // Logits of every position of `ids` (one prefill from an empty cache): [ids.size() * vocab],
+  // row-major, float32.
+  std::vector<float> Logits(std::span<const int32_t> ids);
+
   int64_t vocab_size() const;
   int64_t context() const;
   const std::string& architecture() const;  // config.json architectures[0]

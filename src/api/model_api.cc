@@ -199,6 +199,21 @@ double Model::Perplexity(std::string_view text, int64_t ctx, int64_t max_tokens)
   });
 }
 
+std::vector<float> Model::Logits(std::span<const int32_t> ids) {
+  return Translate([&] {
+    const int64_t n = int64_t(ids.size());
+    if (n < 1 || n > impl_->context)
+      throw Error(Error::Kind::kUsage,
+                  fmt::format("[logits] {} ids (1 .. context {} allowed)", n, impl_->context));
+    tq::KvCacheOptions kv;
+    kv.max_tokens = n;
+    auto cache = impl_->model->NewCache(kv);
+    std::vector<float> logits(size_t(n * impl_->model->config().vocab_size));
+    impl_->model->Forward(ids, *cache, logits.data(), /*all_logits=*/true);
+    return logits;
+  });
+}
+
 int64_t Model::vocab_size() const { return impl_->model->config().vocab_size; }
 int64_t Model::context() const { return impl_->context; }
 const std::string& Model::architecture() const { return impl_->model->config().architecture; }
