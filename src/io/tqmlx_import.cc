@@ -77,7 +77,10 @@ struct Source {
   std::unique_ptr<Checkpoint> stored;
   std::vector<LinearPlan> linears;
   std::vector<std::string> passthrough;  // stored tensors served as they are
-  std::vector<std::string> dropped;      // QJL tensors with skip_qjl
+  // Unquantized stacked experts ("<X>.switch_mlp.<proj>.weight" [E, out, in], e.g. a width the
+  // group size does not divide): stored name -> per-expert names (slices of it).
+  std::vector<std::pair<std::string, std::vector<std::string>>> stacked;
+  std::vector<std::string> dropped;  // QJL tensors with skip_qjl
 };
 
 std::string Where(const std::string& dir) { return std::string(kFormatName) + " " + dir; }
@@ -221,10 +224,15 @@ LinearPlan PlanLinear(const Source& s, const std::string& p) {
   L.rotated = s.opt.rotation != "none" || any_negative;
   if (L.rotated) {
     L.block = MlxHadamardBlock(L.in);
-    TQ_CHECK(IsPowerOfTwo(L.block), where,
-             "'{}': its rotation uses a {}-point Hadamard block ({} x 2^k, mx.hadamard_transform), "
-             "which this build does not implement (power-of-two blocks only)",
-             p, L.block, L.block / (L.block & -L.block));
+    if (!IsPowerOfTwo(L.block)) {
+      int64_t m = 1;  // the block is m * 2^k with m in {12, 20, 28}
+      for (int64_t f : {12, 20, 28})
+        if (L.block % f == 0 && IsPowerOfTwo(L.block / f)) m = f;
+      Fail(where,
+           "'{}': its rotation uses a {}-point Hadamard block ({} x {}, mx.hadamard_transform's "
+           "non-Sylvester H_{}), which this build does not implement (power-of-two blocks only)",
+           p, L.block, m, L.block / m, m);
+    }
     TQ_CHECK(L.block >= 8, where, "'{}': Hadamard block {} is below 8", p, L.block);
     std::vector<int8_t> s8(signs.size());
     for (size_t i = 0; i < signs.size(); ++i) s8[i] = signs[i] < 0 ? -1 : 1;
@@ -287,6 +295,17 @@ Source Analyze(const std::string& dir) {
              n);
     TQ_CHECK(!n.ends_with(".biases"), s.where,
              "tensor '{}': MLX affine quantization (scales + biases) is not supported", n);
+    if (n.find(".switch_mlp.") != std::string::npos) {
+      TQ_CHECK(n.ends_with(".weight") && i.shape.size() == 3 && IsFloat(i.dtype), s.where,
+               "tensor '{}' is {} {}: a stacked expert tensor must be a float [experts, out, in] "
+               "weight",
+               n, DTypeName(i.dtype), ShapeToString(i.shape));
+      const std::string pattern = ExpertPattern(n.substr(0, n.size() - 7), s.where);
+      std::vector<std::string> per;
+      for (int64_t e = 0; e < i.shape[0]; ++e) per.push_back(ExpertName(pattern, e) + ".weight");
+      s.stacked.emplace_back(n, std::move(per));
+      continue;
+    }
     s.passthrough.push_back(n);
   }
   return s;
@@ -405,6 +424,12 @@ std::unique_ptr<Checkpoint> Import(const std::string& dir, bool headers_only) {
   for (const std::string& n : s.passthrough) {
     const TensorInfo& i = stored.Info(n);
     alias(n, n, i.dtype, i.shape, 0);
+  }
+  for (const auto& [from, per] : s.stacked) {
+    const TensorInfo& i = stored.Info(from);
+    const uint64_t slice = uint64_t(i.shape[1] * i.shape[2]) * DTypeSize(i.dtype);
+    for (size_t e = 0; e < per.size(); ++e)
+      alias(per[e], from, i.dtype, {i.shape[1], i.shape[2]}, e * slice);
   }
   for (const LinearPlan& L : s.linears) {
     const int64_t row_bytes = int64_t(quant::PackedBytes(L.format, L.in));

@@ -116,16 +116,24 @@ TEST(TqMlxImport, MoeExpertsUnderHuggingFaceNames) {
   EXPECT_EQ(q["tensors"]["model.layers.5.mlp.experts.7.up_proj"]["format"], "q3");
 }
 
+TEST(TqMlxImport, MoeG64KeepsStackedFloatDownExpertsAndEqualsFloatProduct) {
+  // 96 (the experts' down_proj input) is no multiple of 64: turboquant-mlx keeps those stacked in
+  // bf16 ([E, out, in] under switch_mlp), served as per-expert slices.
+  ExpectMatchesTwin(kMoe, {});
+}
+
 TEST(TqMlxImport, MoeRotatedTwelvePointBlockIsAnErrorNamingTheTensor) {
   TempDir tmp;
-  test::WriteTqMlxCheckpoint(ModelDir(kMoe), tmp.file("mlx"), {});  // down_proj: in = 96 = 12 x 8
+  TqMlxWriteOptions o;
+  o.group_size = 32;  // now down_proj (in = 96 = 12 x 8) is quantized and rotated by H_12 x H_8
+  test::WriteTqMlxCheckpoint(ModelDir(kMoe), tmp.file("mlx"), o);
   try {
     Model::Load(tmp.file("mlx"));
     FAIL() << "expected an error";
   } catch (const Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("switch_mlp.down_proj"), std::string::npos) << m;
-    EXPECT_NE(m.find("96-point Hadamard block (12 x 2^k"), std::string::npos) << m;
+    EXPECT_NE(m.find("96-point Hadamard block (12 x 8"), std::string::npos) << m;
   }
 }
 
@@ -151,6 +159,17 @@ TEST(TqMlxImport, QjlIsAnErrorUnlessSkipped) {
   EXPECT_LT(err, 5e-2);  // the writer's QJL residual is zero: without it, the same model
 }
 
+// The tensors of a turboquant-mlx directory as stored (test::ReadTensors would import them).
+test::TensorMap StoredTensors(const std::string& dir) {
+  const auto c = Checkpoint::OpenStored(dir);
+  test::TensorMap m;
+  for (const std::string& n : c->Names()) {
+    const TensorView v = c->View(n);
+    m[n] = {v.dtype, v.shape, {v.bytes(), v.bytes() + v.nbytes()}};
+  }
+  return m;
+}
+
 // Rewrites config.json's quantization block or one tensor of a written checkpoint, then expects
 // loading to fail with a message holding `expect`.
 void ExpectBroken(const std::function<void(nlohmann::json& q, test::TensorMap& t)>& edit,
@@ -161,7 +180,7 @@ void ExpectBroken(const std::function<void(nlohmann::json& q, test::TensorMap& t
   const std::string dir = tmp.file("mlx");
   test::WriteTqMlxCheckpoint(ModelDir(kLlama), dir, o);
   nlohmann::json cfg = nlohmann::json::parse(ReadFileToString(dir + "/config.json"));
-  test::TensorMap tensors = test::ReadTensors(dir);
+  test::TensorMap tensors = StoredTensors(dir);
   edit(cfg["quantization"], tensors);
   test::WriteTensors(dir, tensors);
   WriteFileAtomic(dir + "/config.json", cfg.dump());
@@ -224,7 +243,7 @@ TEST(TqMlxImport, TritWordsPastThreeToTheTwentiethAreErrors) {
   o.group_size = 32;
   const std::string dir = tmp.file("mlx");
   test::WriteTqMlxCheckpoint(ModelDir(kMoe), dir, o);
-  test::TensorMap t = test::ReadTensors(dir);
+  test::TensorMap t = StoredTensors(dir);
   auto& w = t["model.layers.1.mlp.switch_mlp.up_proj.weight"];
   const uint32_t bad = 3486784401u;  // 3^20
   std::memcpy(w.bytes.data() + 4 * 7, &bad, 4);

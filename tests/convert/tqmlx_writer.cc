@@ -196,14 +196,15 @@ void WriteTqMlxCheckpoint(const std::string& hf_dir, const std::string& out_dir,
 
   for (const std::string& n : src->Names()) {
     const TensorView v = src->View(n);
-    const bool linear = v.rank() == 2 && n.ends_with(".weight") &&
-                        n.find(".layers.") != std::string::npos && !n.ends_with("norm.weight") &&
-                        !n.ends_with("mlp.gate.weight") && v.dim(0) >= 32 && v.dim(1) >= 32;
+    bool linear = v.rank() == 2 && n.ends_with(".weight") &&
+                  n.find(".layers.") != std::string::npos && !n.ends_with("norm.weight") &&
+                  !n.ends_with("mlp.gate.weight") && v.dim(0) >= 32 && v.dim(1) >= 32;
     std::smatch m;
     if (linear && std::regex_match(n, m, expert)) {
       switches[m[1].str() + ".switch_mlp." + m[3].str()][std::stoll(m[2].str())] = n;
       continue;
     }
+    if (linear && v.dim(1) % o.group_size != 0) linear = false;  // skipped, as theirs does
     if (linear) {
       emit(n.substr(0, n.size() - 7), {F32Of(v)}, v.dim(0), v.dim(1), false, {n});
       continue;
@@ -213,6 +214,19 @@ void WriteTqMlxCheckpoint(const std::string& hf_dir, const std::string& out_dir,
     mlx[n] = std::move(t);
   }
   for (const auto& [p, experts] : switches) {
+    const TensorView first = src->View(experts.begin()->second);
+    if (first.dim(1) % o.group_size != 0) {
+      // Their converter skips a linear the group size does not divide: the experts stay stacked
+      // at the source dtype.
+      Tensor t{first.dtype, {int64_t(experts.size()), first.dim(0), first.dim(1)}, {}};
+      for (const auto& [e, n] : experts) {
+        const TensorView v = src->View(n);
+        t.bytes.insert(t.bytes.end(), v.bytes(), v.bytes() + v.nbytes());
+        if (twin) flt[n] = {v.dtype, v.shape, {v.bytes(), v.bytes() + v.nbytes()}};
+      }
+      mlx[p + ".weight"] = std::move(t);
+      continue;
+    }
     std::vector<std::vector<float>> ws;
     std::vector<std::string> names;
     int64_t out = 0, in = 0;
