@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "kernels/backend.h"
+#include "kernels/kernel_table.h"
 #include "runtime/doctor/cpu_features.h"
 #include "runtime/doctor/doctor_checks.h"
 #include "runtime/plan/device_memory.h"
