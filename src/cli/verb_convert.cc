@@ -4,11 +4,33 @@
 #include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "convert/convert.h"
+#include "convert/repack.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/tqmlx_import.h"
 
 namespace tq::cli {
 namespace {
+
+// --repack (or a turboquant-mlx source, which can only be repacked: its weights are quantized).
+int RunRepack(const ConvertOptions& o, bool asked) {
+  if (!asked)
+    throw UsageError("--model " + o.model_dir,
+                     "is a turboquant-mlx checkpoint (already quantized): use --repack to write "
+                     "it as a native TurboQuant checkpoint");
+  RepackOptions r;
+  r.model_dir = o.model_dir;
+  r.out_dir = o.out_dir;
+  r.force = o.force;
+  r.shard_bytes = o.shard_bytes;
+  const RepackSummary s = Repack(r);
+  std::fprintf(stderr,
+               "wrote %s: %lld tensors (%lld quantized linears, repacked losslessly) in "
+               "%lld shard(s), %.2f MB, %.1f s\n",
+               r.out_dir.c_str(), (long long)s.tensors, (long long)s.linears,
+               (long long)s.num_shards, double(s.bytes) / 1e6, s.seconds);
+  return kExitOk;
+}
 
 int Run(int argc, char** argv) {
   CLI::App app("Convert a Hugging Face checkpoint to a TurboQuant checkpoint (no calibration data)",
@@ -67,12 +89,17 @@ int Run(int argc, char** argv) {
   app.add_option("--rotation", rotation, "hadamard | none")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the sign vectors")->capture_default_str();
   app.add_flag("--streaming", o.streaming, "one source tensor in memory at a time");
+  bool repack = false;
+  app.add_flag("--repack", repack,
+               "rewrite a turboquant-mlx checkpoint as a native one, losslessly (same codes, "
+               "scales, codebooks and signs; no quantization options apply)");
   app.add_flag("--force", o.force, "replace an existing --out");
   app.add_option("--threads", threads, "worker threads (default: all cores)");
   app.add_option("--shard-bytes", o.shard_bytes, "shard the output above this many bytes")
       ->capture_default_str();
   return RunApp(app, argc, argv, [&] {
     o.model_dir = ResolveModelDir(o.model_dir, &fetch);
+    if (repack || tqmlx::IsTqMlxDir(o.model_dir)) return RunRepack(o, repack);
     if (method == "turboquant") {
       r.method = quant::QuantMethod::kCodebook;
     } else if (method == "affine") {

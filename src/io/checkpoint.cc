@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "io/json_fields.h"
+#include "io/tqmlx_import.h"
 
 namespace tq {
 namespace {
@@ -121,22 +122,87 @@ void Validate(const std::string& dir, const Layout& layout,
 }  // namespace
 
 std::unique_ptr<Checkpoint> Checkpoint::Open(const std::string& dir) {
+  if (tqmlx::IsTqMlxDir(dir)) return tqmlx::Import(dir);
+  return OpenStored(dir);
+}
+
+std::unique_ptr<Checkpoint> Checkpoint::OpenStored(const std::string& dir) {
   const Layout layout = Resolve(dir);
-  auto c = std::make_unique<Checkpoint>();
-  c->dir_ = dir;
+  std::vector<std::unique_ptr<SafetensorsFile>> shards;
   std::vector<const std::vector<TensorInfo>*> lists;
   for (const auto& f : layout.files) {
-    c->shards_.push_back(SafetensorsFile::Open(f));
-    lists.push_back(&c->shards_.back()->tensors());
+    shards.push_back(SafetensorsFile::Open(f));
+    lists.push_back(&shards.back()->tensors());
   }
   Validate(dir, layout, lists);
-  for (const auto& s : c->shards_)
-    for (const auto& t : s->tensors()) c->where_[t.name] = s.get();
+  auto c = FromParts(dir, "", std::move(shards));
+  for (size_t s = 0; s < c->shards_.size(); ++s) {
+    const SafetensorsFile& f = *c->shards_[s];
+    for (const auto& t : f.tensors()) {
+      Entry e{t, f.View(t.name).bytes(), false};
+      e.info.shard = uint32_t(s);
+      c->entries_.emplace(t.name, std::move(e));
+    }
+  }
   return c;
+}
+
+std::unique_ptr<Checkpoint> Checkpoint::FromParts(
+    std::string dir, std::string source_format,
+    std::vector<std::unique_ptr<SafetensorsFile>> shards) {
+  auto c = std::make_unique<Checkpoint>();
+  c->dir_ = std::move(dir);
+  c->source_format_ = std::move(source_format);
+  c->shards_ = std::move(shards);
+  return c;
+}
+
+void Checkpoint::AddOwned(const std::string& name, DType dtype, Shape shape,
+                          std::vector<uint8_t> bytes) {
+  const uint64_t expect = uint64_t(NumElements(shape)) * DTypeSize(dtype);
+  TQ_CHECK(bytes.size() == expect, DirWhere(dir_) + ": tensor '" + name + "'",
+           "{} bytes for {} {} ({} expected)", bytes.size(), DTypeName(dtype), ShapeToString(shape),
+           expect);
+  owned_.push_back(std::make_unique<std::vector<uint8_t>>(std::move(bytes)));
+  TensorInfo info{name, dtype, std::move(shape), 0, expect, 0};
+  const bool added =
+      entries_.emplace(name, Entry{std::move(info), owned_.back()->data(), true}).second;
+  TQ_CHECK(added, DirWhere(dir_), "tensor '{}' added twice", name);
+}
+
+void Checkpoint::AddDeclared(const std::string& name, DType dtype, Shape shape) {
+  const uint64_t n = uint64_t(NumElements(shape)) * DTypeSize(dtype);
+  TensorInfo info{name, dtype, std::move(shape), 0, n, 0};
+  const bool added = entries_.emplace(name, Entry{std::move(info), nullptr, true}).second;
+  TQ_CHECK(added, DirWhere(dir_), "tensor '{}' added twice", name);
+}
+
+void Checkpoint::AddAlias(const std::string& name, DType dtype, Shape shape, size_t shard,
+                          const uint8_t* data, uint64_t nbytes) {
+  const std::string where = DirWhere(dir_) + ": tensor '" + name + "'";
+  TQ_CHECK(shard < shards_.size(), where, "shard {} of {}", shard, shards_.size());
+  const uint64_t expect = uint64_t(NumElements(shape)) * DTypeSize(dtype);
+  TQ_CHECK(nbytes == expect, where, "{} bytes for {} {} ({} expected)", nbytes, DTypeName(dtype),
+           ShapeToString(shape), expect);
+  const MappedFile& m = shards_[shard]->mapping();
+  const uint8_t* base = static_cast<const uint8_t*>(m.data());
+  TQ_CHECK(data >= base && uint64_t(data - base) + nbytes <= m.size(), where,
+           "bytes outside shard '{}'", shards_[shard]->path());
+  TensorInfo info{name, dtype, std::move(shape), uint64_t(data - base), nbytes, uint32_t(shard)};
+  const bool added = entries_.emplace(name, Entry{std::move(info), data, false}).second;
+  TQ_CHECK(added, DirWhere(dir_), "tensor '{}' added twice", name);
 }
 
 std::vector<TensorInfo> Checkpoint::ReadHeaders(const std::string& dir,
                                                 std::vector<std::string>* shard_files) {
+  if (tqmlx::IsTqMlxDir(dir)) {
+    // The native tensors it stands for (signs and codebooks are read: they decide the layout).
+    const auto c = tqmlx::Import(dir, /*headers_only=*/true);
+    std::vector<TensorInfo> out;
+    for (const std::string& n : c->Names()) out.push_back(c->Info(n));
+    if (shard_files) *shard_files = ShardFiles(dir);
+    return out;
+  }
   const Layout layout = Resolve(dir);
   std::vector<std::vector<TensorInfo>> per_shard;
   for (const auto& f : layout.files) per_shard.push_back(SafetensorsFile::ReadHeader(f));
@@ -158,31 +224,43 @@ std::vector<std::string> Checkpoint::ShardFiles(const std::string& dir) {
   return Resolve(dir).files;
 }
 
-bool Checkpoint::Has(const std::string& name) const { return where_.count(name) != 0; }
+bool Checkpoint::Has(const std::string& name) const { return entries_.count(name) != 0; }
 
 const SafetensorsFile& Checkpoint::ShardOf(const std::string& name) const {
-  const auto it = where_.find(name);
-  if (it == where_.end()) Fail(DirWhere(dir_), "missing tensor '{}'", name);
-  return *it->second;
+  const Entry& e = [&]() -> const Entry& {
+    const auto it = entries_.find(name);
+    if (it == entries_.end()) Fail(DirWhere(dir_), "missing tensor '{}'", name);
+    return it->second;
+  }();
+  TQ_CHECK(!e.owned, DirWhere(dir_), "tensor '{}' is held in memory (imported), not in a shard",
+           name);
+  return *shards_[e.info.shard];
 }
 
 const TensorInfo& Checkpoint::Info(const std::string& name) const {
-  return ShardOf(name).Info(name);
+  const auto it = entries_.find(name);
+  if (it == entries_.end()) Fail(DirWhere(dir_), "missing tensor '{}'", name);
+  return it->second.info;
 }
 
-TensorView Checkpoint::View(const std::string& name) const { return ShardOf(name).View(name); }
+TensorView Checkpoint::View(const std::string& name) const {
+  const TensorInfo& i = Info(name);
+  const uint8_t* data = entries_.at(name).data;
+  TQ_CHECK(data != nullptr || i.nbytes == 0, DirWhere(dir_),
+           "tensor '{}' was read as a header only (no data)", name);
+  return TensorView{data, i.dtype, i.shape};
+}
 
 std::vector<std::string> Checkpoint::Names() const {
   std::vector<std::string> names;
-  names.reserve(where_.size());
-  for (const auto& [n, s] : where_) names.push_back(n);
+  names.reserve(entries_.size());
+  for (const auto& [n, e] : entries_) names.push_back(n);
   return names;  // std::map keeps them sorted
 }
 
 uint64_t Checkpoint::TotalBytes() const {
   uint64_t total = 0;
-  for (const auto& s : shards_)
-    for (const auto& t : s->tensors()) total += t.nbytes;
+  for (const auto& [n, e] : entries_) total += e.info.nbytes;
   return total;
 }
 

@@ -9,6 +9,7 @@
 #include "core/mapped_file.h"
 #include "io/json_fields.h"
 #include "io/model_config_parse.h"
+#include "io/tqmlx_import.h"
 
 namespace tq {
 namespace {
@@ -549,6 +550,9 @@ ModelConfig ParseModelConfig(const std::string& json_text, const std::string& wh
 
 ModelConfig LoadModelConfig(const std::string& model_dir) {
   const std::string path = (std::filesystem::path(model_dir) / "config.json").string();
+  // A turboquant-mlx directory reads as the native checkpoint it imports as (tqmlx_import.h).
+  if (tqmlx::IsTqMlxDir(model_dir))
+    return ParseModelConfig(tqmlx::NativeConfigJson(model_dir), "config " + path);
   return ParseModelConfig(ReadFileToString(path), "config " + path);
 }
 

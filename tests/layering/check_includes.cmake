@@ -4,7 +4,7 @@
 # kernels/host_backend.h) outside kernels/. Run as `cmake -DSRC=<src dir> -P check_includes.cmake`
 # (ctest `layering`); prints every violation and fails when there is one.
 set(allowed_core core)
-set(allowed_io core io)
+set(allowed_io core quant io)  # quant: the turboquant-mlx import repacks codes
 set(allowed_tokenizer core tokenizer)
 set(allowed_quant core quant)
 set(allowed_kernels core quant kernels)
@@ -13,8 +13,10 @@ set(allowed_model core io quant kernels kv model)
 set(allowed_runtime core io tokenizer quant kernels kv model runtime)
 set(allowed_convert core io quant kernels kv model convert)
 set(allowed_server core io tokenizer quant kernels kv model runtime server)
-set(allowed_cli core io tokenizer quant kernels kv model runtime convert server cli)
-set(known core io tokenizer quant kernels kv model runtime convert server cli)
+set(allowed_hub core io hub)
+set(allowed_api core io tokenizer quant kernels kv model runtime convert api)
+set(allowed_cli core io tokenizer quant kernels kv model runtime convert server hub cli)
+set(known core io tokenizer quant kernels kv model runtime convert server hub api cli)
 
 file(GLOB_RECURSE files RELATIVE ${SRC} ${SRC}/*.h ${SRC}/*.cc ${SRC}/*.cu ${SRC}/*.cuh ${SRC}/*.inc)
 set(bad 0)

@@ -51,7 +51,9 @@ const std::set<std::string>& KnownKeys() {
                                              "layers",
                                              "tensors",
                                              "converter",
-                                             "source"};
+                                             "source",
+                                             "imported_from",     // turboquant-mlx import
+                                             "dropped_tensors"};  // (io/tqmlx_import.h)
   return keys;
 }
 

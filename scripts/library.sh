@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The library's contract (CI): the Python bindings' unittest against the CLI, then
+# `cmake --install` and the examples built against the installed package, the way a user's
+# project would, and run on the shared llama. Uses the release build (adds -DTQ_PYTHON=ON).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SHARED="${TQ_SHARED_DIR:-$(pwd)/../shared}"
+MODEL="$SHARED/models/tq-llama-21m"
+if [[ ! -d "$MODEL" ]]; then
+  if [[ "${CI:-}" == "true" ]]; then echo "library: $MODEL missing" >&2; exit 1; fi
+  echo "library: $MODEL missing, skipping" >&2
+  exit 0
+fi
+cmake --preset release -DTQ_PYTHON=ON >/dev/null
+cmake --build --preset release --target turboquant _turboquant turboquant_lib
+PYTHONPATH=build/release/python TQ_CLI="$(pwd)/build/release/src/cli/turboquant" \
+  TQ_SHARED_DIR="$SHARED" python3 -m unittest discover -s python/tests -v
+rm -rf build/install build/examples
+cmake --install build/release --prefix "$(pwd)/build/install" >/dev/null
+cmake -S examples -B build/examples -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$(pwd)/build/install" >/dev/null
+cmake --build build/examples
+printf 'The sky is blue.\nA dictionary lists words.\n' > build/examples/lines.txt
+build/examples/tq_score "$MODEL" build/examples/lines.txt
+echo "What is a word?" | build/examples/tq_chat "$MODEL" 16
+pkg-config --cflags --libs "$(pwd)/build/install/lib/pkgconfig/turboquant.pc"
