@@ -1,13 +1,13 @@
 #include "cli/cli_runtime_flags.h"
 
+#include "cli/common_flags.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace tq::cli {
 
 void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
-  app.add_option("--threads", flags->threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  AddThreadsFlag(app, &flags->threads);
   app.add_option("--kv-dtype", flags->kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();

@@ -1,5 +1,5 @@
 // Flags shared by the verbs that run a model (generate, perplexity, bench, serve):
-// --threads N (default: all cores) and --kv-dtype f16|bf16|f32.
+// -t/--threads N (default: all cores, $TURBOQUANT_THREADS) and --kv-dtype f16|bf16|f32.
 #pragma once
 
 #include <CLI/CLI.hpp>

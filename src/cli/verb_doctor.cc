@@ -2,6 +2,7 @@
 // Read-only readiness checks of a model directory and this machine; exit 0 when nothing fails.
 #include <cstdio>
 
+#include "cli/common_flags.h"
 #include "cli/verb.h"
 #include "runtime/doctor/doctor.h"
 
@@ -16,13 +17,14 @@ int Run(int argc, char** argv) {
   DoctorOptions o;
   std::optional<double> ram_gb;
   bool json = false;
-  app.add_option("--model", o.model_dir, "model directory")->required();
-  app.add_option("--context", o.context,
-                 "context for the memory check (default: min(max_position_embeddings, 16384))")
-      ->check(CLI::PositiveNumber);
+  AddModelFlag(app, &o.model_dir);
+  AddCtxFlag(app, &o.context,
+             "context for the memory check (default: max_position_embeddings, at most 8192)");
   app.add_option("--ram-gb", ram_gb, "usable memory in GiB for the memory check")
       ->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print one JSON object");
+  SetExamples(app, {"turboquant doctor -m out/q4",
+                    "TURBOQUANT_ISA=avx2 turboquant doctor -m out/q4 -c 32768 --json"});
   return RunApp(app, argc, argv, [&] {
     o.ram_gb = ram_gb;
     const DoctorReport r = RunDoctor(o);

@@ -8,11 +8,13 @@
 
 #include "cli/cli_kv_flags.h"
 #include "cli/cli_runtime_flags.h"
+#include "cli/common_flags.h"
 #include "cli/verb.h"
 #include "core/error.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "server/http_server.h"
+#include "server/listen_socket.h"
 #include "server/model_engine.h"
 #include "server/scheduler.h"
 
@@ -24,28 +26,39 @@ int Run(int argc, char** argv) {
       "/v1/completions, /v1/models, /tokenize, /detokenize, /health, /metrics).\n"
       "KV memory: (--parallel + --keep-caches) caches of --ctx tokens; --kv-bits B stores them "
       "as TurboQuant codes (4 bits: ~3.8x smaller than f16). The startup line and /metrics "
-      "(turboquant_kv_cache_info, _bytes_per_token, _bytes) give the cache's size."};
-  std::string model_dir, host = "127.0.0.1", api_key, model_id;
+      "(turboquant_kv_cache_info, _bytes_per_token, _bytes) give the cache's size.",
+      argv[0]};  // the name errors are prefixed with ("turboquant serve: ...")
+  std::string model_dir, host = "127.0.0.1", api_key, model_id, cors, log_format = "text";
   int port = 8080, parallel = 4, max_queue = 64, keep = 4;
   tq::cli::RuntimeFlags rt;  // --threads, --kv-dtype, --kv-bits ... (shared with generate)
   int64_t ctx = 0, prefill_chunk = 256, max_body_mib = 8;
-  app.add_option("--model,-m", model_dir, "Model directory (Hugging Face or TurboQuant layout)")
-      ->required();
-  app.add_option("--host", host, "Address to listen on (127.0.0.1: this machine only)")
+  tq::cli::AddModelFlag(app, &model_dir, "Model directory (Hugging Face or TurboQuant layout)");
+  app.add_option("--host", host,
+                 "Address to listen on (127.0.0.1: this machine only; $TURBOQUANT_HOST)")
+      ->envname("TURBOQUANT_HOST")
       ->capture_default_str();
-  app.add_option("--port", port, "TCP port (0: any free port)")
+  app.add_option("--port", port, "TCP port (0: any free port; $TURBOQUANT_PORT)")
+      ->envname("TURBOQUANT_PORT")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   app.add_option("--api-key", api_key,
-                 "Require 'Authorization: Bearer KEY' (default: $TQ_API_KEY, else none)");
+                 "Require 'Authorization: Bearer KEY' (default: $TURBOQUANT_API_KEY, else none)")
+      ->envname("TURBOQUANT_API_KEY");
+  app.add_option("--cors", cors,
+                 "Allow browsers on this origin (e.g. http://localhost:3000, or *) to call the "
+                 "API (default: no CORS headers)");
+  app.add_option("--log-format", log_format,
+                 "One line per request on stderr: text, json or none ($TURBOQUANT_LOG)")
+      ->envname("TURBOQUANT_LOG")
+      ->check(CLI::IsMember({"text", "json", "none"}))
+      ->capture_default_str();
   app.add_option("--model-id", model_id, "Model name in the API (default: the directory name)");
   app.add_option("--parallel", parallel, "Sequences decoded together in one batch")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  app.add_option("--ctx,-c", ctx,
-                 "Tokens per sequence, prompt + completion (default: the model's maximum, at "
-                 "most 8192)")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 24));
+  tq::cli::AddCtxFlag(app, &ctx,
+                      "Tokens per sequence, prompt + completion (default: the model's maximum, "
+                      "at most 8192)");
   app.add_option("--max-queue", max_queue, "Requests waiting beyond --parallel before 503")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
@@ -62,6 +75,11 @@ int Run(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1024)));
 
+  tq::cli::SetExamples(
+      app, {"turboquant serve -m models/tq-llama-21m",
+            "turboquant serve -m out/q4 --host 0.0.0.0 --port 8080 --api-key \"$KEY\" --kv-bits 4",
+            "curl -s localhost:8080/v1/chat/completions -H 'Content-Type: application/json' "
+            "-d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}'"});
   return tq::cli::RunApp(app, argc, argv, [&]() -> int {
     // Signals are taken by one thread with sigwait: block them before any thread starts.
     sigset_t sigs;
@@ -73,17 +91,16 @@ int Run(int argc, char** argv) {
 
     tq::KvCacheOptions kv;  // usage errors before the model loads
     tq::cli::ApplyKvOptions(rt, &kv);
-    if (api_key.empty()) {
-      if (const char* k = std::getenv("TQ_API_KEY")) api_key = k;
-    }
     tq::cli::ApplyThreads(rt);
 
+    // A taken port fails now, not after the model loads (Bind checks again, race-free).
+    if (port != 0) {
+      const std::string why = tq::server::BindFailureReason(host, port);
+      if (!why.empty()) tq::Fail("serve", "cannot listen on {}:{}: {}", host, port, why);
+    }
     auto model = tq::Model::Load(model_dir);
     const tq::ModelConfig& cfg = model->config();
-    if (ctx == 0) {
-      ctx = cfg.max_position_embeddings > 0 ? std::min<int64_t>(cfg.max_position_embeddings, 8192)
-                                            : 4096;
-    }
+    if (ctx == 0) ctx = tq::cli::DefaultContext(cfg);
     auto text = tq::server::ModelTextModel::Load(model_dir, cfg);
     kv.max_tokens = ctx;
     // Sliding-window layers keep window + max_append positions: room for a whole prompt chunk.
@@ -104,6 +121,8 @@ int Run(int argc, char** argv) {
     so.context = ctx;
     so.kv_cache = tq::cli::DescribeKvCache(kv);
     so.max_body_bytes = size_t(max_body_mib) << 20;
+    so.cors_origin = cors;
+    so.log_format = log_format;
     tq::server::HttpServer server(*text, scheduler, so);
     const int bound = server.Bind();
     std::thread http([&] { server.Serve(); });

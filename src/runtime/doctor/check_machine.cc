@@ -1,8 +1,10 @@
 // doctor: CPU features, the kernel backend, the CUDA device, free memory vs plan's verdict.
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/isa.h"
 #include "runtime/doctor/cpu_features.h"
 #include "runtime/doctor/doctor_checks.h"
 #include "runtime/plan/device_memory.h"
@@ -24,13 +26,19 @@ void CheckMachine(DoctorState& st) {
   }
   try {
     const kernels::KernelTable& k = kernels::ActiveKernels();
-    const char* simd = cpu.avx512f ? " on AVX-512"
-                       : cpu.avx2  ? " on AVX2"
-                       : cpu.neon  ? " on NEON"
-                                   : "";
+    // The instruction set the kernels actually use: the best detected, capped by
+    // $TURBOQUANT_ISA (an unknown value throws here, naming the accepted ones).
+    const kernels::cpu::Isa active = kernels::cpu::ActiveIsa();
+    const kernels::cpu::Isa best = kernels::cpu::DetectedIsa();
+    const char* env = std::getenv("TURBOQUANT_ISA");
+    const std::string isa =
+        active == best
+            ? fmt::format("{} (the best this CPU has)", kernels::cpu::IsaName(active))
+            : fmt::format("{} (TURBOQUANT_ISA={}; this CPU has {})", kernels::cpu::IsaName(active),
+                          env ? env : "", kernels::cpu::IsaName(best));
     st.Add(CheckStatus::kOk, "kernels",
-           fmt::format("backend '{}'{} ($TQ_KERNELS=ref|cpu selects)", k.name,
-                       k.name == "cpu" ? simd : ""));
+           fmt::format("backend '{}', instruction set {}{}", k.name,
+                       k.name == "cpu" ? isa : std::string("n/a"), cpu.neon ? " (NEON)" : ""));
   } catch (const Error& e) {
     st.Add(CheckStatus::kFail, "kernels", e.what());
   }
@@ -58,10 +66,8 @@ void CheckMachine(DoctorState& st) {
   }
   PlanOptions po;
   po.model_dir = st.opts.model_dir;
-  po.context =
-      st.opts.context > 0
-          ? st.opts.context
-          : std::min<int64_t>(16384, std::max<int64_t>(1, st.config->max_position_embeddings));
+  po.context = st.opts.context > 0 ? st.opts.context
+                                   : DefaultContextTokens(st.config->max_position_embeddings);
   po.ram_gb = st.opts.ram_gb;
   try {
     const MemoryPlan p = MakeMemoryPlan(po);

@@ -51,6 +51,7 @@ const std::set<std::string>& KnownKeys() {
                                              "layers",
                                              "tensors",
                                              "converter",
+                                             "files",
                                              "source"};
   return keys;
 }

@@ -207,9 +207,14 @@ int64_t LargestFitting(int64_t lo, int64_t hi, Fits fits) {
 
 }  // namespace
 
-MemoryPlan MakeMemoryPlan(const PlanOptions& opts) {
-  if (opts.context < 1)
-    throw UsageError("--context", fmt::format("must be >= 1, got {}", opts.context));
+int64_t DefaultContextTokens(int64_t max_position_embeddings) {
+  return max_position_embeddings > 0 ? std::min<int64_t>(max_position_embeddings, 8192) : 4096;
+}
+
+MemoryPlan MakeMemoryPlan(const PlanOptions& options) {
+  PlanOptions opts = options;  // context 0: the default for the model (below)
+  if (opts.context < 0)
+    throw UsageError("--ctx", fmt::format("must be >= 1 (0 = the default), got {}", opts.context));
   if (opts.prefill_step < 1)
     throw UsageError("--prefill-step", fmt::format("must be >= 1, got {}", opts.prefill_step));
   if (opts.ram_gb && !(*opts.ram_gb > 0))
@@ -217,6 +222,7 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& opts) {
   MemoryPlan p;
   p.model_dir = opts.model_dir;
   p.config = LoadModelConfig(opts.model_dir);
+  if (opts.context == 0) opts.context = DefaultContextTokens(p.config.max_position_embeddings);
   FindArchitecture(p.config.model_type);  // throws listing the supported ones
   const std::vector<TensorInfo> tensors = Checkpoint::ReadHeaders(opts.model_dir);
   p.checkpoint_kind = HasQuantizationBlock(p.config) ? "turboquant" : "hf";
