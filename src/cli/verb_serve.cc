@@ -29,7 +29,7 @@ int Run(int argc, char** argv) {
       "(turboquant_kv_cache_info, _bytes_per_token, _bytes) give the cache's size.",
       argv[0]};  // the name errors are prefixed with ("turboquant serve: ...")
   std::string model_dir, host = "127.0.0.1", api_key, model_id, cors, log_format = "text";
-  int port = 8080, parallel = 4, max_queue = 64, keep = 4;
+  int port = 8080, parallel = 4, max_queue = 64, keep = 4, http_threads = 0;
   tq::cli::RuntimeFlags rt;  // --threads, --kv-dtype, --kv-bits ... (shared with generate)
   int64_t ctx = 0, prefill_chunk = 256, max_body_mib = 8;
   tq::cli::AddModelFlag(app, &model_dir, "Model directory (Hugging Face or TurboQuant layout)");
@@ -62,6 +62,10 @@ int Run(int argc, char** argv) {
   app.add_option("--max-queue", max_queue, "Requests waiting beyond --parallel before 503")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
+  app.add_option("--http-threads", http_threads,
+                 "Connections served at once (default: --parallel + --max-queue + 512; a slow "
+                 "client holds one while its request arrives)")
+      ->check(CLI::Range(0, 65536));
   tq::cli::AddRuntimeFlags(app, &rt);
   app.add_option("--keep-caches", keep,
                  "Finished sequences' KV caches kept for prompt-prefix reuse")
@@ -122,6 +126,7 @@ int Run(int argc, char** argv) {
     so.kv_cache = tq::cli::DescribeKvCache(kv);
     so.max_body_bytes = size_t(max_body_mib) << 20;
     so.cors_origin = cors;
+    so.http_threads = http_threads;
     so.log_format = log_format;
     tq::server::HttpServer server(*text, scheduler, so);
     const int bound = server.Bind();

@@ -197,7 +197,11 @@ void HttpServer::CheckModel(const std::string& model) const {
 
 void HttpServer::Route() {
   const SchedulerOptions& so = scheduler_.options();
-  const int threads = opts_.http_threads > 0 ? opts_.http_threads : so.parallel + so.max_queue + 32;
+  // Every running and queued request, plus kIdleConnections more: a connection holds its thread
+  // while it sends its request, so slow or idle clients (slowloris, keep-alives) must not take
+  // every thread (docs/RELIABILITY.md measures it). Idle threads cost stack address space only.
+  const int threads = opts_.http_threads > 0 ? opts_.http_threads
+                                             : so.parallel + so.max_queue + kIdleConnections;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http_->set_payload_max_length(opts_.max_body_bytes);
   http_->set_read_timeout(30);

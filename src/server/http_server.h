@@ -20,6 +20,8 @@ struct Response;
 
 namespace tq::server {
 
+inline constexpr int kIdleConnections = 512;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;               // 0: any free port (Bind returns it)
@@ -28,7 +30,9 @@ struct ServerOptions {
   std::string kv_cache = "f16";  // the KV cache's description for /metrics
   int64_t context = 0;           // tokens per sequence (prompt + completion)
   size_t max_body_bytes = size_t(8) << 20;
-  int http_threads = 0;     // 0: enough for every running and queued request plus idle keep-alives
+  // HTTP threads; 0: every running and queued request plus kIdleConnections (slow or idle
+  // clients each hold a thread while their request arrives).
+  int http_threads = 0;
   std::string cors_origin;  // empty: no CORS headers (browsers refuse cross-origin calls)
   // One line per request on stderr: "text" (time method path status tokens ms) or "json";
   // "none" (or empty) logs nothing.

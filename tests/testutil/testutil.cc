@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -42,7 +41,6 @@ std::string RequireFile(const std::string& path) {
   }
   const std::string why = "skipped: test data not found: " + path +
                           " (no ../shared beside this clone; set TQ_SHARED_DIR to run it)";
-  std::fprintf(stderr, "%s\n", why.c_str());
   GTEST_MESSAGE_AT_(__FILE__, __LINE__, why.c_str(), ::testing::TestPartResult::kSkip);
   throw ::testing::AssertionException(
       ::testing::TestPartResult(::testing::TestPartResult::kSkip, __FILE__, __LINE__, why.c_str()));
