@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
-#include "kernels/backend.h"
+#include "kernels/kernel_table.h"
 #include "quant/packing.h"
 
 namespace tq::kernels {

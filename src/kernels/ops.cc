@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "kernels/backend.h"
+#include "kernels/kernel_table.h"
 
 namespace tq::kernels {
 namespace {

@@ -1,7 +1,7 @@
 #include "kernels/packed_ops.h"
 
 #include "core/error.h"
-#include "kernels/backend.h"
+#include "kernels/kernel_table.h"
 #include "quant/packing.h"
 
 namespace tq::kernels {

@@ -2,7 +2,7 @@
 // the compiler vectorises, fp32 math).
 #include <cmath>
 
-#include "kernels/backend.h"
+#include "kernels/kernel_table.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vec.h"
 

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
-#include "kernels/backend.h"
+#include "kernels/kernel_table.h"
 
 namespace tq::kernels {
 namespace {

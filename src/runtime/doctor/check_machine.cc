@@ -3,8 +3,8 @@
 #include <cstdlib>
 
 #include "core/error.h"
-#include "kernels/backend.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/kernel_table.h"
 #include "runtime/doctor/cpu_features.h"
 #include "runtime/doctor/doctor_checks.h"
 #include "runtime/plan/device_memory.h"
