@@ -84,7 +84,7 @@ class FaultInjection : public ::testing::Test {
                                header_end_ + 1,
                                size_ - 1};
     std::mt19937_64 rng(21);
-    for (int i = 0; i < 24; ++i) v.push_back(header_end_ + rng() % (size_ - header_end_));
+    for (int i = 0; i < 12; ++i) v.push_back(header_end_ + rng() % (size_ - header_end_));
     return v;
   }
 
