@@ -102,7 +102,7 @@ int Run(int argc, char** argv) {
       const std::string why = tq::server::BindFailureReason(host, port);
       if (!why.empty()) tq::Fail("serve", "cannot listen on {}:{}: {}", host, port, why);
     }
-    auto model = tq::Model::Load(model_dir);
+    auto model = tq::Model::Load(model_dir, tq::cli::LoadOptions(rt));
     const tq::ModelConfig& cfg = model->config();
     if (ctx == 0) ctx = tq::cli::DefaultContext(cfg);
     auto text = tq::server::ModelTextModel::Load(model_dir, cfg);
@@ -142,9 +142,10 @@ int Run(int argc, char** argv) {
                    host.c_str());
     }
     std::printf(
-        "turboquant serve: model '%s' (ctx %lld, parallel %d, kv %s, %lld bytes/token, up to "
-        "%.2f GiB) listening on http://%s:%d\n",
-        so.model_id.c_str(), (long long)ctx, parallel, so.kv_cache.c_str(),
+        "turboquant serve: model '%s' on %s (ctx %lld, parallel %d, kv %s, %lld bytes/token, up "
+        "to %.2f GiB) listening on http://%s:%d\n",
+        so.model_id.c_str(), model->backend().Describe().c_str(), (long long)ctx, parallel,
+        so.kv_cache.c_str(),
         (long long)engine.kv_bytes_per_token(), kv_gib, host.c_str(), bound);
     std::fflush(stdout);
 

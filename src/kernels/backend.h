@@ -155,6 +155,19 @@ Backend& CpuBackend();
 bool BuiltWithCudaBackend();
 int CudaDeviceCount();
 
+// A GPU as the CUDA runtime reports it (doctor, plan).
+struct GpuInfo {
+  int device = 0;
+  std::string name;
+  int64_t free_bytes = 0, total_bytes = 0;
+  int driver_version = 0, runtime_version = 0;  // e.g. 13000 = 13.0
+  int compute_major = 0, compute_minor = 0;
+  int multiprocessors = 0;
+};
+// Throws tq::Error "[cuda] ..." when the build has no CUDA or the device is not usable (the CUDA
+// runtime's message).
+GpuInfo QueryGpu(int device = 0);
+
 // The backend named by `device`: "ref", "cpu", "cuda" (= "cuda:0") or "cuda:N"; "" or "auto"
 // picks cuda:0 when the build has CUDA and a GPU is present, else cpu. Throws tq::Error naming
 // the device when it cannot be had (a CPU-only build, no GPU, N out of range). Device backends

@@ -3,8 +3,8 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/kernel_table.h"
 #include "runtime/doctor/cpu_features.h"
 #include "runtime/doctor/doctor_checks.h"
 #include "runtime/plan/device_memory.h"
@@ -25,8 +25,9 @@ void CheckMachine(DoctorState& st) {
     st.Add(CheckStatus::kOk, "cpu", fmt::format("{}: {}", brand, names));
   }
   try {
-    const kernels::KernelTable& k = kernels::ActiveKernels();
-    // The instruction set the kernels actually use: the best detected, capped by
+    const std::string device = kernels::DefaultDeviceName();
+    kernels::Backend& be = kernels::GetBackend(device);
+    // The instruction set the CPU kernels actually use: the best detected, capped by
     // $TURBOQUANT_ISA (an unknown value throws here, naming the accepted ones).
     const kernels::cpu::Isa active = kernels::cpu::ActiveIsa();
     const kernels::cpu::Isa best = kernels::cpu::DetectedIsa();
@@ -37,8 +38,9 @@ void CheckMachine(DoctorState& st) {
             : fmt::format("{} (TURBOQUANT_ISA={}; this CPU has {})", kernels::cpu::IsaName(active),
                           env ? env : "", kernels::cpu::IsaName(best));
     st.Add(CheckStatus::kOk, "kernels",
-           fmt::format("backend '{}', instruction set {}{}", k.name,
-                       k.name == "cpu" ? isa : std::string("n/a"), cpu.neon ? " (NEON)" : ""));
+           fmt::format("backend {} (device '{}'; --device or $TURBOQUANT_DEVICE = cpu|ref|cuda[:N] "
+                       "selects), CPU instruction set {}",
+                       be.Describe(), device, isa));
   } catch (const Error& e) {
     st.Add(CheckStatus::kFail, "kernels", e.what());
   }
