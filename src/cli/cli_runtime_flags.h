@@ -13,8 +13,9 @@
 namespace tq::cli {
 
 struct RuntimeFlags {
-  std::string device;  // "" = $TURBOQUANT_DEVICE, else auto (the GPU when built with CUDA and present)
-  int threads = 0;     // 0 = all hardware threads
+  std::string
+      device;       // "" = $TURBOQUANT_DEVICE, else auto (the GPU when built with CUDA and present)
+  int threads = 0;  // 0 = all hardware threads
   std::string kv_dtype = "f16";
   KvFlags kv;  // --kv-bits ... (cli_kv_flags.h); verbs call ApplyKvFlags(rt.kv, &options)
 };

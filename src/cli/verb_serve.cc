@@ -145,8 +145,7 @@ int Run(int argc, char** argv) {
         "turboquant serve: model '%s' on %s (ctx %lld, parallel %d, kv %s, %lld bytes/token, up "
         "to %.2f GiB) listening on http://%s:%d\n",
         so.model_id.c_str(), model->backend().Describe().c_str(), (long long)ctx, parallel,
-        so.kv_cache.c_str(),
-        (long long)engine.kv_bytes_per_token(), kv_gib, host.c_str(), bound);
+        so.kv_cache.c_str(), (long long)engine.kv_bytes_per_token(), kv_gib, host.c_str(), bound);
     std::fflush(stdout);
 
     int sig = 0;

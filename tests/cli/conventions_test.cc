@@ -106,6 +106,15 @@ TEST(CliConventions, DetokenizeOutsideTheVocabularyNamesTheIdAndTheSize) {
   EXPECT_TRUE(r.out.empty()) << r.out;
 }
 
+TEST(CliConventions, DoctorReportsTheInstructionSetInUse) {
+  const std::string model = test::ModelDir("tq-llama-21m");
+  const auto r = RunCli("doctor -m " + model, "TURBOQUANT_ISA=scalar");
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_TRUE(Has(r.out, "cpu (scalar")) << r.out;
+  EXPECT_TRUE(Has(r.out, "TURBOQUANT_ISA=scalar")) << r.out;
+  EXPECT_TRUE(Has(r.out, "0 warn")) << r.out;
+}
+
 TEST(CliConventions, InspectSummaryByDefaultTensorsOnRequest) {
   const std::string model = test::ModelDir("tq-llama-21m");
   const auto s = RunCli("inspect -m " + model);

@@ -4,7 +4,6 @@
 
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/isa.h"
 #include "runtime/doctor/cpu_features.h"
 #include "runtime/doctor/doctor_checks.h"
 #include "runtime/plan/device_memory.h"
@@ -27,20 +26,15 @@ void CheckMachine(DoctorState& st) {
   try {
     const std::string device = kernels::DefaultDeviceName();
     kernels::Backend& be = kernels::GetBackend(device);
-    // The instruction set the CPU kernels actually use: the best detected, capped by
-    // $TURBOQUANT_ISA (an unknown value throws here, naming the accepted ones).
-    const kernels::cpu::Isa active = kernels::cpu::ActiveIsa();
-    const kernels::cpu::Isa best = kernels::cpu::DetectedIsa();
-    const char* env = std::getenv("TURBOQUANT_ISA");
-    const std::string isa =
-        active == best
-            ? fmt::format("{} (the best this CPU has)", kernels::cpu::IsaName(active))
-            : fmt::format("{} (TURBOQUANT_ISA={}; this CPU has {})", kernels::cpu::IsaName(active),
-                          env ? env : "", kernels::cpu::IsaName(best));
+    // Describe() names the instruction set the CPU kernels actually use: the best the CPU has,
+    // capped by $TURBOQUANT_ISA (an unknown value throws here, naming the accepted ones).
+    const char* isa = std::getenv("TURBOQUANT_ISA");
     st.Add(CheckStatus::kOk, "kernels",
            fmt::format("backend {} (device '{}'; --device or $TURBOQUANT_DEVICE = cpu|ref|cuda[:N] "
-                       "selects), CPU instruction set {}",
-                       be.Describe(), device, isa));
+                       "selects){}",
+                       be.Describe(), device,
+                       isa && *isa ? fmt::format("; TURBOQUANT_ISA={} caps the CPU kernels", isa)
+                                   : std::string()));
   } catch (const Error& e) {
     st.Add(CheckStatus::kFail, "kernels", e.what());
   }
