@@ -1,6 +1,7 @@
 // Fuzzes tokenizer.json loading and encoding/decoding. The first input byte picks the mode:
 //   0: the rest is text, encoded (and decoded back) by the shared models' tokenizers when found
-//      ($TQ_SHARED_DIR or ../../../shared from build/fuzz) and by two built-in tokenizers;
+//      ($TQ_SHARED_DIR or ../../../shared from build/fuzz, else the repository's models/) and
+//      by two built-in tokenizers;
 //      it is also read as raw int32 ids and decoded;
 //   1: the rest is a tokenizer.json, loaded, then used on a fixed multilingual text;
 //   2: the rest is "<tokenizer.json>\0<text>": load, then encode and decode the text.
@@ -64,7 +65,12 @@ std::vector<std::unique_ptr<tq::Tokenizer>>& Tokenizers() {
     if (const char* env = std::getenv("TQ_SHARED_DIR"); env && *env) shared = env;
     for (const char* m : {"tq-llama-21m", "tq-qwen3moe-17m"}) {
       const std::string dir = shared + "/models/" + m;
-      if (std::filesystem::exists(dir + "/tokenizer.json")) v.push_back(tq::Tokenizer::Load(dir));
+      const std::string shipped = std::string("../../models/") + m;  // in the repository
+      if (std::filesystem::exists(dir + "/tokenizer.json")) {
+        v.push_back(tq::Tokenizer::Load(dir));
+      } else if (std::filesystem::exists(shipped + "/tokenizer.json")) {
+        v.push_back(tq::Tokenizer::Load(shipped));
+      }
     }
     return v;
   }();

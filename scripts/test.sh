@@ -4,7 +4,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TQ_SHARED_DIR="${TQ_SHARED_DIR:-$(cd .. && pwd)/shared}"
-[ -d "$TQ_SHARED_DIR/models" ] || { echo "test: shared data not found at $TQ_SHARED_DIR" >&2; exit 1; }
+# A fresh clone has no ../shared: the tests that need it skip with a printed reason (the shipped
+# models/tq-llama-21m covers the rest). Under CI (CI=true) its absence is an error.
+if [ ! -d "$TQ_SHARED_DIR/models" ]; then
+  if [ "${CI:-}" = "true" ]; then
+    echo "test: CI=true but the shared data is not at $TQ_SHARED_DIR" >&2
+    exit 1
+  fi
+  echo "test: no shared data at $TQ_SHARED_DIR: tests that need it will be skipped" >&2
+fi
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"

@@ -1,5 +1,6 @@
 #include "cli/cli_runtime_flags.h"
 
+#include "cli/common_flags.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 
@@ -10,8 +11,7 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
                  "Where to run: cpu, ref (the scalar reference kernels), cuda or cuda:N "
                  "(default: $TURBOQUANT_DEVICE, else the GPU when this build has CUDA and one "
                  "is present, else cpu)");
-  app.add_option("--threads", flags->threads, "CPU threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  AddThreadsFlag(app, &flags->threads);
   app.add_option("--kv-dtype", flags->kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();

@@ -1,5 +1,6 @@
 // Flags shared by the verbs that run a model (generate, perplexity, bench, serve):
-// --device cpu|ref|cuda[:N], --threads N (default: all cores) and --kv-dtype f16|bf16|f32.
+// --device cpu|ref|cuda[:N], -t/--threads N (default: all cores, $TURBOQUANT_THREADS) and
+// --kv-dtype f16|bf16|f32.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,8 +13,9 @@
 namespace tq::cli {
 
 struct RuntimeFlags {
-  std::string device;  // "" = $TURBOQUANT_DEVICE, else auto (the GPU when built with CUDA and present)
-  int threads = 0;     // 0 = all hardware threads
+  std::string
+      device;       // "" = $TURBOQUANT_DEVICE, else auto (the GPU when built with CUDA and present)
+  int threads = 0;  // 0 = all hardware threads
   std::string kv_dtype = "f16";
   KvFlags kv;  // --kv-bits ... (cli_kv_flags.h); verbs call ApplyKvFlags(rt.kv, &options)
 };

@@ -17,7 +17,11 @@ void PrintUsage(FILE* out) {
   auto verbs = tq::cli::Verbs();
   std::sort(verbs.begin(), verbs.end(), [](auto& a, auto& b) { return a.name < b.name; });
   for (const auto& v : verbs) std::fprintf(out, "  %-12s %s\n", v.name.c_str(), v.summary.c_str());
-  std::fprintf(out, "\nRun 'turboquant <verb> --help' for the options of a verb.\n");
+  std::fprintf(out,
+               "\nRun 'turboquant help <verb>' (or 'turboquant <verb> --help') for the options of "
+               "a verb.\nEnvironment: TURBOQUANT_MODEL, TURBOQUANT_THREADS, TURBOQUANT_ISA, "
+               "TURBOQUANT_HOST, TURBOQUANT_PORT, TURBOQUANT_API_KEY, TURBOQUANT_LOG (README.md); "
+               "a flag wins over its variable.\n");
 }
 
 int Dispatch(const std::string& verb, int argc, char** argv) {
@@ -47,6 +51,11 @@ int main(int argc, char** argv) {
     return tq::cli::kExitUsage;
   }
   const std::string first = argv[1];
+  if (first == "help" && argc >= 3) {  // `turboquant help VERB` = `turboquant VERB --help`
+    char help[] = "--help";
+    char* args[] = {help};
+    return Dispatch(argv[2], 1, args);
+  }
   if (first == "--help" || first == "-h" || first == "help") {
     PrintUsage(stdout);
     return 0;

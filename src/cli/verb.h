@@ -35,4 +35,9 @@ constexpr int kExitUsage = 2;    // bad flags or arguments
 // tq::UsageError -> exit 2; tq::Error / std::exception -> "turboquant <verb>: error: ..." exit 1.
 int RunApp(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
+// Calls `fn(verb, app)` with every verb's fully defined CLI::App (its options, descriptions,
+// environment variables), without running any verb: the man page and shell completion are
+// generated from the same definitions the parser uses (verb_completion.cc).
+void ForEachVerbApp(const std::function<void(const Verb&, const CLI::App&)>& fn);
+
 }  // namespace tq::cli

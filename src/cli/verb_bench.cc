@@ -1,14 +1,16 @@
-// turboquant bench --model DIR [--prompt-tokens 512] [--gen-tokens 128] [--context C]
-//   [--threads N] [--kv-dtype f16|bf16|f32] [--json]
+// turboquant bench -m DIR [--prompt-tokens 512] [-n 128] [-c C]
+//   [-t N] [--kv-dtype f16|bf16|f32] [--json]
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runtime_flags.h"
+#include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/sysinfo.h"
 #include "model/model.h"
 #include "runtime/bench.h"
+#include "runtime/plan/plan_report.h"
 
 namespace tq::cli {
 namespace {
@@ -19,24 +21,26 @@ int Run(int argc, char** argv) {
   BenchOptions o;
   RuntimeFlags rt;
   bool json = false;
-  app.add_option("--model", model_dir, "model directory")->required();
+  AddModelFlag(app, &model_dir);
   app.add_option("--prompt-tokens", o.prompt_tokens, "prefill length")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--gen-tokens", o.gen_tokens, "decoded tokens")
+  app.add_option("-n,--gen-tokens", o.gen_tokens, "decoded tokens")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--context", o.context, "decode after a context of C tokens (default: the prompt)")
-      ->check(CLI::NonNegativeNumber);
+  AddCtxFlag(app, &o.context, "decode after a context of C tokens (default: the prompt)");
   std::string fill = "auto";
   app.add_option("--context-fill", fill,
                  "how the --context is made: prefill (real tokens), synthetic (random K/V of "
                  "realistic magnitude) or auto (synthetic above 2048 tokens)")
       ->check(CLI::IsMember({"auto", "prefill", "synthetic"}))
       ->capture_default_str();
-  app.add_option("--seed", o.seed, "seed of the random token ids")->capture_default_str();
+  app.add_option("-s,--seed", o.seed, "seed of the random token ids")->capture_default_str();
   AddRuntimeFlags(app, &rt);
   app.add_flag("--json", json, "print one JSON object on stdout");
+  SetExamples(app, {"turboquant bench -m out/q4",
+                    "turboquant bench -m out/q4 --prompt-tokens 512 -n 128 -t 8 --json",
+                    "turboquant bench -m out/q4 -c 32768 --kv-bits 4"});
   return RunApp(app, argc, argv, [&] {
     model_dir = ResolveModelDir(model_dir);
     ApplyThreads(rt);
@@ -72,8 +76,8 @@ int Run(int argc, char** argv) {
                           {"logits_finite", r.logits_finite}};
       std::printf("%s\n", j.dump().c_str());
     } else {
-      std::printf("model        %s (%.1f MB weights, loaded in %.1f s)\n", model_dir.c_str(),
-                  double(r.model_bytes) / 1e6, load_s);
+      std::printf("model        %s (%s weights, loaded in %.1f s)\n", model_dir.c_str(),
+                  HumanBytes(int64_t(r.model_bytes)).c_str(), load_s);
       std::printf("device       %s\n", model->backend().Describe().c_str());
       std::printf("threads      %d   kv-dtype %s\n", r.threads, rt.kv_dtype.c_str());
       std::printf("prefill      %lld tokens: %.1f tok/s (%.2f s)\n",
@@ -84,12 +88,13 @@ int Run(int argc, char** argv) {
                   : r.context_fill == "synthetic" ? "synthetic K/V"
                                                   : "the prompt",
                   r.decode_tok_s, r.decode_seconds);
-      std::printf("bytes/token  %.1f MB read per decoded token (weights used + KV): %.2f GB/s\n",
-                  bytes_per_token / 1e6, bytes_per_token * r.decode_tok_s / 1e9);
+      std::printf("bytes/token  %s read per decoded token (weights used + KV): %.2f GiB/s\n",
+                  HumanBytes(int64_t(bytes_per_token)).c_str(),
+                  bytes_per_token * r.decode_tok_s / double(1 << 30));
       std::printf("kv cache     %s: %lld bytes/token, %lld bytes at the end\n",
                   DescribeKvCache(o.kv).c_str(), static_cast<long long>(r.kv_bytes_per_token),
                   static_cast<long long>(r.kv_bytes));
-      std::printf("peak rss     %.1f MB\n", double(r.peak_rss_bytes) / 1e6);
+      std::printf("peak rss     %s\n", HumanBytes(int64_t(r.peak_rss_bytes)).c_str());
       if (!r.logits_finite) std::printf("WARNING      non-finite logits\n");
     }
     return r.logits_finite ? kExitOk : kExitFailure;

@@ -1,6 +1,11 @@
-// turboquant convert --model SRC --out DST --bits {2,3,4} [...]: HF checkpoint -> TurboQuant.
+// turboquant convert -m SRC -o DST --bits {2,3,4} [...]: HF checkpoint -> TurboQuant.
+// SIGINT / SIGTERM / SIGHUP stop it between tensors with nothing written (exit 1); a write that
+// fails (disk full, file-size limit) also leaves nothing.
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 
+#include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "convert/convert.h"
@@ -8,9 +13,13 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/tqmlx_import.h"
+#include "runtime/plan/plan_report.h"
 
 namespace tq::cli {
 namespace {
+
+std::atomic<bool> g_cancel{false};
+extern "C" void OnSignal(int) { g_cancel.store(true); }
 
 // --repack (or a turboquant-mlx source, which can only be repacked: its weights are quantized).
 int RunRepack(const ConvertOptions& o, bool asked) {
@@ -39,27 +48,36 @@ int Run(int argc, char** argv) {
   QuantRecipeOptions& r = o.recipe;
   std::string method = "turboquant", scale = "mse", rotation = "hadamard";
   int threads = 0;
-  app.add_option("--model", o.model_dir, "source model: a directory or a hub id ORG/NAME[@REV]")
-      ->required();
+  int64_t seed = 0;
+  AddModelFlag(app, &o.model_dir,
+               "source model: a directory (Hugging Face, bf16/fp16/fp32) or a hub id ORG/NAME[@REV]");
   ModelFetchFlags fetch;
   AddModelFetchFlags(app, &fetch);
-  app.add_option("--out", o.out_dir, "output directory (must not exist unless --force)")
+  app.add_option("-o,--out", o.out_dir, "output directory (must not exist unless --force)")
       ->required();
   app.add_option("--bits", r.bits, "bits per weight: 2, 3, 4 (8)")->capture_default_str();
-  app.add_option("--group-size", r.group_size, "weights per group scale: 32, 64, 128 (16 with e8)")
-      ->capture_default_str();
+  // The per-linear bits and groups that --budget-bpw chooses itself (CLI11 reports the conflict).
+  std::vector<CLI::Option*> chosen_by_budget = {
+      app.add_option("--group-size", r.group_size,
+                     "weights per group scale: 32, 64, 128 (16 with e8)")
+          ->capture_default_str()};
   app.add_option("--method", method, "turboquant | affine (the baseline)")->capture_default_str();
-  app.add_option("--attn-bits", r.attn_bits, "bits of attention linears (default --bits)");
-  app.add_option("--mlp-bits", r.mlp_bits, "bits of MLP and expert linears (default --bits)");
-  app.add_option("--mlp-group-size", r.mlp_group_size, "group size of MLP/expert linears");
+  chosen_by_budget.push_back(
+      app.add_option("--attn-bits", r.attn_bits, "bits of attention linears (default --bits)"));
+  chosen_by_budget.push_back(
+      app.add_option("--mlp-bits", r.mlp_bits, "bits of MLP and expert linears (default --bits)"));
+  chosen_by_budget.push_back(
+      app.add_option("--mlp-group-size", r.mlp_group_size, "group size of MLP/expert linears"));
   app.add_flag("--ternary-experts", r.ternary_experts, "expert linears at 1.6 bits (ternary)");
-  app.add_option("--expert-down-bits", r.expert_down_bits, "bits of expert down projections");
+  chosen_by_budget.push_back(
+      app.add_option("--expert-down-bits", r.expert_down_bits, "bits of expert down projections"));
   app.add_option("--protect-layers", r.protect_layers,
                  "layers kept at --protect-bits, e.g. 0-1,22-23");
   app.add_option("--protect-bits", r.protect_bits, "bits of protected layers (16 = keep)")
       ->capture_default_str();
-  app.add_option("--tensor-bits", r.tensor_bits,
-                 "per-tensor bits of decoder linears, e.g. 'down_proj=4,layers.0.=8' (last wins)");
+  chosen_by_budget.push_back(app.add_option(
+      "--tensor-bits", r.tensor_bits,
+      "per-tensor bits of decoder linears, e.g. 'down_proj=4,layers.0.=8' (last wins)"));
   app.add_option("--max-rotation-block", r.max_hadamard_block,
                  "largest Hadamard block (a power of two >= 32)")
       ->capture_default_str();
@@ -74,8 +92,12 @@ int Run(int argc, char** argv) {
          "256-entry tables shared per rotation group; allows --group-size 16) | auto (e8 with "
          "--budget-bpw, else f16)")
       ->capture_default_str();
-  app.add_option("--budget-bpw", o.budget_bpw,
-                 "choose bits and group per linear for this average bits per linear weight");
+  CLI::Option* o_budget = app.add_option(
+      "--budget-bpw", o.budget_bpw,
+      "choose bits and group per linear for this average bits per linear weight (excludes "
+      "--group-size, --attn-bits, --mlp-bits, --mlp-group-size, --expert-down-bits, "
+      "--tensor-bits: it chooses those itself)");
+  for (CLI::Option* c : chosen_by_budget) o_budget->excludes(c);
   std::string objective = "weight";
   app.add_option("--budget-objective", objective,
                  "budget: weigh each tensor's relative error by its size (weight) or not (tensor)")
@@ -87,19 +109,35 @@ int Run(int argc, char** argv) {
                  "budget: error weight multiplier of the first and last layer (default: 4 for e8 "
                  "scales at >= 3 bits, else 2)");
   app.add_option("--rotation", rotation, "hadamard | none")->capture_default_str();
-  app.add_option("--seed", o.seed, "seed of the sign vectors")->capture_default_str();
+  app.add_option("-s,--seed", seed, "seed of the sign vectors")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--streaming", o.streaming, "one source tensor in memory at a time");
   bool repack = false;
   app.add_flag("--repack", repack,
                "rewrite a turboquant-mlx checkpoint as a native one, losslessly (same codes, "
                "scales, codebooks and signs; no quantization options apply)");
   app.add_flag("--force", o.force, "replace an existing --out");
-  app.add_option("--threads", threads, "worker threads (default: all cores)");
+  AddThreadsFlag(app, &threads);
   app.add_option("--shard-bytes", o.shard_bytes, "shard the output above this many bytes")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t(1) << 20, uint64_t(1) << 40));
+  SetExamples(app, {
+                       "turboquant convert -m models/tq-llama-21m -o out/q4 --bits 4",
+                       "turboquant convert -m ~/hf/Qwen3-8B -o out/qwen3-8b-3.5 --budget-bpw 3.5 "
+                       "--streaming",
+                       "turboquant convert -m ~/hf/Llama-3-8B -o out/l3-q3 --bits 3 "
+                       "--protect-layers 0,31 --embed-bits 8",
+                   });
   return RunApp(app, argc, argv, [&] {
     o.model_dir = ResolveModelDir(o.model_dir, &fetch);
     if (repack || tqmlx::IsTqMlxDir(o.model_dir)) return RunRepack(o, repack);
+    o.seed = uint64_t(seed);
+    o.cancel = &g_cancel;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, OnSignal);
+    // A file-size limit (ulimit -f) then fails the write (EFBIG) like a full disk, and the temp
+    // dir is removed, instead of the default action killing the process mid-file.
+    std::signal(SIGXFSZ, SIG_IGN);
     if (method == "turboquant") {
       r.method = quant::QuantMethod::kCodebook;
     } else if (method == "affine") {
@@ -140,11 +178,11 @@ int Run(int argc, char** argv) {
     if (threads > 0) ThreadPool::SetGlobalThreads(threads);
     const ConvertSummary s = Convert(o);
     std::fprintf(stderr,
-                 "wrote %s: %lld tensors (%lld quantized) in %lld shard(s), %.2f MB, %.3f bits per "
-                 "linear weight, %.1f s, peak RSS %.1f MB\n",
+                 "wrote %s: %lld tensors (%lld quantized) in %lld shard(s), %s, %.3f bits per "
+                 "linear weight, %.1f s, peak RSS %s\n",
                  o.out_dir.c_str(), (long long)s.output_tensors, (long long)s.quantized_tensors,
-                 (long long)s.num_shards, double(s.output_bytes) / 1e6, s.linear_bits_per_weight,
-                 s.seconds, double(s.peak_rss_bytes) / 1e6);
+                 (long long)s.num_shards, HumanBytes(s.output_bytes).c_str(),
+                 s.linear_bits_per_weight, s.seconds, HumanBytes(s.peak_rss_bytes).c_str());
     return kExitOk;
   });
 }

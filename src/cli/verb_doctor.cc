@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "hub/hub_id.h"
@@ -19,13 +20,14 @@ int Run(int argc, char** argv) {
   DoctorOptions o;
   std::optional<double> ram_gb;
   bool json = false;
-  app.add_option("--model", o.model_dir, "model directory")->required();
-  app.add_option("--context", o.context,
-                 "context for the memory check (default: min(max_position_embeddings, 16384))")
-      ->check(CLI::PositiveNumber);
+  AddModelFlag(app, &o.model_dir);
+  AddCtxFlag(app, &o.context,
+             "context for the memory check (default: max_position_embeddings, at most 8192)");
   app.add_option("--ram-gb", ram_gb, "usable memory in GiB for the memory check")
       ->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print one JSON object");
+  SetExamples(app, {"turboquant doctor -m out/q4",
+                    "TURBOQUANT_ISA=avx2 turboquant doctor -m out/q4 -c 32768 --json"});
   return RunApp(app, argc, argv, [&] {
     // Hub ids and files (GGUF) are resolved here; a missing directory is one of doctor's checks.
     std::error_code ec;

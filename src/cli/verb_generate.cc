@@ -1,7 +1,7 @@
-// turboquant generate --model DIR (--prompt STR | --chat STR) [--max-tokens N] [--temp T]
+// turboquant generate -m DIR (-p STR | --prompt-file FILE|- | --chat STR) [-n N] [--temp T]
 //   [--top-k K] [--top-p P] [--min-p P] [--rep-penalty R] [--presence-penalty P]
-//   [--frequency-penalty F] [--seed S] [--stop STR]...
-//   [--threads N] [--kv-dtype f16|bf16|f32] [--ctx N] [--truncate]
+//   [--frequency-penalty F] [-s SEED|-1] [--stop STR]...
+//   [-t N] [--kv-dtype f16|bf16|f32] [-c N] [--truncate]
 // The generated text alone goes to stdout, streamed; statistics go to stderr.
 #include <fmt/format.h>
 #include <unistd.h>
@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "cli/cli_runtime_flags.h"
+#include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
@@ -28,21 +28,23 @@ namespace {
 
 int Run(int argc, char** argv) {
   CLI::App app("Generate text from a prompt, streamed to stdout", argv[0]);
-  std::string model_dir, prompt, chat;
-  int64_t max_tokens = 256, ctx = 0;
+  std::string model_dir, prompt, prompt_file, chat;
+  int64_t max_tokens = 256, ctx = 0, seed = -1;
   float temp = 0, top_p = 1, min_p = 0, rep = 1, presence = 0, frequency = 0;
   int32_t top_k = 0;
-  uint64_t seed = 0;
   std::vector<std::string> stop;
   bool truncate = false;
   RuntimeFlags rt;
-  app.add_option("--model", model_dir, "model directory or hub id ORG/NAME[@REV]")->required();
+  AddModelFlag(app, &model_dir, "model directory or hub id ORG/NAME[@REV]");
   ModelFetchFlags fetch;
   AddModelFetchFlags(app, &fetch);
-  auto* o_prompt = app.add_option("--prompt", prompt, "raw prompt (special tokens added)");
+  auto* o_prompt = app.add_option("-p,--prompt", prompt, "raw prompt (special tokens added)");
+  auto* o_file = app.add_option("-f,--prompt-file", prompt_file,
+                                "raw prompt read from a file ('-' = standard input)");
   auto* o_chat = app.add_option("--chat", chat, "user message, wrapped with the chat template");
-  o_prompt->excludes(o_chat);
-  app.add_option("--max-tokens", max_tokens, "tokens to generate at most")
+  o_prompt->excludes(o_chat)->excludes(o_file);
+  o_file->excludes(o_chat);
+  app.add_option("-n,--max-tokens", max_tokens, "tokens to generate at most")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   // Sampling flags are range-checked in CheckSamplingFlags (usage errors naming the flag).
@@ -56,17 +58,24 @@ int Run(int argc, char** argv) {
                                     "OpenAI presence penalty over generated tokens, in [-2, 2]");
   auto* o_frequency = app.add_option("--frequency-penalty", frequency,
                                      "OpenAI frequency penalty over generated tokens, in [-2, 2]");
-  auto* o_seed = app.add_option("--seed", seed, "sampling seed (default: random)");
+  AddSeedFlag(app, &seed, "sampling seed");
   app.add_option("--stop", stop, "stop string (repeatable)")->take_all()->allow_extra_args(false);
-  app.add_option("--ctx", ctx, "context length (default: the model's max_position_embeddings)")
-      ->check(CLI::PositiveNumber);
+  AddCtxFlag(app, &ctx,
+             "context length in tokens (default: the model's max_position_embeddings, at most "
+             "8192)");
   app.add_flag("--truncate", truncate, "keep the last tokens of a prompt longer than the context");
   AddRuntimeFlags(app, &rt);
+  SetExamples(app, {
+                       "turboquant generate -m models/tq-llama-21m -p 'The meaning of' -n 64",
+                       "turboquant generate -m out/q4 --chat 'Write a haiku' --temp 0.7 -s 42",
+                       "echo 'Once upon a time' | turboquant generate -m out/q4 --prompt-file -",
+                   });
   return RunApp(app, argc, argv, [&] {
     model_dir = ResolveModelDir(model_dir, &fetch);
-    if (o_prompt->count() == 0 && o_chat->count() == 0) {
-      throw UsageError("generate", "one of --prompt or --chat is required");
+    if (o_prompt->count() == 0 && o_chat->count() == 0 && o_file->count() == 0) {
+      throw UsageError("generate", "one of --prompt, --prompt-file or --chat is required");
     }
+    if (o_file->count()) prompt = ReadPromptFile(prompt_file);
     auto check = [](const CLI::Option* o, const char* want, bool ok, double v) {
       if (o->count() && !ok) {
         throw UsageError("generate", fmt::format("{} must be {} (got {})", o->get_name(), want, v));
@@ -96,7 +105,7 @@ int Run(int argc, char** argv) {
     if (o_rep->count()) opts.sampling.repetition_penalty = rep;
     if (o_presence->count()) opts.sampling.presence_penalty = presence;
     if (o_frequency->count()) opts.sampling.frequency_penalty = frequency;
-    opts.sampling.seed = o_seed->count() ? seed : std::random_device{}();
+    opts.sampling.seed = ResolveSeed(seed);
     opts.stop = stop;
 
     std::vector<int32_t> ids;
@@ -110,7 +119,7 @@ int Run(int argc, char** argv) {
       ids = tokenizer->Encode(prompt, true);
     }
     if (ids.empty()) throw UsageError("generate", "the prompt encodes to no tokens");
-    const int64_t context = ctx > 0 ? ctx : model->config().max_position_embeddings;
+    const int64_t context = ctx > 0 ? ctx : DefaultContext(model->config());
     int64_t dropped = 0;
     try {
       opts.max_tokens = FitToContext(&ids, max_tokens, context, truncate, &dropped);

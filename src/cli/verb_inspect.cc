@@ -1,16 +1,20 @@
-// `turboquant inspect --model DIR [--json]`: what a model directory holds, from config.json and
-// the safetensors headers only (no weights are read).
+// `turboquant inspect -m DIR [--tensors] [--json]`: what a model directory holds, from
+// config.json and the safetensors headers only (no weights are read). A summary by default
+// (architecture, parameters, bits per role, file sizes, tokens); --tensors adds every tensor.
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
+#include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "runtime/plan/plan_report.h"
 
 namespace tq::cli {
 namespace {
@@ -33,13 +37,7 @@ const char* RopeTypeName(RopeScaling::Type t) {
   return "?";
 }
 
-std::string HumanBytes(uint64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.1f} {}", v, units[u]);
-}
+std::string HumanBytes(uint64_t b) { return tq::HumanBytes(int64_t(b)); }
 
 std::string HumanCount(uint64_t n) {
   if (n >= 1'000'000'000) return fmt::format("{:.2f}B", double(n) / 1e9);
@@ -52,7 +50,17 @@ struct DTypeStats {
   uint64_t count = 0, bytes = 0;
 };
 
-nlohmann::ordered_json Describe(const std::string& dir) {
+// The role of a quantized linear's module prefix, for the "bits per role" summary.
+std::string RoleOf(const std::string& prefix) {
+  if (prefix.find("embed_tokens") != std::string::npos) return "embedding";
+  if (prefix.find("lm_head") != std::string::npos) return "lm_head";
+  if (prefix.find("experts") != std::string::npos) return "experts";
+  if (prefix.find("attn") != std::string::npos) return "attention";
+  if (prefix.find("mlp") != std::string::npos) return "mlp";
+  return "other";
+}
+
+nlohmann::ordered_json Describe(const std::string& dir, bool with_tensors) {
   const ModelConfig c = LoadModelConfig(dir);
   std::vector<std::string> shards;
   const std::vector<TensorInfo> tensors = Checkpoint::ReadHeaders(dir, &shards);
@@ -111,23 +119,65 @@ nlohmann::ordered_json Describe(const std::string& dir) {
   j["eos_token_ids"] = c.eos_token_ids;
   j["torch_dtype"] = c.torch_dtype;
 
+  const auto raw = ojson::parse(c.raw_json);
+  const ojson* qmap = raw.contains("quantization") && raw["quantization"].is_object() &&
+                              raw["quantization"].contains("tensors") &&
+                              raw["quantization"]["tensors"].is_object()
+                          ? &raw["quantization"]["tensors"]
+                          : nullptr;
   std::map<std::string, DTypeStats> by_dtype;
-  uint64_t bytes = 0, params = 0;
+  uint64_t bytes = 0, params = 0, stored_elements = 0;
   for (const auto& t : tensors) {
     auto& s = by_dtype[std::string(DTypeName(t.dtype))];
     ++s.count;
     s.bytes += t.nbytes;
     bytes += t.nbytes;
-    params += uint64_t(NumElements(t.shape));
+    stored_elements += uint64_t(NumElements(t.shape));
+    // Parameters: a quantized linear's [out, in] (from the map), everything else as stored.
+    bool part_of_quantized = false;
+    for (const char* suffix : {".codes", ".scales", ".codebook", ".mins", ".signs", ".scale_table"})
+      part_of_quantized |= qmap && t.name.ends_with(suffix);
+    if (!part_of_quantized) params += uint64_t(NumElements(t.shape));
+  }
+  // Bits per role: "attention": {"q4 g64 e8": 24}, from the quantization map.
+  ojson roles = ojson::object();
+  if (qmap) {
+    for (const auto& [prefix, e] : qmap->items()) {
+      if (!e.is_object()) continue;
+      if (e.contains("shape") && e["shape"].is_array() && e["shape"].size() == 2 &&
+          e["shape"][0].is_number_unsigned() && e["shape"][1].is_number_unsigned())
+        params += e["shape"][0].get<uint64_t>() * e["shape"][1].get<uint64_t>();
+      const std::string what = fmt::format(
+          "{} g{}{}", e.value("format", std::string("?")), e.value("group_size", int64_t(0)),
+          e.value("scales", std::string("f16")) == "e8" ? " e8" : "");
+      const std::string role = RoleOf(prefix);
+      ojson& counts = roles[role];
+      if (!counts.is_object()) counts = ojson::object();
+      counts[what] = counts.value(what, 0) + 1;
+    }
+  }
+  uint64_t file_bytes = 0;
+  for (const auto& f : shards) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(f, ec);
+    if (!ec) file_bytes += n;
   }
   ojson dt = ojson::object();
   for (const auto& [name, s] : by_dtype) dt[name] = {{"count", s.count}, {"bytes", s.bytes}};
-  j["tensors"] = ojson{{"count", tensors.size()},
-                       {"bytes", bytes},
-                       {"elements", params},
-                       {"shards", shards.size()},
-                       {"by_dtype", dt}};
-  const auto raw = ojson::parse(c.raw_json);
+  j["parameters"] = params;
+  j["tensors"] =
+      ojson{{"count", tensors.size()}, {"bytes", bytes},           {"elements", stored_elements},
+            {"shards", shards.size()}, {"file_bytes", file_bytes}, {"by_dtype", dt}};
+  if (qmap) j["quantized_by_role"] = roles;
+  if (with_tensors) {
+    ojson list = ojson::array();
+    for (const auto& t : tensors)
+      list.push_back({{"name", t.name},
+                      {"dtype", DTypeName(t.dtype)},
+                      {"shape", t.shape},
+                      {"bytes", t.nbytes}});
+    j["tensor_list"] = list;
+  }
   if (raw.contains("quantization")) {
     j["quantization"] = raw["quantization"];
     // Group-scale storage per quantized tensor (format 2: "scales": "f16" | "e8"; format 1: f16)
@@ -191,9 +241,10 @@ void PrintHuman(const nlohmann::ordered_json& j) {
   row("bos / eos", fmt::format("{} / {}", j["bos_token_ids"].dump(), j["eos_token_ids"].dump()));
   row("torch_dtype", j["torch_dtype"].get<std::string>());
   const auto& t = j["tensors"];
-  row("tensors", fmt::format("{} in {} shard(s), {} ({} elements)", t["count"].dump(),
+  row("parameters", HumanCount(j["parameters"].get<uint64_t>()));
+  row("tensors", fmt::format("{} in {} shard(s), {} of tensors, {} on disk", t["count"].dump(),
                              t["shards"].dump(), HumanBytes(t["bytes"].get<uint64_t>()),
-                             HumanCount(t["elements"].get<uint64_t>())));
+                             HumanBytes(t["file_bytes"].get<uint64_t>())));
   for (const auto& [name, s] : t["by_dtype"].items())
     row(("  " + name).c_str(),
         fmt::format("{} tensors, {}", s["count"].dump(), HumanBytes(s["bytes"].get<uint64_t>())));
@@ -206,7 +257,41 @@ void PrintHuman(const nlohmann::ordered_json& j) {
                        j["group_scales"]["e8_tables"].dump());
     row("group scales", v);
   }
-  if (j.contains("quantization")) row("quantization", j["quantization"].dump(2));
+  if (j.contains("quantization")) {
+    const auto& q = j["quantization"];
+    std::string v = "turboquant";
+    if (q.is_object()) {
+      v = fmt::format("{} format {}, method {}, {} scales", q.value("mode", std::string("?")),
+                      q.contains("format_version") ? q["format_version"].dump() : "?",
+                      q.value("method", std::string("?")),
+                      q.value("scale_format", std::string("f16")));
+      if (q.contains("linear_bits_per_weight") && q["linear_bits_per_weight"].is_number())
+        v += fmt::format(", {:.3f} bits per linear weight",
+                         q["linear_bits_per_weight"].get<double>());
+      if (q.contains("budget_bpw") && q["budget_bpw"].is_number())
+        v += fmt::format(" (--budget-bpw {})", q["budget_bpw"].get<double>());
+    }
+    row("quantization", v);
+  }
+  if (j.contains("quantized_by_role")) {
+    for (const auto& [role, counts] : j["quantized_by_role"].items()) {
+      std::string v;
+      for (const auto& [what, n] : counts.items())
+        v += fmt::format("{}{} x {}", v.empty() ? "" : ", ", n.dump(), what);
+      row(("  " + role).c_str(), v);
+    }
+  }
+  if (j.contains("tensor_list")) {
+    std::printf("\n%-56s %-5s %-18s %s\n", "tensor", "dtype", "shape", "bytes");
+    for (const auto& t : j["tensor_list"]) {
+      std::string shape = "[";
+      for (size_t i = 0; i < t["shape"].size(); ++i)
+        shape += (i ? ", " : "") + t["shape"][i].dump();
+      std::printf("%-56s %-5s %-18s %s\n", t["name"].get<std::string>().c_str(),
+                  t["dtype"].get<std::string>().c_str(), (shape + "]").c_str(),
+                  HumanBytes(t["bytes"].get<uint64_t>()).c_str());
+    }
+  }
 }
 
 int Run(int argc, char** argv) {
@@ -215,12 +300,16 @@ int Run(int argc, char** argv) {
       "(reads config.json and the safetensors headers only)",
       argv[0]};
   std::string dir;
-  bool as_json = false;
-  app.add_option("--model", dir, "model directory (config.json + safetensors)")->required();
+  bool as_json = false, with_tensors = false;
+  AddModelFlag(app, &dir, "model directory (config.json + safetensors)");
+  app.add_flag("--tensors", with_tensors, "also list every tensor (name, dtype, shape, bytes)");
   app.add_flag("--json", as_json, "print one JSON object");
+  SetExamples(
+      app, {"turboquant inspect -m models/tq-llama-21m", "turboquant inspect -m out/q4 --tensors",
+            "turboquant inspect -m out/q4 --json | jq .quantized_by_role"});
   return RunApp(app, argc, argv, [&] {
     dir = ResolveModelDir(dir);
-    const auto j = Describe(dir);
+    const auto j = Describe(dir, with_tensors);
     if (as_json) {
       std::printf("%s\n", j.dump(2).c_str());
     } else {

@@ -1,4 +1,4 @@
-// turboquant perplexity --model DIR --file F [--ctx 512] [--max-tokens 65536] [--threads N]
+// turboquant perplexity -m DIR -f FILE [-c 512] [--max-tokens 65536] [-t N]
 //   [--kv-dtype f16|bf16|f32] [--json]
 #include <fmt/format.h>
 
@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_runtime_flags.h"
+#include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/mapped_file.h"
@@ -24,9 +25,10 @@ int Run(int argc, char** argv) {
   PerplexityOptions o;
   RuntimeFlags rt;
   bool json = false;
-  app.add_option("--model", model_dir, "model directory")->required();
-  app.add_option("--file", file, "UTF-8 text file")->required();
-  app.add_option("--ctx", o.ctx, "window length in tokens")
+  AddModelFlag(app, &model_dir);
+  app.add_option("-f,--file", file, "UTF-8 text file ('-' = standard input)")->required();
+  app.add_option("-c,--ctx,--context", o.ctx,
+                 "window length in tokens (the protocol's 512 by default)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(2), int64_t(1) << 30));
   app.add_option("--max-tokens", o.max_tokens, "evaluate the first N tokens")
@@ -38,12 +40,14 @@ int Run(int argc, char** argv) {
   app.add_flag("--kv-stats", kv_stats,
                "with a compressed KV cache: also decode every coded vector and report the mean "
                "and smallest roundtrip cosine of keys and values (costs a decode per vector)");
+  SetExamples(app, {"turboquant perplexity -m out/q4 -f ../shared/eval/eval_brown.txt",
+                    "turboquant perplexity -m out/q4 -f book.txt -c 1024 --kv-bits 4 --json"});
   return RunApp(app, argc, argv, [&] {
     model_dir = ResolveModelDir(model_dir);
     ApplyThreads(rt);
     ApplyKvOptions(rt, &o.kv);
     o.kv.roundtrip_stats = kv_stats;
-    const std::string text = ReadFileToString(file);
+    const std::string text = ReadPromptFile(file);
     Timer load;
     auto tokenizer = Tokenizer::Load(model_dir);
     auto model = Model::Load(model_dir, LoadOptions(rt));

@@ -1,4 +1,4 @@
-// turboquant plan --model DIR|ORG/NAME[@REV] [--context 16384] [--bits B] [--group-size G]
+// turboquant plan -m DIR|ORG/NAME[@REV] [-c N] [--bits B] [--group-size G]
 //   [--budget-bpw X] [--kv-bits B | --kv-k-bits B --kv-v-bits B] [--prefill-step N] [--ram-gb X]
 //   [--device cpu|cuda] [--json]
 // Will it fit? Reads config.json and the safetensors headers only. Exit 0 fits, 1 does not fit
@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/cli_kv_flags.h"
+#include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
@@ -32,16 +33,15 @@ int Run(int argc, char** argv) {
   std::optional<double> budget_bpw;
   std::optional<double> ram_gb;
   bool json = false;
-  app.add_option("--model", o.model_dir,
-                 "model directory (config.json + safetensors), or a hub id ORG/NAME[@REV]: from "
-                 "the local hub cache, else its headers over HTTP (nothing is downloaded)")
-      ->required();
+  AddModelFlag(app, &o.model_dir,
+               "model directory (config.json + safetensors), or a hub id ORG/NAME[@REV]: from "
+               "the local hub cache, else its headers over HTTP (nothing is downloaded)");
   std::string token;
   app.add_option("--token", token,
                  "Hugging Face token for a gated or private hub id (default: $HF_TOKEN)");
-  app.add_option("--context", o.context, "tokens in the KV cache")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  o.context = 0;
+  AddCtxFlag(app, &o.context,
+             "tokens in the KV cache (default: max_position_embeddings, at most 8192)");
   app.add_option("--bits", bits,
                  "project a TurboQuant conversion at B bits (2, 3, 4, 8); "
                  "default: the weights as stored");
@@ -64,9 +64,17 @@ int Run(int argc, char** argv) {
       app.add_option("--rotation", rotation, "with --bits: hadamard or none")
           ->check(CLI::IsMember({"hadamard", "none"})),
   };
-  app.add_option("--budget-bpw", budget_bpw,
-                 "project convert --budget-bpw X (implies --bits 4 unless given): the linears at "
-                 "the allocator's guarantee of at most X bits per weight, an upper bound");
+  CLI::Option* o_budget = app.add_option(
+      "--budget-bpw", budget_bpw,
+      "project convert --budget-bpw X (implies --bits 4 unless given): the linears at "
+      "the allocator's guarantee of at most X bits per weight, an upper bound");
+  // Bits and groups of the linears that the budget chooses itself: giving both is a conflict.
+  for (CLI::Option* f : recipe_flags) {
+    const std::string n = f->get_name();
+    if (n == "--group-size" || n == "--attn-bits" || n == "--mlp-bits" || n == "--mlp-group-size" ||
+        n == "--expert-down-bits")
+      o_budget->excludes(f);
+  }
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
@@ -80,9 +88,11 @@ int Run(int argc, char** argv) {
   app.add_option("--device", device, "cpu (RAM) or cuda (GPU memory)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  app.add_option("--threads", o.threads, "worker threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  AddThreadsFlag(app, &o.threads);
   app.add_flag("--json", json, "print one JSON object");
+  SetExamples(app, {"turboquant plan -m ~/hf/Qwen3-8B --bits 4 -c 32768",
+                    "turboquant plan -m ~/hf/Llama-3-8B --budget-bpw 3.5 --kv-bits 4 --json",
+                    "turboquant plan -m out/q4 --device cuda"});
   return RunApp(app, argc, argv, [&] {
     if (bits || budget_bpw) {
       r.bits = bits.value_or(r.bits);

@@ -1,7 +1,9 @@
 // turboquant synth --like NAME --out DIR [--layers N] [--seed S]
 #include <cstdio>
 
+#include "cli/common_flags.h"
 #include "cli/verb.h"
+#include "runtime/plan/plan_report.h"
 #include "runtime/synth.h"
 #include "runtime/synth_shapes.h"
 
@@ -17,14 +19,16 @@ int Run(int argc, char** argv) {
     if (!s.test_only) names += (names.empty() ? "" : ", ") + s.name;
   }
   app.add_option("--like", o.like, "model shape: " + names)->required();
-  app.add_option("--out", o.out_dir, "output directory (must not exist)")->required();
+  app.add_option("-o,--out", o.out_dir, "output directory (must not exist)")->required();
   app.add_option("--layers", o.layers, "keep only the first N decoder layers (default: all)")
       ->check(CLI::PositiveNumber);
-  app.add_option("--seed", o.seed, "random seed")->capture_default_str();
+  app.add_option("-s,--seed", o.seed, "random seed")->capture_default_str();
+  SetExamples(app, {"turboquant synth --like llama-3.1-8b -o /tmp/l3 --layers 2",
+                    "turboquant synth --like qwen3-30b-a3b -o /tmp/moe -s 7"});
   return RunApp(app, argc, argv, [&] {
     const SynthResult r = WriteSynthCheckpoint(o);
-    std::fprintf(stderr, "wrote %s: %lld tensors, %.2f GB in %lld shard(s)\n", o.out_dir.c_str(),
-                 static_cast<long long>(r.num_tensors), double(r.total_bytes) / 1e9,
+    std::fprintf(stderr, "wrote %s: %lld tensors, %s in %lld shard(s)\n", o.out_dir.c_str(),
+                 static_cast<long long>(r.num_tensors), HumanBytes(int64_t(r.total_bytes)).c_str(),
                  static_cast<long long>(r.num_shards));
     return kExitOk;
   });

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
 #include "core/error.h"
@@ -27,7 +28,9 @@ int Run(int argc, char** argv) {
                argv[0]};
   std::string model, messages_path, tools_path, template_path;
   bool add_generation_prompt = false;
-  app.add_option("--model", model, "Model directory (tokenizer_config.json / chat_template.jinja)");
+  app.add_option("-m,--model", model,
+                 "Model directory (tokenizer_config.json / chat_template.jinja; $TURBOQUANT_MODEL)")
+      ->envname("TURBOQUANT_MODEL");
   app.add_option("--messages", messages_path,
                  "JSON file: an array of {role, content, ...} messages")
       ->required();
@@ -35,6 +38,10 @@ int Run(int argc, char** argv) {
   app.add_option("--template", template_path, "A .jinja file that replaces the model's template");
   app.add_flag("--add-generation-prompt", add_generation_prompt,
                "End with the assistant turn's opening");
+  tq::cli::SetExamples(
+      app,
+      {"turboquant template -m models/tq-llama-21m --messages chat.json --add-generation-prompt",
+       "turboquant template --template my.jinja --messages chat.json --tools tools.json"});
   return tq::cli::RunApp(app, argc, argv, [&] {
     if (model.empty() && template_path.empty())
       throw tq::UsageError("template", "give --model DIR (or at least --template FILE.jinja)");

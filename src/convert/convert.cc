@@ -3,6 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -19,6 +23,7 @@
 #include "core/progress.h"
 #include "core/sysinfo.h"
 #include "io/checkpoint.h"
+#include "io/crc32c.h"
 #include "io/model_config.h"
 #include "model/packed_linear.h"
 #include "quant/group_quantizer.h"
@@ -282,6 +287,75 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
   return q;
 }
 
+// A source that is already quantized cannot be converted: its linears are codes, not weights.
+void RefuseQuantizedSource(const std::string& dir, const ModelConfig& config,
+                           const std::vector<TensorInfo>& infos) {
+  nlohmann::json raw;
+  try {
+    raw = nlohmann::json::parse(config.raw_json);
+  } catch (const nlohmann::json::exception&) {
+  }
+  if (raw.is_object() && raw.contains("quantization")) {
+    throw UsageError(
+        "--model " + dir,
+        "is already a TurboQuant checkpoint (config.json has a 'quantization' block): convert "
+        "its Hugging Face source instead (turboquant inspect shows how it was converted)");
+  }
+  if (raw.is_object() && raw.contains("quantization_config")) {
+    const auto& qc = raw["quantization_config"];
+    const std::string method =
+        qc.is_object() && qc.contains("quant_method") && qc["quant_method"].is_string()
+            ? qc["quant_method"].get<std::string>()
+            : std::string("unknown");
+    throw UsageError("--model " + dir,
+                     fmt::format("is already quantized ({}, config.json quantization_config): "
+                                 "convert needs the bf16/fp16/fp32 checkpoint",
+                                 method));
+  }
+  for (const TensorInfo& t : infos) {
+    if (t.name.ends_with(".codes") || t.name.ends_with(".signs") ||
+        (t.name.ends_with(".weight") && t.shape.size() == 2 && t.dtype != DType::F32 &&
+         t.dtype != DType::F16 && t.dtype != DType::BF16)) {
+      throw UsageError("--model " + dir,
+                       fmt::format("holds quantized tensors ({} is {} {}): convert needs the "
+                                   "bf16/fp16/fp32 checkpoint",
+                                   t.name, DTypeName(t.dtype), ShapeToString(t.shape)));
+    }
+  }
+}
+
+// Temp dirs ".<out>.tmp-convert-<pid>" of converts whose process is gone (killed: no cleanup ran).
+void RemoveStaleTempDirs(const fs::path& out) {
+  const std::string prefix = fmt::format(".{}.tmp-convert-", out.filename().string());
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(out.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
+    if (pid <= 0 || (::kill(pid_t(pid), 0) != 0 && errno == ESRCH)) {
+      std::error_code rm;
+      fs::remove_all(entry.path(), rm);
+    }
+  }
+}
+
+// Puts directory `fresh` at `target` (which exists) in one step: renameat2(RENAME_EXCHANGE), so
+// a crash leaves either the old or the new model at `target`, never neither; `fresh` then holds
+// the old one and is removed. Falls back to two renames where the filesystem cannot exchange.
+void ReplaceDirectory(const fs::path& fresh, const fs::path& target) {
+  if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    return;  // the caller's guard removes `fresh` (the old model)
+  }
+  const fs::path old = target.parent_path() /
+                       fmt::format(".{}.old-convert-{}", target.filename().string(), ::getpid());
+  fs::rename(target, old);
+  fs::rename(fresh, target);
+  std::error_code ec;
+  fs::remove_all(old, ec);
+}
+
 bool IsCopiedFile(const std::string& name) {
   for (const char* prefix : {"tokenizer", "special_tokens_map", "vocab", "merges", "chat_template",
                              "added_tokens", "generation_config", "preprocessor_config"}) {
@@ -345,6 +419,11 @@ ConvertSummary Convert(const ConvertOptions& o) {
   const ModelConfig config = LoadModelConfig(o.model_dir);
   std::vector<std::string> shard_files;
   const std::vector<TensorInfo> infos = Checkpoint::ReadHeaders(o.model_dir, &shard_files);
+  RefuseQuantizedSource(o.model_dir, config, infos);
+  RemoveStaleTempDirs(out);
+  auto check_cancel = [&] {
+    if (o.cancel && o.cancel->load()) Fail("convert", "interrupted by a signal; nothing written");
+  };
   QuantRecipe recipe = PlanQuantization(config, infos, o.recipe);
   const SourceReader reader(shard_files);
   if (o.budget_bpw > 0) {
@@ -479,6 +558,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
       pending.push_back(std::move(outs));
     }
     bar.Update(int64_t(i) + 1, d.name);
+    check_cancel();
     if (o.fail_after_tensors >= 0 && int64_t(i) + 1 >= o.fail_after_tensors)
       Fail("convert", "interrupted after {} tensors (test hook)", i + 1);
   }
@@ -494,15 +574,27 @@ ConvertSummary Convert(const ConvertOptions& o) {
   }
   nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(config.raw_json);
   cfg["quantization"] = QuantizationBlock(o, recipe, linear_bpw);
+  // Size and CRC-32C of every shard, for doctor (a byte changed anywhere is found).
+  nlohmann::ordered_json files = nlohmann::ordered_json::object();
+  for (int s = 0; s < sum.num_shards; ++s) {
+    uint64_t bytes = 0;
+    const uint32_t crc = Crc32cOfFile((tmp / shard_name(s)).string(), &bytes);
+    files[shard_name(s)] = {{"bytes", bytes}, {"crc32c", Crc32cHex(crc)}};
+  }
+  cfg["quantization"]["files"] = std::move(files);
   WriteFileAtomic((tmp / "config.json").string(), cfg.dump(2) + "\n");
   for (const auto& entry : fs::directory_iterator(src)) {
     const std::string name = entry.path().filename().string();
     if (entry.is_regular_file() && IsCopiedFile(name)) fs::copy_file(entry.path(), tmp / name);
   }
 
-  if (fs::exists(out)) fs::remove_all(out);  // --force
-  fs::rename(tmp, out);
-  guard.Release();
+  check_cancel();
+  if (fs::exists(out)) {  // --force: swap in one step, then remove the old model
+    ReplaceDirectory(tmp, out);
+  } else {
+    fs::rename(tmp, out);
+    guard.Release();
+  }
   sum.source_tensors = int64_t(recipe.tensors.size());
   sum.linear_bits_per_weight = linear_bpw;
   sum.seconds = timer.Seconds();

@@ -3,10 +3,16 @@
 // recipe (model/quant_recipe.h: what `plan` projects), optionally re-chosen per tensor by the
 // bit-budget allocator (budget.h); this file carries them out.
 //
-// Output is written into "<out>.tmp-convert-<pid>" next to `out` and renamed at the end, so an
-// interrupted convert leaves nothing that looks like a model.
+// Output is written into ".<out>.tmp-convert-<pid>" next to `out` and renamed at the end (with
+// --force, atomically exchanged with the old `out`), so an interrupted convert leaves nothing
+// that looks like a model; temp dirs of converts that were killed (their pid is gone) are removed
+// by the next convert to the same `out`.
+//
+// The input must be an unquantized checkpoint (bf16/fp16/fp32 linears): a TurboQuant checkpoint
+// or another tool's quantized one (GPTQ, AWQ, bitsandbytes ...) is refused with a tq::UsageError.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +40,8 @@ struct ConvertOptions {
   int64_t chunk_floats = int64_t(16) << 20;
   // Test hook: throw after writing this many source tensors (simulates an interruption).
   int64_t fail_after_tensors = -1;
+  // Set (by a signal handler) to stop: Convert throws between tensors and removes its temp dir.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct ConvertSummary {

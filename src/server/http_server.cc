@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <functional>
 #include <random>
@@ -12,7 +13,9 @@
 #include "server/api_error.h"
 #include "server/api_request.h"
 #include "server/generation.h"
+#include "server/listen_socket.h"
 #include "server/openai_format.h"
+#include "server/request_log.h"
 
 namespace tq::server {
 namespace {
@@ -110,6 +113,7 @@ struct StreamState {
       if (c.finished && !ended[i]) {
         ended[i] = true;
         totals[i].stats = c.stats;
+        RequestLogAddTokens(c.stats.prompt_tokens, c.stats.completion_tokens);
         if (c.reason == FinishReason::kError || c.reason == FinishReason::kCancelled) {
           const std::string msg =
               c.reason == FinishReason::kError ? c.error : "the server is shutting down";
@@ -159,8 +163,9 @@ int HttpServer::Bind() {
     port = -1;
   }
   if (port <= 0) {
-    Fail("serve", "cannot listen on {}:{} (address in use or not available)", opts_.host,
-         opts_.port);
+    std::string why = BindFailureReason(opts_.host, opts_.port);
+    if (why.empty()) why = "the address is not available";
+    Fail("serve", "cannot listen on {}:{}: {}", opts_.host, opts_.port, why);
   }
   return port;
 }
@@ -192,19 +197,32 @@ void HttpServer::CheckModel(const std::string& model) const {
 
 void HttpServer::Route() {
   const SchedulerOptions& so = scheduler_.options();
-  const int threads = opts_.http_threads > 0 ? opts_.http_threads : so.parallel + so.max_queue + 32;
+  // Every running and queued request, plus kIdleConnections more: a connection holds its thread
+  // while it sends its request, so slow or idle clients (slowloris, keep-alives) must not take
+  // every thread (docs/RELIABILITY.md measures it). Idle threads cost stack address space only.
+  const int threads = opts_.http_threads > 0 ? opts_.http_threads
+                                             : so.parallel + so.max_queue + kIdleConnections;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   http_->set_payload_max_length(opts_.max_body_bytes);
   http_->set_read_timeout(30);
   http_->set_write_timeout(30);
   http_->set_keep_alive_max_count(1000);
   http_->set_keep_alive_timeout(5);
-  http_->set_default_headers({{"Access-Control-Allow-Origin", "*"},
-                              {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
-                              {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"}});
+  http_->set_socket_options(ListenSocketOptions);  // no SO_REUSEPORT (listen_socket.h)
+  if (!opts_.cors_origin.empty()) {                // CORS only when asked for (--cors ORIGIN)
+    http_->set_default_headers(
+        {{"Access-Control-Allow-Origin", opts_.cors_origin},
+         {"Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key"},
+         {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+         {"Vary", "Origin"}});
+  }
+  if (!ParseLogFormat(opts_.log_format, &log_format_)) {
+    Fail("serve", "log format '{}' is not one of none, text, json", opts_.log_format);
+  }
 
   http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.method == "OPTIONS") {  // CORS preflight
+    RequestLogBegin();
+    if (req.method == "OPTIONS" && !opts_.cors_origin.empty()) {  // CORS preflight
       res.status = 204;
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -252,6 +270,12 @@ void HttpServer::Route() {
       });
   http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     counters_.Count(EndpointLabel(req.path), res.status);
+    RequestLogLine line{.method = req.method, .path = req.path, .status = res.status};
+    RequestLogFinish(&line);
+    if (log_format_ != LogFormat::kNone) {
+      const std::string text = FormatRequestLog(line, log_format_) + "\n";
+      std::fwrite(text.data(), 1, text.size(), stderr);  // one write: lines never interleave
+    }
   });
 
   using R = const httplib::Request&;
@@ -424,6 +448,7 @@ void HttpServer::HandleGeneration(const std::string& raw, httplib::Response& res
     if (!r.stream) {
       std::vector<ChoiceOutput> outs = gen->WaitAll();
       for (const auto& o : outs) {
+        RequestLogAddTokens(o.stats.prompt_tokens, o.stats.completion_tokens);
         if (o.reason == FinishReason::kCancelled) {
           throw ApiError(503, "server_error", "The server is shutting down", "", "shutting_down");
         }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "server/metrics.h"
+#include "server/request_log.h"
 #include "server/scheduler.h"
 #include "server/text_model.h"
 
@@ -19,6 +20,8 @@ struct Response;
 
 namespace tq::server {
 
+inline constexpr int kIdleConnections = 512;
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;               // 0: any free port (Bind returns it)
@@ -27,7 +30,13 @@ struct ServerOptions {
   std::string kv_cache = "f16";  // the KV cache's description for /metrics
   int64_t context = 0;           // tokens per sequence (prompt + completion)
   size_t max_body_bytes = size_t(8) << 20;
-  int http_threads = 0;  // 0: enough for every running and queued request plus idle keep-alives
+  // HTTP threads; 0: every running and queued request plus kIdleConnections (slow or idle
+  // clients each hold a thread while their request arrives).
+  int http_threads = 0;
+  std::string cors_origin;  // empty: no CORS headers (browsers refuse cross-origin calls)
+  // One line per request on stderr: "text" (time method path status tokens ms) or "json";
+  // "none" (or empty) logs nothing.
+  std::string log_format = "none";
 };
 
 class HttpServer {
@@ -37,7 +46,9 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds the listening socket; returns the port. tq::Error when the address is unavailable.
+  // Binds the listening socket; returns the port. tq::Error ("port 8080 is in use") when the
+  // address is taken or unavailable: the socket never sets SO_REUSEPORT, so a second server
+  // cannot share a port with a running one.
   int Bind();
   // Serves until Stop() (from another thread or a signal handler's helper thread).
   void Serve();
@@ -61,6 +72,7 @@ class HttpServer {
   const int64_t started_;  // unix seconds
   std::unique_ptr<httplib::Server> http_;
   HttpCounters counters_;
+  LogFormat log_format_ = LogFormat::kNone;
 };
 
 }  // namespace tq::server

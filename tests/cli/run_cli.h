@@ -27,10 +27,15 @@ inline std::string CliPath() {
 #endif
 }
 
-inline CliResult RunCli(const std::string& args) {
+// `env`: "NAME=value ..." set for this command only; `input`: its standard input (else none).
+inline CliResult RunCli(const std::string& args, const std::string& env = "",
+                        const std::string& input = "") {
   TempDir dir;
   const std::string err_file = dir.file("stderr");
-  const std::string cmd = CliPath() + " " + args + " 2>" + err_file;
+  const std::string in_file = dir.file("stdin");
+  WriteFile(in_file, input);
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + CliPath() + " " + args + " 2>" +
+                          err_file + " <" + in_file;
   FILE* p = popen(cmd.c_str(), "r");
   CliResult r{-1, "", ""};
   if (!p) return r;

@@ -6,12 +6,18 @@
 
 namespace tq::test {
 
-// ../shared (or $TQ_SHARED_DIR). Missing data is a test failure, never a silent pass:
-// RequireFile() fails the calling test with the path when the file is absent.
+// ../shared (or $TQ_SHARED_DIR). Missing data is never a silent pass: RequireFile() on an
+// absent file fails the calling test under CI (CI=true), and elsewhere (a fresh clone with no
+// ../shared) skips it with the path and the reason printed (GTEST_SKIP semantics: it throws
+// testing::AssertionException, which gtest takes as "already reported"). Paths outside
+// SharedDir() (the built binary, ...) always fail when missing.
 std::string SharedDir();
-std::string ModelDir(const std::string& name);     // SharedDir()/models/<name>
+// SharedDir()/models/<name>; for the models shipped in the repository (models/tq-llama-21m),
+// the repository's copy when ../shared lacks it.
+std::string ModelDir(const std::string& name);
 std::string EvalFile(const std::string& name);     // SharedDir()/eval/<name>
-std::string RequireFile(const std::string& path);  // returns path; ADD_FAILURE + throw if missing
+std::string RequireFile(const std::string& path);  // returns path; fail or skip if missing
+bool InCi();                                       // $CI is "true" (or "1")
 std::string BinaryDir();                           // the CMake build directory
 
 // A fresh temporary directory, removed with everything in it on destruction.

@@ -125,11 +125,13 @@ void CheckTensors(DoctorState& st) {
   std::set<std::string> prefixes_with_tensors;  // module prefixes something is stored under
   std::vector<std::string> unknown, bad_shape, bad_dtype, missing;
   int64_t matched = 0;
+  // Sign vectors and shared scale tables have no role; the quantization map names them.
+  const std::set<std::string> aux = QuantizationAuxTensors(c);
   for (const TensorInfo& t : *st.tensors) {
     present[t.name] = &t;
     const auto e = roles.Classify(t.name);
     if (!e) {
-      unknown.push_back(t.name);
+      if (!aux.count(t.name)) unknown.push_back(t.name);
     } else if (!roles.Find(t.name)) {
       prefixes_with_tensors.insert(e->name.substr(0, e->name.size() - 7));  // minus ".weight"
     }

@@ -1,5 +1,6 @@
 // doctor: CPU features, the kernel backend, the CUDA device, free memory vs plan's verdict.
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "kernels/backend.h"
@@ -25,10 +26,15 @@ void CheckMachine(DoctorState& st) {
   try {
     const std::string device = kernels::DefaultDeviceName();
     kernels::Backend& be = kernels::GetBackend(device);
+    // Describe() names the instruction set the CPU kernels actually use: the best the CPU has,
+    // capped by $TURBOQUANT_ISA (an unknown value throws here, naming the accepted ones).
+    const char* isa = std::getenv("TURBOQUANT_ISA");
     st.Add(CheckStatus::kOk, "kernels",
            fmt::format("backend {} (device '{}'; --device or $TURBOQUANT_DEVICE = cpu|ref|cuda[:N] "
-                       "selects)",
-                       be.Describe(), device));
+                       "selects){}",
+                       be.Describe(), device,
+                       isa && *isa ? fmt::format("; TURBOQUANT_ISA={} caps the CPU kernels", isa)
+                                   : std::string()));
   } catch (const Error& e) {
     st.Add(CheckStatus::kFail, "kernels", e.what());
   }
@@ -56,10 +62,8 @@ void CheckMachine(DoctorState& st) {
   }
   PlanOptions po;
   po.model_dir = st.opts.model_dir;
-  po.context =
-      st.opts.context > 0
-          ? st.opts.context
-          : std::min<int64_t>(16384, std::max<int64_t>(1, st.config->max_position_embeddings));
+  po.context = st.opts.context > 0 ? st.opts.context
+                                   : DefaultContextTokens(st.config->max_position_embeddings);
   po.ram_gb = st.opts.ram_gb;
   try {
     const MemoryPlan p = MakeMemoryPlan(po);

@@ -51,6 +51,7 @@ const std::set<std::string>& KnownKeys() {
                                              "layers",
                                              "tensors",
                                              "converter",
+                                             "files",
                                              "source",
                                              "imported_from",     // turboquant-mlx import
                                              "dropped_tensors"};  // (io/tqmlx_import.h)

@@ -37,6 +37,8 @@ DoctorReport RunDoctor(const DoctorOptions& opts) {
   if (!report.checks.empty() && report.checks.front().check == "model dir") return report;
   CheckTensors(st);
   CheckQuantization(st);
+  CheckQuantizationMap(st);
+  CheckFileChecksums(st);
   CheckTokenizer(st);
   CheckMachine(st);
   return report;

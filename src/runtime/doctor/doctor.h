@@ -26,7 +26,7 @@ struct CheckResult {
 
 struct DoctorOptions {
   std::string model_dir;
-  int64_t context = 0;  // for the memory check; 0 = min(max_position_embeddings, 16384)
+  int64_t context = 0;  // for the memory check; 0 = DefaultContextTokens (plan/memory_plan.h)
   std::optional<double> ram_gb;
 };
 

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,15 @@ struct DoctorState {
   }
 };
 
-void CheckFiles(DoctorState& st);         // files present, config.json supported
-void CheckTensors(DoctorState& st);       // headers, names, shapes, dtypes
-void CheckQuantization(DoctorState& st);  // the TurboQuant block and its tensors
-void CheckTokenizer(DoctorState& st);     // loads, round-trips; chat template renders
-void CheckMachine(DoctorState& st);       // CPU, kernels, CUDA, memory vs plan
+void CheckFiles(DoctorState& st);            // files present, config.json supported
+void CheckTensors(DoctorState& st);          // headers, names, shapes, dtypes
+void CheckQuantization(DoctorState& st);     // the TurboQuant block and its tensors
+void CheckQuantizationMap(DoctorState& st);  // every tensor against quantization.tensors
+void CheckFileChecksums(DoctorState& st);    // shard sizes and CRC-32C vs quantization.files
+// The tensors a converted checkpoint stores besides the config's roles (codes, scales, scale
+// tables, sign vectors), from its quantization map; empty for a Hugging Face checkpoint.
+std::set<std::string> QuantizationAuxTensors(const ModelConfig& config);
+void CheckTokenizer(DoctorState& st);  // loads, round-trips; chat template renders
+void CheckMachine(DoctorState& st);    // CPU, kernels, CUDA, memory vs plan
 
 }  // namespace tq

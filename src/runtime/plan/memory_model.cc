@@ -206,8 +206,8 @@ int64_t LargestFitting(int64_t lo, int64_t hi, Fits fits) {
 }
 
 void CheckPlanOptions(const PlanOptions& opts) {
-  if (opts.context < 1)
-    throw UsageError("--context", fmt::format("must be >= 1, got {}", opts.context));
+  if (opts.context < 0)
+    throw UsageError("--ctx", fmt::format("must be >= 1 (0 = the default), got {}", opts.context));
   if (opts.prefill_step < 1)
     throw UsageError("--prefill-step", fmt::format("must be >= 1, got {}", opts.prefill_step));
   if (opts.ram_gb && !(*opts.ram_gb > 0))
@@ -215,6 +215,10 @@ void CheckPlanOptions(const PlanOptions& opts) {
 }
 
 }  // namespace
+
+int64_t DefaultContextTokens(int64_t max_position_embeddings) {
+  return max_position_embeddings > 0 ? std::min<int64_t>(max_position_embeddings, 8192) : 4096;
+}
 
 MemoryPlan MakeMemoryPlan(const PlanOptions& opts) {
   CheckPlanOptions(opts);
@@ -225,11 +229,13 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& opts) {
   return MakeMemoryPlan(opts, in);
 }
 
-MemoryPlan MakeMemoryPlan(const PlanOptions& opts, const PlanInputs& in) {
-  CheckPlanOptions(opts);
+MemoryPlan MakeMemoryPlan(const PlanOptions& options, const PlanInputs& in) {
+  CheckPlanOptions(options);
+  PlanOptions opts = options;  // context 0: the default for the model (below)
   MemoryPlan p;
   p.model_dir = opts.model_dir;
   p.config = in.config;
+  if (opts.context == 0) opts.context = DefaultContextTokens(p.config.max_position_embeddings);
   FindArchitecture(p.config.model_type);  // throws listing the supported ones
   const std::vector<TensorInfo>& tensors = in.tensors;
   p.checkpoint_kind = HasQuantizationBlock(p.config) ? "turboquant" : "hf";

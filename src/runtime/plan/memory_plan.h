@@ -31,7 +31,7 @@ enum class PlanDevice { kCpu, kCuda };
 
 struct PlanOptions {
   std::string model_dir;
-  int64_t context = 16384;  // tokens held in the KV cache
+  int64_t context = 16384;  // tokens held in the KV cache; 0 = DefaultContextTokens
   // Project a conversion with this recipe (HF source checkpoints only); nullopt: as stored.
   std::optional<QuantRecipeOptions> recipe;
   // > 0 (with a recipe): convert --budget-bpw X; its decoder linears are projected at the
@@ -47,6 +47,10 @@ struct PlanOptions {
   // Count the tokenizer (generate, serve); false for `bench`, which loads none.
   bool with_tokenizer = true;
 };
+
+// The context every verb uses when none is given (generate, serve, plan, doctor): the model's
+// max_position_embeddings, at most 8192 (4096 when the config does not say).
+int64_t DefaultContextTokens(int64_t max_position_embeddings);
 
 enum class PlanVerdict { kFits, kFitsSmaller, kDoesNotFit };
 const char* PlanVerdictName(PlanVerdict v);  // "fits", "fits_smaller", "does_not_fit"
