@@ -58,6 +58,12 @@ int Run(int argc, char** argv) {
                  "Prompt tokens prefilled per scheduler step (between decode steps)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  std::string tool_parser;
+  app.add_option("--tool-parser", tool_parser,
+                 "Tool-call syntax parsed out of replies: hermes (also Qwen), llama3, mistral, "
+                 "harmony (gpt-oss), deepseek, json, none (default: read from the chat template)")
+      ->check(CLI::IsMember({"hermes", "qwen", "llama3", "mistral", "harmony", "gpt-oss",
+                             "deepseek", "json", "none"}));
   app.add_option("--max-body-mib", max_body_mib, "Largest request body (MiB) before 413")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1024)));
@@ -104,6 +110,7 @@ int Run(int argc, char** argv) {
     so.context = ctx;
     so.kv_cache = tq::cli::DescribeKvCache(kv);
     so.max_body_bytes = size_t(max_body_mib) << 20;
+    so.tool_parser = tool_parser;
     tq::server::HttpServer server(*text, scheduler, so);
     const int bound = server.Bind();
     std::thread http([&] { server.Serve(); });

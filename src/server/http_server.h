@@ -28,6 +28,7 @@ struct ServerOptions {
   int64_t context = 0;           // tokens per sequence (prompt + completion)
   size_t max_body_bytes = size_t(8) << 20;
   int http_threads = 0;  // 0: enough for every running and queued request plus idle keep-alives
+  std::string tool_parser;  // tool-call syntax (tool_calls.h names); "": from the chat template
 };
 
 class HttpServer {
