@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "server/token_text.h"
 
 namespace tq::server {
 
@@ -71,11 +72,11 @@ std::shared_ptr<const grammar::Vocabulary> GrammarVocabulary(const TextModel& te
   auto& v = built[{&text, text.vocab_size()}];
   if (!v) {
     const int64_t n = text.vocab_size();
+    const TokenText piece(text);
     std::vector<std::string> bytes(static_cast<size_t>(n));
     std::vector<bool> special(static_cast<size_t>(n));
     for (int32_t id = 0; id < n; ++id) {
-      const int32_t one[1] = {id};
-      bytes[size_t(id)] = text.Decode(one, /*skip_special=*/false);
+      bytes[size_t(id)] = piece(id);
       special[size_t(id)] = text.IsSpecialToken(id);
     }
     v = std::make_shared<grammar::Vocabulary>(std::move(bytes), std::move(special));

@@ -31,13 +31,9 @@ class ChoiceSink : public SequenceSink {
     }
     LogprobEntry entry;
     if (logprobs_ && lp) {
-      const int32_t id[1] = {token};
-      entry.token = gen_->text_.Decode(id, false);
+      entry.token = gen_->piece_(token);
       entry.logprob = lp->logprob;
-      for (const auto& [t, p] : lp->top) {
-        const int32_t tid[1] = {t};
-        entry.top.emplace_back(gen_->text_.Decode(tid, false), p);
-      }
+      for (const auto& [t, p] : lp->top) entry.top.emplace_back(gen_->piece_(t), p);
     }
     {
       std::lock_guard lk(gen_->mu_);
@@ -102,7 +98,7 @@ class ChoiceSink : public SequenceSink {
 };
 
 Generation::Generation(const TextModel& text, size_t num_choices)
-    : text_(text), num_choices_(num_choices), choices_(num_choices) {}
+    : text_(text), piece_(text), num_choices_(num_choices), choices_(num_choices) {}
 
 std::shared_ptr<SequenceSink> Generation::MakeSink(size_t index, std::span<const int32_t> prompt,
                                                    const SinkOptions& opts) {

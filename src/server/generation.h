@@ -17,12 +17,13 @@
 #include "runtime/text_stream.h"
 #include "server/engine.h"
 #include "server/text_model.h"
+#include "server/token_text.h"
 #include "server/tool_calls.h"
 
 namespace tq::server {
 
 struct LogprobEntry {
-  std::string token;  // the token's text (special tokens kept)
+  std::string token;  // the text the token adds (leading-space marker decoded; specials kept)
   float logprob = 0;
   std::vector<std::pair<std::string, float>> top;
 };
@@ -82,6 +83,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
  private:
   friend class ChoiceSink;
   const TextModel& text_;
+  const TokenText piece_;  // logprobs' token strings
   const size_t num_choices_;
   std::mutex mu_;
   std::condition_variable cv_;
