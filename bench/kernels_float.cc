@@ -22,7 +22,7 @@ std::vector<uint16_t> RandomBf16(int64_t n) {
   return v;
 }
 
-void BM_MatMul(benchmark::State& state, const KernelTable& table, DType dt) {
+void BM_MatMul(benchmark::State& state, Backend& table, DType dt) {
   const int64_t n = state.range(0), out = state.range(1), in = state.range(2);
   std::vector<uint16_t> w16 = RandomBf16(out * in);
   std::vector<float> w32(w16.size());
@@ -33,7 +33,7 @@ void BM_MatMul(benchmark::State& state, const KernelTable& table, DType dt) {
       dt == DType::F32 ? static_cast<const void*>(w32.data()) : w16.data(), dt, {out, in}};
   std::vector<float> x(static_cast<size_t>(n * in), 0.5f), y(static_cast<size_t>(n * out));
   for (auto _ : state) {
-    table.matmul(x.data(), n, w, nullptr, y.data());
+    table.MatMul(x.data(), n, w, nullptr, y.data());
     benchmark::DoNotOptimize(y.data());
   }
   const double iters = double(state.iterations());
@@ -50,10 +50,10 @@ void MatMulShapes(benchmark::internal::Benchmark* b) {
   b->Args({512, 8192, 512})->Args({64, 96, 256})->UseRealTime();
 }
 
-BENCHMARK_CAPTURE(BM_MatMul, cpu_bf16, CpuKernels(), DType::BF16)->Apply(MatMulShapes);
-BENCHMARK_CAPTURE(BM_MatMul, cpu_f16, CpuKernels(), DType::F16)->Apply(MatMulShapes);
-BENCHMARK_CAPTURE(BM_MatMul, cpu_f32, CpuKernels(), DType::F32)->Apply(MatMulShapes);
-BENCHMARK_CAPTURE(BM_MatMul, ref_bf16, RefKernels(), DType::BF16)
+BENCHMARK_CAPTURE(BM_MatMul, cpu_bf16, CpuBackend(), DType::BF16)->Apply(MatMulShapes);
+BENCHMARK_CAPTURE(BM_MatMul, cpu_f16, CpuBackend(), DType::F16)->Apply(MatMulShapes);
+BENCHMARK_CAPTURE(BM_MatMul, cpu_f32, CpuBackend(), DType::F32)->Apply(MatMulShapes);
+BENCHMARK_CAPTURE(BM_MatMul, ref_bf16, RefBackend(), DType::BF16)
     ->Args({1, 2048, 2048})
     ->UseRealTime();
 
@@ -67,7 +67,7 @@ void BM_Attention(benchmark::State& state) {
   const KvView kv{k.data(), v.data(), DType::F16, cap * hd};
   const AttentionParams p{heads, kv_heads, hd, 0.125f, 0};
   for (auto _ : state) {
-    CpuKernels().attention(q.data(), n, ctx, kv, p, out.data());
+    CpuBackend().Attention(q.data(), n, ctx, kv, p, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["kv_GB/s"] = benchmark::Counter(

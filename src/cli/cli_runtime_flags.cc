@@ -6,12 +6,22 @@
 namespace tq::cli {
 
 void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
+  app.add_option("--device", flags->device,
+                 "Where to run: cpu, ref (the scalar reference kernels), cuda or cuda:N "
+                 "(default: $TURBOQUANT_DEVICE, else the GPU when this build has CUDA and one "
+                 "is present, else cpu)");
   app.add_option("--threads", flags->threads, "CPU threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--kv-dtype", flags->kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
       ->capture_default_str();
   AddKvFlags(app, &flags->kv);
+}
+
+ModelLoadOptions LoadOptions(const RuntimeFlags& flags) {
+  ModelLoadOptions o;
+  o.device = flags.device;
+  return o;
 }
 
 void ApplyThreads(const RuntimeFlags& flags) {

@@ -1,5 +1,5 @@
 // Flags shared by the verbs that run a model (generate, perplexity, bench, serve):
-// --threads N (default: all cores) and --kv-dtype f16|bf16|f32.
+// --device cpu|ref|cuda[:N], --threads N (default: all cores) and --kv-dtype f16|bf16|f32.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,16 +7,20 @@
 
 #include "cli/cli_kv_flags.h"
 #include "kv/kv_cache.h"
+#include "model/model.h"
 
 namespace tq::cli {
 
 struct RuntimeFlags {
-  int threads = 0;  // 0 = all hardware threads
+  std::string device;  // "" = $TURBOQUANT_DEVICE, else auto (the GPU when built with CUDA and present)
+  int threads = 0;     // 0 = all hardware threads
   std::string kv_dtype = "f16";
   KvFlags kv;  // --kv-bits ... (cli_kv_flags.h); verbs call ApplyKvFlags(rt.kv, &options)
 };
 
 void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags);
+// The model load options the flags select (the device).
+ModelLoadOptions LoadOptions(const RuntimeFlags& flags);
 // Sets the global thread pool size.
 void ApplyThreads(const RuntimeFlags& flags);
 // "f16" | "bf16" | "f32" -> KvDType; tq::UsageError otherwise.

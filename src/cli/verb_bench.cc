@@ -43,7 +43,7 @@ int Run(int argc, char** argv) {
              : fill == "synthetic" ? BenchOptions::Fill::kSynthetic
                                    : BenchOptions::Fill::kAuto;
     Timer load;
-    auto model = Model::Load(model_dir);
+    auto model = Model::Load(model_dir, LoadOptions(rt));
     const double load_s = load.Seconds();
     const BenchResult r = RunBench(*model, o);
     // Bytes one decode step reads: the weights it uses and the whole KV cache.
@@ -59,6 +59,8 @@ int Run(int argc, char** argv) {
                           {"decode_context", r.decode_context},
                           {"context_fill", r.context_fill},
                           {"kv_dtype", rt.kv_dtype},
+                          {"device", std::string(model->backend().name())},
+                          {"backend", model->backend().Describe()},
                           {"kv_cache", DescribeKvCache(o.kv)},
                           {"kv_bytes", r.kv_bytes},
                           {"threads", r.threads},
@@ -70,6 +72,7 @@ int Run(int argc, char** argv) {
     } else {
       std::printf("model        %s (%.1f MB weights, loaded in %.1f s)\n", model_dir.c_str(),
                   double(r.model_bytes) / 1e6, load_s);
+      std::printf("device       %s\n", model->backend().Describe().c_str());
       std::printf("threads      %d   kv-dtype %s\n", r.threads, rt.kv_dtype.c_str());
       std::printf("prefill      %lld tokens: %.1f tok/s (%.2f s)\n",
                   static_cast<long long>(r.prompt_tokens), r.prefill_tok_s, r.prefill_seconds);

@@ -80,7 +80,7 @@ int Run(int argc, char** argv) {
     auto tokenizer = Tokenizer::Load(model_dir);
     const TokenizerConfig tok_config = LoadTokenizerConfig(model_dir);
     const GenerationConfig gen_config = LoadGenerationConfig(model_dir);
-    auto model = Model::Load(model_dir);
+    auto model = Model::Load(model_dir, LoadOptions(rt));
     const double load_s = load.Seconds();
 
     GenerateOptions opts;
@@ -139,6 +139,7 @@ int Run(int argc, char** argv) {
                  load_s, static_cast<long long>(st.prompt_tokens), st.prefill_tok_s(),
                  static_cast<long long>(st.generated_tokens), st.decode_tok_s(),
                  FinishReasonName(st.finish), static_cast<unsigned long long>(opts.sampling.seed));
+    std::fprintf(stderr, "[device %s]\n", model->backend().Describe().c_str());
     std::fprintf(stderr, "[kv cache %s] %lld bytes/token, %lld bytes for %lld tokens\n",
                  DescribeKvCache(kv).c_str(), static_cast<long long>(cache->BytesPerToken()),
                  static_cast<long long>(cache->MemoryBytes()),  // window layers: their window

@@ -84,7 +84,7 @@ int Run(int argc, char** argv) {
     }
     tq::cli::ApplyThreads(rt);
 
-    auto model = tq::Model::Load(model_dir);
+    auto model = tq::Model::Load(model_dir, tq::cli::LoadOptions(rt));
     const tq::ModelConfig& cfg = model->config();
     if (ctx == 0) {
       ctx = cfg.max_position_embeddings > 0 ? std::min<int64_t>(cfg.max_position_embeddings, 8192)
@@ -125,9 +125,10 @@ int Run(int argc, char** argv) {
                    host.c_str());
     }
     std::printf(
-        "turboquant serve: model '%s' (ctx %lld, parallel %d, kv %s, %lld bytes/token, up to "
-        "%.2f GiB) listening on http://%s:%d\n",
-        so.model_id.c_str(), (long long)ctx, parallel, so.kv_cache.c_str(),
+        "turboquant serve: model '%s' on %s (ctx %lld, parallel %d, kv %s, %lld bytes/token, up "
+        "to %.2f GiB) listening on http://%s:%d\n",
+        so.model_id.c_str(), model->backend().Describe().c_str(), (long long)ctx, parallel,
+        so.kv_cache.c_str(),
         (long long)engine.kv_bytes_per_token(), kv_gib, host.c_str(), bound);
     std::fflush(stdout);
 

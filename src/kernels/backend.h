@@ -1,33 +1,179 @@
-// Kernel backends are tables of functions (ggml style). `ref` is the scalar oracle (always
-// built, single-threaded, obvious); `cpu` is the fast SIMD backend with run-time ISA dispatch.
-// ops.h calls the active table, chosen once at startup ($TQ_KERNELS=ref|cpu, default cpu).
-// Adding a backend means adding a table here and a folder kernels/<backend>/.
+// The compute seam (DESIGN.md §9): a Backend is a value the model holds, with memory (allocate,
+// upload, download = a sync point), the complete op set the forward pass needs, and
+// Supports(op). The forward pass (model/forward.cc) and the KV caches call only these ops.
+//
+// Every pointer an op takes lives in the backend's memory space (memory_space()): host memory
+// for `ref` and `cpu`, device memory for `cuda`. Ops are asynchronous on device backends (they
+// run in order on the backend's stream); Download() and Synchronize() are the sync points.
+// Kernels see only plain views (TensorView, PackedMatrix, KvView, CompressedKvView,
+// RotationView): never model or cache objects.
+//
+// Backends:
+//   ref   the scalar oracle (kernels/ref/): single-threaded, obvious, always built;
+//   cpu   SIMD with run-time ISA dispatch and the thread pool (kernels/cpu/); its Upload returns
+//         a view of the host pointer, so mmapped weights are used in place (no copy, no cost);
+//   cuda  NVIDIA GPUs (kernels/cuda/, -DTQ_CUDA=ON): streams, cuBLAS, graphs. No CUDA header
+//         is included outside kernels/cuda/.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
 #include <string_view>
 
+#include "core/device_buffer.h"
+#include "core/tensor.h"
+#include "kernels/kv_ops.h"
 #include "kernels/ops.h"
+#include "kernels/packed_ops.h"
 
 namespace tq::kernels {
 
-struct KernelTable {
-  std::string_view name;
-  void (*matmul)(const float* x, int64_t n, const TensorView& w, const float* bias, float* y);
-  void (*matmul_group)(const float* x, int64_t n, std::span<const MatMulOutput> outs);
-  void (*rms_norm)(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
-                   float* out);
-  void (*rope)(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
-               const float* inv_freq, float attn_factor);
-  void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
-  void (*attention)(const float* q, int64_t n, int64_t pos0, const KvView& kv,
-                    const AttentionParams& p, float* out);
+// The ops of the interface (for Supports and the conformance suite).
+enum class Op : uint8_t {
+  kEmbedRows,          // dense embedding rows by token id
+  kPackedEmbedRows,    // packed (TurboQuant) embedding rows by token id
+  kAdd,                // y += x
+  kRmsNorm,            //
+  kRotate,             // blockwise randomized Hadamard rotation of rows
+  kMatMul,             // dense F32/F16/BF16 weights
+  kMatMulGroup,        // several dense matmuls over one input
+  kPackedMatMul,       // TurboQuant / affine packed weights
+  kRope,               //
+  kSiluMul,            //
+  kAttention,          // plain KV cache (F32/F16/BF16), GQA, sliding window
+  kCompressedAttention,  // attention on TurboQuant-coded keys and values
+  kKvStore,            // fp32 K/V rows -> a plain cache's slots
+  kMoeRoute,           // router logits -> top-k experts and their weights
+  kGatherRows,         // dst[i] = src[rows[i]]
+  kScatterAddRows,     // dst[rows[i]] += w[i] * src[i]
+  kArgmax,             // per row
+  kCopy,               // memmove within the backend's memory
+  kCount
+};
+std::string_view OpName(Op op);
+
+// One blockwise randomized Hadamard rotation as kernels see it (quant/hadamard.h):
+//   R x = blockdiag(H_b, ..., H_b) · diag(s) · x / √b,   s = signs[0..dim) (each ±1).
+struct RotationView {
+  const int8_t* signs = nullptr;  // [dim], in the backend's memory
+  int64_t dim = 0;
+  int64_t block = 1;  // a power of two dividing dim
 };
 
-const KernelTable& RefKernels();
-const KernelTable& CpuKernels();
-// The table ops.h dispatches to.
-const KernelTable& ActiveKernels();
-// Replaces the active table (tests, benchmarks; not while kernels run).
-void SetActiveKernels(const KernelTable& table);
+// The routing rule of a mixture-of-experts layer (MoeRoute).
+struct MoeRouting {
+  int64_t num_experts = 0;
+  int64_t top_k = 0;
+  bool renormalize = true;  // divide the chosen probabilities by their sum
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view name() const = 0;  // "ref", "cpu", "cuda:0"
+  virtual MemorySpace memory_space() const = 0;
+  virtual bool Supports(Op op) const = 0;
+  // One line for startup messages and doctor ("cpu (AVX-512)", "cuda:0 NVIDIA H200, 139 GiB").
+  virtual std::string Describe() const = 0;
+
+  // --- memory ---
+  // Uninitialized storage; throws tq::Error naming `what` and the size when it does not fit.
+  virtual DeviceBuffer Allocate(size_t bytes, std::string_view what) = 0;
+  // Backend memory holding a copy of host bytes, or (host backends) a view of them: the caller
+  // keeps `host` alive as long as the result (mmapped weights outlive the model).
+  virtual DeviceBuffer Upload(const void* host, size_t bytes, std::string_view what) = 0;
+  // Host -> backend memory, in stream order; `src` must stay valid until the next sync.
+  virtual void CopyToDevice(void* dst, const void* src, size_t bytes) = 0;
+  // Backend -> host; waits for every op queued before it (a sync point).
+  virtual void Download(void* dst, const void* src, size_t bytes) = 0;
+  // Waits for every queued op.
+  virtual void Synchronize() = 0;
+  // Bytes of backend memory free and in total (host backends: 0, 0 = not tracked).
+  virtual void MemoryInfo(size_t* free_bytes, size_t* total_bytes) const = 0;
+
+  // --- ops (every pointer in the backend's memory; shapes as in ops.h / packed_ops.h) ---
+  // out [n, dim] = table[ids[i]] as fp32; table [vocab, dim] F32/F16/BF16.
+  virtual void EmbedRows(const TensorView& table, const int32_t* ids, int64_t n,
+                         float* out) = 0;
+  // out [n, cols] = rows ids[i] of the dequantized packed matrix (still in its rotated basis).
+  virtual void PackedEmbedRows(const PackedMatrix& w, const int32_t* ids, int64_t n,
+                               float* out) = 0;
+  // y[i] += x[i], i < n.
+  virtual void Add(float* y, const float* x, int64_t n) = 0;
+  virtual void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
+                       float* out) = 0;
+  // out [rows, dim] = R x for each row of x [rows, dim]; out may alias x.
+  virtual void Rotate(const RotationView& r, const float* x, int64_t rows, float* out) = 0;
+  virtual void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias,
+                      float* y) = 0;
+  virtual void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) = 0;
+  // x already rotated (the caller rotates once per sharing group).
+  virtual void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
+                            float* y) = 0;
+  virtual void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim,
+                    const int64_t* positions, const float* inv_freq, float attn_factor) = 0;
+  virtual void SiluMul(const float* gate, const float* up, int64_t n, float* out) = 0;
+  virtual void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
+                         const AttentionParams& p, float* out) = 0;
+  virtual void CompressedAttention(const float* q, int64_t n, int64_t pos0,
+                                   const CompressedKvView& kv, const AttentionParams& p,
+                                   float* out) = 0;
+  // Stores src [n, heads, head_dim] (fp32) into a plain cache laid out [heads, slots, head_dim]
+  // of `dtype` (F32/F16/BF16): element (h, slot0 + i, d) of dst, head_stride = slots * head_dim.
+  virtual void KvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
+                       DType dtype, int64_t head_stride, int64_t slot0) = 0;
+  // logits [n, num_experts] -> chosen [n, top_k] (descending probability, ties: lower id) and
+  // weight [n, top_k]: softmax over all experts in fp32, then top-k (renormalized when asked).
+  virtual void MoeRoute(const float* logits, int64_t n, const MoeRouting& r, int32_t* chosen,
+                        float* weight) = 0;
+  // dst [count, dim] = src[rows[i]].
+  virtual void GatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim,
+                          float* dst) = 0;
+  // dst[rows[i]] += weight[i] * src[i] for i < count, in order of i (rows may repeat).
+  virtual void ScatterAddRows(const float* src, const int32_t* rows, const float* weight,
+                              int64_t count, int64_t dim, float* dst) = 0;
+  // out[r] = index of the largest element of x[r, 0..n) (the first on ties).
+  virtual void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) = 0;
+  // memmove within backend memory.
+  virtual void Copy(void* dst, const void* src, size_t bytes) = 0;
+
+  // Scratch floats for a packed group's rotated input, valid until the next call (grown on
+  // demand, reserved once in practice so device addresses stay stable).
+  virtual float* RotationScratch(int64_t count) = 0;
+};
+
+// The scalar oracle and the SIMD backend (process-wide objects; host memory).
+Backend& RefBackend();
+Backend& CpuBackend();
+
+// True when this build has the CUDA backend (-DTQ_CUDA=ON); whether a GPU is present is
+// CudaDeviceCount() > 0.
+bool BuiltWithCudaBackend();
+int CudaDeviceCount();
+
+// A GPU as the CUDA runtime reports it (doctor, plan).
+struct GpuInfo {
+  int device = 0;
+  std::string name;
+  int64_t free_bytes = 0, total_bytes = 0;
+  int driver_version = 0, runtime_version = 0;  // e.g. 13000 = 13.0
+  int compute_major = 0, compute_minor = 0;
+  int multiprocessors = 0;
+};
+// Throws tq::Error "[cuda] ..." when the build has no CUDA or the device is not usable (the CUDA
+// runtime's message).
+GpuInfo QueryGpu(int device = 0);
+
+// The backend named by `device`: "ref", "cpu", "cuda" (= "cuda:0") or "cuda:N"; "" or "auto"
+// picks cuda:0 when the build has CUDA and a GPU is present, else cpu. Throws tq::Error naming
+// the device when it cannot be had (a CPU-only build, no GPU, N out of range). Device backends
+// are created once per device and live until exit.
+Backend& GetBackend(std::string_view device);
+// The default device name: $TURBOQUANT_DEVICE, else "auto".
+std::string DefaultDeviceName();
 
 }  // namespace tq::kernels

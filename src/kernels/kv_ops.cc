@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "core/half.h"
-#include "kernels/backend.h"
 #include "quant/packing.h"
 
 namespace tq::kernels {
@@ -108,9 +107,7 @@ void CompressedAttention(const float* q, int64_t n, int64_t pos0, const Compress
            p.num_kv_heads, p.head_dim);
   if (n <= 0) return;
   CheckCompressedKvView(kv, p, pos0 + n, "compressed attention");
-  if (ActiveKernels().name == "ref") {
-    RefCompressedAttention(q, n, pos0, kv, p, out);
-  } else if (!kv.k_order && !kv.v_order) {
+  if (!kv.k_order && !kv.v_order) {
     CpuCompressedAttention(q, n, pos0, kv, p, out);
   } else {
     // Outlier split on the cpu backend: the kernel knows no channel orders, so the queries are

@@ -7,51 +7,31 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "kernels/backend.h"
+#include "kernels/cpu/cpu_kernels.h"
 
 namespace tq::kernels {
-namespace {
-
-const KernelTable* ChooseAtStartup() {
-  const char* env = std::getenv("TQ_KERNELS");
-  if (env && std::string_view(env) == "ref") return &RefKernels();
-  if (env && *env && std::string_view(env) != "cpu")
-    Fail("kernels", "unknown $TQ_KERNELS '{}' (expected ref or cpu)", env);
-  return &CpuKernels();
-}
-
-const KernelTable*& Active() {
-  static const KernelTable* table = ChooseAtStartup();
-  return table;
-}
-
-}  // namespace
-
-const KernelTable& ActiveKernels() { return *Active(); }
-void SetActiveKernels(const KernelTable& table) { Active() = &table; }
-
 void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, float* y) {
   if (n <= 0) return;
-  Active()->matmul(x, n, w, bias, y);
+  cpu::MatMul(x, n, w, bias, y);
 }
 
 void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) {
   if (n <= 0 || outs.empty()) return;
-  Active()->matmul_group(x, n, outs);
+  cpu::MatMulGroup(x, n, outs);
 }
 
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
              float* out) {
-  Active()->rms_norm(x, rows, dim, weight, eps, out);
+  cpu::RmsNorm(x, rows, dim, weight, eps, out);
 }
 
 void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
           const float* inv_freq, float attn_factor) {
-  Active()->rope(x, rows, heads, head_dim, positions, inv_freq, attn_factor);
+  cpu::Rope(x, rows, heads, head_dim, positions, inv_freq, attn_factor);
 }
 
 void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
-  Active()->silu_mul(gate, up, n, out);
+  cpu::SiluMul(gate, up, n, out);
 }
 
 void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const AttentionParams& p,
@@ -59,7 +39,7 @@ void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const 
   TQ_CHECK(p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 && p.head_dim > 0, "attention",
            "bad head counts {} / {} (head_dim {})", p.num_heads, p.num_kv_heads, p.head_dim);
   if (n <= 0) return;
-  Active()->attention(q, n, pos0, kv, p, out);
+  cpu::Attention(q, n, pos0, kv, p, out);
 }
 
 void Add(float* y, const float* x, int64_t n) {

@@ -1,7 +1,8 @@
-// The compute API the model calls (DESIGN.md §1 kernels/). Activations are fp32; weights and
-// KV entries are used as stored (F32/F16/BF16) and converted on the fly. Every call runs on the
-// backend chosen at startup (see backend.h) and uses ThreadPool::Global() where it pays.
-// Kernels know nothing about models: shapes and strides are all they see.
+// The host compute API: the cpu backend's kernels called directly on host memory (host-side code:
+// the KV codec, convert, perplexity's log-sum-exp, tests). The forward pass and the KV caches do
+// not call these: they go through a Backend (backend.h), which is how the same pass runs on ref,
+// cpu or cuda. Activations are fp32; weights and KV entries are used as stored (F32/F16/BF16) and
+// converted on the fly. Kernels know nothing about models: shapes and strides are all they see.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,9 @@ void Add(float* y, const float* x, int64_t n);
 
 // In-place softmax of x[0..n).
 void Softmax(float* x, int64_t n);
+
+// log Σ_i e^x[i], computed stably (max subtracted; 16-lane vector exp, blocks summed in double).
+double LogSumExp(const float* x, int64_t n);
 
 // Index of the largest element (the first one on ties); n > 0.
 int64_t Argmax(const float* x, int64_t n);

@@ -1,7 +1,6 @@
 #include "kernels/packed_ops.h"
 
 #include "core/error.h"
-#include "kernels/backend.h"
 #include "quant/packing.h"
 
 namespace tq::kernels {
@@ -26,15 +25,11 @@ void CheckPackedMatrix(const PackedMatrix& w, const char* where) {
   }
 }
 
-static bool UseRef() { return ActiveKernels().name == "ref"; }
-
 void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y) {
-  if (UseRef()) return ref::PackedMatMul(x, n, w, bias, y);
   cpu::PackedMatMul(x, n, w, bias, y);
 }
 
 void PackedDequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, float* out) {
-  if (UseRef()) return ref::PackedDequantizeRows(w, r0, count, out);
   cpu::PackedDequantizeRows(w, r0, count, out);
 }
 

@@ -3,14 +3,17 @@
 // layers have one slot per position of the context; sliding-window layers have
 // KvLayerSlots(window) slots holding positions base .. base+slots-1 (kv_cache.h: when an append
 // would run past the last slot, the positions still in the window move to the front). Storage is
-// allocated up front; untouched pages cost no memory.
+// allocated up front through the backend (host: untouched pages cost no memory; cuda: device
+// memory), and appends and attention are backend ops.
 #include <algorithm>
 #include <cstring>
 
-#include "core/aligned_buffer.h"
+#include <fmt/format.h>
+
+#include "core/device_buffer.h"
 #include "core/error.h"
 #include "core/half.h"
-#include "kernels/ops.h"
+#include "kernels/backend.h"
 #include "kv/kv_cache.h"
 
 namespace tq {
@@ -30,16 +33,17 @@ DType StorageDType(KvDType t) {
 
 class DenseKvCache final : public KvCache {
  public:
-  DenseKvCache(const KvLayout& layout, const KvCacheOptions& opts)
-      : KvCache(layout, opts.max_tokens, opts.max_append), dtype_(StorageDType(opts.dtype)) {
+  DenseKvCache(const KvLayout& layout, const KvCacheOptions& opts, kernels::Backend& be)
+      : KvCache(layout, opts.max_tokens, opts.max_append, be), dtype_(StorageDType(opts.dtype)) {
     layers_.resize(size_t(layout_.num_layers));
     for (int64_t l = 0; l < layout_.num_layers; ++l) {
       Layer& y = layers_[size_t(l)];
       y.window = layout_.window[size_t(l)];
       y.slots = KvLayerSlots(y.window, opts);
       const size_t bytes = size_t(layout_.num_kv_heads * y.slots * layout_.head_dim) * esize();
-      y.k = AlignedBuffer<uint8_t>(bytes);
-      y.v = AlignedBuffer<uint8_t>(bytes);
+      const std::string what = fmt::format("the KV cache (layer {}, {} positions)", l, y.slots);
+      y.k = be.Allocate(bytes, what);
+      y.v = be.Allocate(bytes, what);
     }
   }
 
@@ -70,13 +74,8 @@ class DenseKvCache final : public KvCache {
     if (size_ + n - y.base > y.slots) Slide(y, layer, n);  // window layers only
     const int64_t d = layout_.head_dim, heads = layout_.num_kv_heads;
     const int64_t slot0 = size_ - y.base;
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t h = 0; h < heads; ++h) {
-        const int64_t dst = (h * y.slots + slot0 + i) * d, src = (i * heads + h) * d;
-        Store(y.k.data(), dst, k + src, d);
-        Store(y.v.data(), dst, v + src, d);
-      }
-    }
+    backend_->KvStore(k, n, heads, d, y.k.data(), dtype_, y.slots * d, slot0);
+    backend_->KvStore(v, n, heads, d, y.v.data(), dtype_, y.slots * d, slot0);
     y.high = std::max(y.high, slot0 + n);
   }
 
@@ -97,7 +96,7 @@ class DenseKvCache final : public KvCache {
     // Slot j holds position base + j; the kernel's positions are slots. Queries at slots
     // size-base .. see slots (p-window+1 .. p), all held since base <= size-window+1: the same
     // keys as at absolute positions.
-    kernels::Attention(q, n, size_ - y.base, view, p, out);
+    backend_->Attention(q, n, size_ - y.base, view, p, out);
   }
 
  private:
@@ -106,7 +105,7 @@ class DenseKvCache final : public KvCache {
     int64_t slots = 0;            // positions stored: [kv_heads, slots, head_dim]
     int64_t base = 0;             // position in slot 0
     int64_t high = 0;             // slots written so far (resident memory)
-    AlignedBuffer<uint8_t> k, v;  // [kv_heads, slots, head_dim] of dtype_
+    DeviceBuffer k, v;            // [kv_heads, slots, head_dim] of dtype_
   };
 
   size_t esize() const { return DTypeSize(dtype_); }
@@ -126,26 +125,12 @@ class DenseKvCache final : public KvCache {
     if (shift <= 0) return;
     const size_t row = size_t(layout_.head_dim) * esize();
     for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
-      for (uint8_t* base : {y.k.data(), y.v.data()}) {
+      for (uint8_t* base : {y.k.as<uint8_t>(), y.v.as<uint8_t>()}) {
         uint8_t* head = base + size_t(h * y.slots) * row;
-        std::memmove(head, head + size_t(shift) * row, size_t(count) * row);
+        backend_->Copy(head, head + size_t(shift) * row, size_t(count) * row);
       }
     }
     y.base = keep_from;
-  }
-
-  void Store(uint8_t* base, int64_t offset, const float* src, int64_t d) const {
-    switch (dtype_) {
-      case DType::F32:
-        std::memcpy(reinterpret_cast<float*>(base) + offset, src, size_t(d) * 4);
-        break;
-      case DType::F16:
-        F32ToF16(src, reinterpret_cast<uint16_t*>(base) + offset, size_t(d));
-        break;
-      default:
-        F32ToBf16(src, reinterpret_cast<uint16_t*>(base) + offset, size_t(d));
-        break;
-    }
   }
 
   DType dtype_;
@@ -154,9 +139,10 @@ class DenseKvCache final : public KvCache {
 
 }  // namespace
 
-std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts) {
-  if (opts.compressed()) return MakeTurboQuantKvCache(layout, opts);
-  return std::make_unique<DenseKvCache>(layout, opts);
+std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts,
+                                     kernels::Backend& backend) {
+  if (opts.compressed()) return MakeTurboQuantKvCache(layout, opts, backend);
+  return std::make_unique<DenseKvCache>(layout, opts, backend);
 }
 
 }  // namespace tq

@@ -57,8 +57,9 @@ int64_t KvLayerSlots(int64_t window, const KvCacheOptions& opts) {
   return window > 0 ? std::min(opts.max_tokens, window + opts.max_append) : opts.max_tokens;
 }
 
-KvCache::KvCache(KvLayout layout, int64_t capacity, int64_t max_append)
-    : layout_(std::move(layout)), capacity_(capacity), max_append_(max_append) {
+KvCache::KvCache(KvLayout layout, int64_t capacity, int64_t max_append,
+                 kernels::Backend& backend)
+    : layout_(std::move(layout)), backend_(&backend), capacity_(capacity), max_append_(max_append) {
   const KvLayout& l = layout_;
   TQ_CHECK(l.num_layers > 0 && l.num_heads > 0 && l.num_kv_heads > 0 && l.head_dim > 0 &&
                l.num_heads % l.num_kv_heads == 0,
@@ -70,6 +71,13 @@ KvCache::KvCache(KvLayout layout, int64_t capacity, int64_t max_append)
   TQ_CHECK(max_append > 0, "kv cache", "max_append must be positive, got {}", max_append);
   for (int64_t w : layout_.window) TQ_CHECK(w >= 0, "kv cache", "sliding window {} is negative", w);
   if (layout_.window.empty()) layout_.window.assign(size_t(l.num_layers), 0);
+}
+
+void KvCache::UseBackend(kernels::Backend& be) {
+  TQ_CHECK(be.memory_space() == backend_->memory_space(), "kv cache",
+           "cannot move a cache from backend '{}' to '{}' (another memory space)",
+           backend_->name(), be.name());
+  backend_ = &be;
 }
 
 void KvCache::Truncate(int64_t n) {
@@ -100,14 +108,32 @@ void KvCache::FillSynthetic(int64_t n, uint64_t seed) {
   const int64_t width = layout_.num_kv_heads * layout_.head_dim;
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> k(static_cast<size_t>(width)), v(static_cast<size_t>(width));
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t l = 0; l < layout_.num_layers; ++l) {
-      for (auto& x : k) x = normal(rng);
-      for (auto& x : v) x = normal(rng);
-      Append(l, k.data(), v.data(), 1);
+  if (backend_->memory_space() == MemorySpace::kHost) {
+    std::vector<float> k(static_cast<size_t>(width)), v(static_cast<size_t>(width));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t l = 0; l < layout_.num_layers; ++l) {
+        for (auto& x : k) x = normal(rng);
+        for (auto& x : v) x = normal(rng);
+        Append(l, k.data(), v.data(), 1);
+      }
+      Commit(1);
     }
-    Commit(1);
+    return;
+  }
+  // Device memory: chunks of positions per layer, uploaded (the same distribution; another draw
+  // order than the host loop).
+  const int64_t chunk = std::min<int64_t>(max_append_, 256);
+  std::vector<float> host(size_t(2 * chunk * width));
+  DeviceBuffer dev = backend_->Allocate(host.size() * sizeof(float), "synthetic KV rows");
+  for (int64_t t = 0; t < n; t += chunk) {
+    const int64_t c = std::min(chunk, n - t);
+    for (int64_t l = 0; l < layout_.num_layers; ++l) {
+      for (int64_t i = 0; i < 2 * c * width; ++i) host[size_t(i)] = normal(rng);
+      backend_->CopyToDevice(dev.data(), host.data(), size_t(2 * c * width) * sizeof(float));
+      Append(l, dev.as<float>(), dev.as<float>() + c * width, c);
+      backend_->Synchronize();  // `host` is refilled next
+    }
+    Commit(c);
   }
 }
 

@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/backend.h"
+
 namespace tq {
 
 enum class KvDType { kF16, kBF16, kF32 };
@@ -108,6 +110,11 @@ class KvCache {
   KvCache& operator=(const KvCache&) = delete;
 
   const KvLayout& layout() const { return layout_; }
+  // The backend whose memory holds the cache and whose ops append and attend (the model's).
+  kernels::Backend& backend() const { return *backend_; }
+  // Runs the cache's ops on another backend of the same memory space (tests attend one cache
+  // with ref and with cpu). Throws when the memory spaces differ.
+  virtual void UseBackend(kernels::Backend& be);
   int64_t size() const { return size_; }          // tokens stored (positions 0 .. size()-1)
   int64_t capacity() const { return capacity_; }  // positions: the context (max_tokens)
   int64_t max_append() const { return max_append_; }
@@ -124,12 +131,12 @@ class KvCache {
   // at their slots. Default: BytesPerToken() * size().
   virtual int64_t MemoryBytes() const { return BytesPerToken() * size_; }
 
-  // Stores k, v [n, num_kv_heads, head_dim] (fp32) of `layer` at positions size() .. size()+n-1.
-  // Throws when size() + n > capacity().
+  // Stores k, v [n, num_kv_heads, head_dim] (fp32, in the backend's memory) of `layer` at
+  // positions size() .. size()+n-1. Throws when size() + n > capacity().
   virtual void Append(int64_t layer, const float* k, const float* v, int64_t n) = 0;
   // q [n, num_heads, head_dim] at positions size() .. size()+n-1 attends causally (and within
-  // the layer's window) over positions 0 .. size()+n-1 of `layer` -> out [n, num_heads, head_dim].
-  // The n tokens must have been appended to `layer`.
+  // the layer's window) over positions 0 .. size()+n-1 of `layer` -> out [n, num_heads, head_dim]
+  // (q and out in the backend's memory). The n tokens must have been appended to `layer`.
   virtual void Attend(int64_t layer, const float* q, int64_t n, float* out) const = 0;
   // Makes the n tokens appended to every layer part of the cache: size() += n.
   virtual void Commit(int64_t n);
@@ -139,10 +146,11 @@ class KvCache {
   virtual void FillSynthetic(int64_t n, uint64_t seed);
 
  protected:
-  KvCache(KvLayout layout, int64_t capacity, int64_t max_append = kDefaultMaxAppend);
+  KvCache(KvLayout layout, int64_t capacity, int64_t max_append, kernels::Backend& backend);
   void CheckAppend(int64_t layer, int64_t n) const;
 
   KvLayout layout_;
+  kernels::Backend* backend_;
   int64_t capacity_ = 0;
   int64_t max_append_ = kDefaultMaxAppend;
   int64_t size_ = 0;
@@ -151,8 +159,11 @@ class KvCache {
 // A cache holding opts.max_tokens tokens (sliding-window layers: their window, above): plain
 // fp16/bf16/fp32 (opts.dtype), or TurboQuant when opts.compressed() (throws tq::Error naming the
 // bad option).
-std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts);
+// Storage and ops on `backend` (the model's: Model::NewCache passes it).
+std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts,
+                                     kernels::Backend& backend = kernels::CpuBackend());
 // The TurboQuant cache (kv/turboquant_kv_cache.cc); MakeKvCache calls it when opts.compressed().
-std::unique_ptr<KvCache> MakeTurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts);
+std::unique_ptr<KvCache> MakeTurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts,
+                                               kernels::Backend& backend);
 
 }  // namespace tq

@@ -108,8 +108,9 @@ KvRoundtripStats GlobalKvRoundtripStats() {
   return Global().stats;
 }
 
-TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts)
-    : KvCache(layout, opts.max_tokens, opts.max_append),
+TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts,
+                                     kernels::Backend& backend)
+    : KvCache(layout, opts.max_tokens, opts.max_append, backend),
       opts_(opts),
       kcodec_(MakeCodec((CheckOptions(layout, opts), layout), opts, KeyCodecBits(opts))),
       vcodec_(MakeCodec(layout, opts, opts.v_bits)) {
@@ -158,7 +159,7 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
     d.max_tokens = capacity_;
     d.max_append = opts.max_append;  // sliding-window layers keep their window (kv_cache.h)
     d.dtype = opts.dtype;
-    dense_ = MakeKvCache(dense_layout, d);
+    dense_ = MakeKvCache(dense_layout, d, backend);
   }
 }
 
@@ -388,6 +389,11 @@ kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
   return v;
 }
 
+void TurboQuantKvCache::UseBackend(kernels::Backend& be) {
+  KvCache::UseBackend(be);
+  if (dense_) dense_->UseBackend(be);
+}
+
 void TurboQuantKvCache::Attend(int64_t layer, const float* q, int64_t n, float* out) const {
   CheckAppend(layer, n);
   const Layer& y = layers_[size_t(layer)];
@@ -403,7 +409,7 @@ void TurboQuantKvCache::Attend(int64_t layer, const float* q, int64_t n, float* 
   p.head_dim = layout_.head_dim;
   p.scale = layout_.scale;
   p.window = 0;  // sliding-window layers are dense
-  kernels::CompressedAttention(q, n, size_, View(layer), p, out);
+  backend_->CompressedAttention(q, n, size_, View(layer), p, out);
 }
 
 void TurboQuantKvCache::Commit(int64_t n) {
@@ -477,8 +483,15 @@ void TurboQuantKvCache::DecodeLayer(int64_t layer, int64_t count, float* k, floa
   }
 }
 
-std::unique_ptr<KvCache> MakeTurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts) {
-  return std::make_unique<TurboQuantKvCache>(layout, opts);
+std::unique_ptr<KvCache> MakeTurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts,
+                                               kernels::Backend& backend) {
+  // The codec encodes on the host and its storage is host memory (the device encode and the
+  // device attention kernels are the GPU issue's next step).
+  TQ_CHECK(backend.memory_space() == MemorySpace::kHost, "kv cache",
+           "the TurboQuant KV cache (--kv-bits / --kv-k-bits / --kv-v-bits) does not run on {} "
+           "yet: use a plain cache there (--kv-dtype f16|bf16|f32) or --device cpu",
+           backend.name());
+  return std::make_unique<TurboQuantKvCache>(layout, opts, backend);
 }
 
 }  // namespace tq

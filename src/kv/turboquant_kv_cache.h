@@ -47,10 +47,12 @@ class TurboQuantKvCache final : public KvCache {
   static constexpr int64_t kBlock = 32;  // tail positions coded at a time
 
   // Throws tq::Error("[kv cache] ...") naming the bad option.
-  TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts);
+  TurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts,
+                    kernels::Backend& backend = kernels::CpuBackend());
   ~TurboQuantKvCache() override;  // adds stats() to GlobalKvRoundtripStats()
 
   int64_t BytesPerToken() const override;
+  void UseBackend(kernels::Backend& be) override;
   void Append(int64_t layer, const float* k, const float* v, int64_t n) override;
   void Attend(int64_t layer, const float* q, int64_t n, float* out) const override;
   void Commit(int64_t n) override;

@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
-#include "kernels/ops.h"
 #include "model/packed_linear.h"
 
 namespace tq {
@@ -15,33 +14,40 @@ DenseLinear::DenseLinear(TensorView weight, std::vector<float> bias)
            "bias of {} for {} outputs", bias_.size(), weight_.dim(0));
 }
 
-void DenseLinear::MatMul(const float* x, int64_t n, float* y) const {
-  kernels::MatMul(x, n, weight_, bias_.empty() ? nullptr : bias_.data(), y);
+void DenseLinear::MatMul(kernels::Backend& be, const float* x, int64_t n, float* y) const {
+  be.MatMul(x, n, device_weight_, bias_data(), y);
+}
+
+void DenseLinear::Upload(kernels::Backend& be, std::string_view what) {
+  buf_ = be.Upload(weight_.data, weight_.nbytes(), what);
+  device_weight_ = weight_;
+  device_weight_.data = buf_.data();
+  bias_.Upload(be, what);
 }
 
 int64_t DenseLinear::WeightBytes() const {
   return int64_t(weight_.nbytes() + bias_.size() * sizeof(float));
 }
 
-void MatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
-                  std::span<float* const> ys) {
+void MatMulShared(kernels::Backend& be, std::span<const Linear* const> group, const float* x,
+                  int64_t n, std::span<float* const> ys) {
   // Packed linears sharing one rotation: x is rotated once for the whole group.
-  if (PackedMatMulShared(group, x, n, ys)) return;
+  if (PackedMatMulShared(be, group, x, n, ys)) return;
   // Dense linears run as one kernel group (x read once, one parallel pass); anything else, one
   // by one.
   constexpr size_t kMaxGroup = 16;
   kernels::MatMulOutput outs[kMaxGroup];
   bool dense = group.size() <= kMaxGroup;
   for (size_t i = 0; dense && i < group.size(); ++i) {
-    const auto* d = dynamic_cast<const DenseLinear*>(group[i]);
+    const DenseLinear* d = group[i]->AsDense();
     if (!d) {
       dense = false;
       break;
     }
-    outs[i] = {&d->weight(), d->bias_data(), ys[i]};
+    outs[i] = {&d->device_weight(), d->bias_data(), ys[i]};
   }
-  if (dense) return kernels::MatMulGroup(x, n, {outs, group.size()});
-  for (size_t i = 0; i < group.size(); ++i) group[i]->MatMul(x, n, ys[i]);
+  if (dense) return be.MatMulGroup(x, n, {outs, group.size()});
+  for (size_t i = 0; i < group.size(); ++i) group[i]->MatMul(be, x, n, ys[i]);
 }
 
 std::vector<float> LoadVector(const Checkpoint& ckpt, const std::string& name, int64_t size) {

@@ -1,7 +1,9 @@
 // A linear layer y = x·Wᵀ + b as the forward pass sees it. The forward pass only calls MatMul
-// (or MatMulShared for linears that read the same input), so other weight formats — TurboQuant
-// packed codes (PackedLinear: the input is rotated once per sharing group), streamed experts —
-// are new subclasses plus a case in LoadLinear, not changes to forward.cc.
+// (or MatMulShared for linears that read the same input) on the model's Backend, so other weight
+// formats — TurboQuant packed codes (PackedLinear: the input is rotated once per sharing group),
+// streamed experts — are new subclasses plus a case in LoadLinear, not changes to forward.cc.
+// A linear is loaded as views of the checkpoint (host) and then Upload()ed once to the backend
+// that runs it (host backends keep the views: no copy).
 #pragma once
 
 #include <cstdint>
@@ -10,11 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "core/device_buffer.h"
 #include "core/tensor.h"
+#include "kernels/backend.h"
+#include "model/param.h"
 
 namespace tq {
 
 class Checkpoint;
+class DenseLinear;
+class PackedLinear;
 struct PackedCheckpointInfo;
 
 class Linear {
@@ -22,10 +29,15 @@ class Linear {
   virtual ~Linear() = default;
   virtual int64_t in_features() const = 0;
   virtual int64_t out_features() const = 0;
-  // y [n, out] = x [n, in] · Wᵀ (+ bias). y must not alias x.
-  virtual void MatMul(const float* x, int64_t n, float* y) const = 0;
+  // y [n, out] = x [n, in] · Wᵀ (+ bias) on `be` (x and y in its memory; the weights uploaded
+  // to it). y must not alias x.
+  virtual void MatMul(kernels::Backend& be, const float* x, int64_t n, float* y) const = 0;
   // Bytes of weight data as loaded (mmapped or owned).
   virtual int64_t WeightBytes() const = 0;
+  // Places the weights in the backend's memory (once, before the first MatMul).
+  virtual void Upload(kernels::Backend& be, std::string_view what) = 0;
+  virtual const DenseLinear* AsDense() const { return nullptr; }
+  virtual const PackedLinear* AsPacked() const { return nullptr; }
 };
 
 // Weights as stored in the checkpoint ([out, in] F32/F16/BF16, mmapped); bias kept in fp32.
@@ -34,20 +46,26 @@ class DenseLinear final : public Linear {
   DenseLinear(TensorView weight, std::vector<float> bias = {});
   int64_t in_features() const override { return weight_.dim(1); }
   int64_t out_features() const override { return weight_.dim(0); }
-  void MatMul(const float* x, int64_t n, float* y) const override;
+  void MatMul(kernels::Backend& be, const float* x, int64_t n, float* y) const override;
   int64_t WeightBytes() const override;
+  void Upload(kernels::Backend& be, std::string_view what) override;
+  const DenseLinear* AsDense() const override { return this; }
+  // The weight as loaded (host) and as the backend sees it (after Upload).
   const TensorView& weight() const { return weight_; }
+  const TensorView& device_weight() const { return device_weight_; }
   const float* bias_data() const { return bias_.empty() ? nullptr : bias_.data(); }
 
  private:
   TensorView weight_;
-  std::vector<float> bias_;
+  TensorView device_weight_;
+  DeviceBuffer buf_;
+  FloatParam bias_;
 };
 
 // Runs several linears over one input x [n, in] (q/k/v; gate/up; one projection of the experts):
 // ys[i] = group[i]·x. The seam where a packed format rotates x once for the whole group.
-void MatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
-                  std::span<float* const> ys);
+void MatMulShared(kernels::Backend& be, std::span<const Linear* const> group, const float* x,
+                  int64_t n, std::span<float* const> ys);
 
 // Loads the linear `<prefix>.weight` (+ `<prefix>.bias` when `bias`), checking its shape is
 // [out, in]; with `packed` (a TurboQuant checkpoint, packed_linear.h) a linear stored as

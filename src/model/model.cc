@@ -32,13 +32,16 @@ void ValidateConfig(const ModelConfig& c, const std::string& where) {
 Model::Model() : ws_(std::make_unique<ForwardWorkspace>()) {}
 Model::~Model() = default;
 
-std::unique_ptr<Model> Model::Load(const std::string& dir) {
+std::unique_ptr<Model> Model::Load(const std::string& dir, const ModelLoadOptions& opts) {
   std::unique_ptr<Model> m(new Model());
   m->config_ = LoadModelConfig(dir);
   ValidateConfig(m->config_, dir + "/config.json");
   m->arch_ = &FindArchitecture(m->config_.model_type);
+  m->backend_ =
+      &kernels::GetBackend(opts.device.empty() ? kernels::DefaultDeviceName() : opts.device);
   m->checkpoint_ = Checkpoint::Open(dir);
   m->weights_ = LoadWeights(*m->checkpoint_, m->config_, *m->arch_);
+  UploadWeights(*m->weights_, *m->backend_);
   return m;
 }
 
@@ -75,7 +78,7 @@ KvLayout Model::kv_layout() const {
 }
 
 std::unique_ptr<KvCache> Model::NewCache(const KvCacheOptions& opts) const {
-  return MakeKvCache(kv_layout(), opts);
+  return MakeKvCache(kv_layout(), opts, *backend_);
 }
 
 void Model::CheckCache(const KvCache& cache, int64_t n) const {
@@ -84,6 +87,10 @@ void Model::CheckCache(const KvCache& cache, int64_t n) const {
                l.num_heads == config_.num_heads && l.head_dim == config_.head_dim,
            "model forward", "the KV cache was made for another model ({} layers, {} kv heads)",
            l.num_layers, l.num_kv_heads);
+  TQ_CHECK(&cache.backend() == backend_, "model forward",
+           "the KV cache lives on backend '{}' but the model runs on '{}' (make caches with "
+           "Model::NewCache)",
+           cache.backend().name(), backend_->name());
   TQ_CHECK(cache.size() + n <= cache.capacity(), "model forward",
            "{} tokens at position {} overflow the KV cache (capacity {} tokens)", n, cache.size(),
            cache.capacity());
@@ -107,7 +114,7 @@ void Model::Forward(std::span<const int32_t> tokens, KvCache& cache, float* logi
   for (int64_t begin = 0; begin < n; begin += chunk) {
     const int64_t count = std::min(chunk, n - begin);
     const Segment seg{&cache, 0, count};
-    std::vector<int64_t>& rows = ws_->logit_rows;  // reused: no allocation per decode step
+    std::vector<int64_t>& rows = ws_->logit_rows_host;  // reused: no allocation per decode step
     rows.clear();
     if (all_logits) {
       for (int64_t r = 0; r < count; ++r) rows.push_back(r);
@@ -125,7 +132,7 @@ void Model::DecodeBatch(std::span<const int32_t> tokens, std::span<KvCache* cons
            "{} tokens for {} caches", tokens.size(), caches.size());
   CheckTokens(tokens);
   std::vector<Segment>& segs = segments_;
-  std::vector<int64_t>& rows = ws_->logit_rows;
+  std::vector<int64_t>& rows = ws_->logit_rows_host;
   segs.clear();
   rows.clear();
   for (size_t i = 0; i < caches.size(); ++i) {
@@ -144,7 +151,7 @@ void Model::ForwardBatch(std::span<const int32_t> tokens, std::span<const BatchP
   TQ_CHECK(!parts.empty(), "model forward batch", "no sequences to run");
   CheckTokens(tokens);
   std::vector<Segment>& segs = segments_;
-  std::vector<int64_t>& rows = ws_->logit_rows;
+  std::vector<int64_t>& rows = ws_->logit_rows_host;
   segs.clear();
   rows.clear();
   int64_t begin = 0;

@@ -1,5 +1,7 @@
 // A decoder-only transformer loaded from a Hugging Face directory (config.json + safetensors,
-// mmapped). One generic forward pass (forward.cc) serves every architecture (architecture.h).
+// mmapped). One generic forward pass (forward.cc) serves every architecture (architecture.h) and
+// runs on the Backend chosen at load (kernels/backend.h: ref, cpu or cuda): the weights live in
+// its memory (cpu: the mmapped file itself), and so do the caches NewCache makes.
 //
 // Not thread-safe: one Forward/DecodeBatch at a time per Model (they share a workspace).
 #pragma once
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "io/model_config.h"
+#include "kernels/backend.h"
 #include "kv/kv_cache.h"
 
 namespace tq {
@@ -20,11 +23,20 @@ struct ModelWeights;
 struct ForwardWorkspace;
 struct Architecture;
 
+struct ModelLoadOptions {
+  // The backend: "cpu", "ref", "cuda[:N]", or "" = kernels::DefaultDeviceName() ($TURBOQUANT_DEVICE,
+  // else auto: the GPU when the build has CUDA and one is present, else cpu).
+  std::string device;
+};
+
 class Model {
  public:
-  // config.json + safetensors (mmap) + architecture; errors name the file, tensor or field.
-  static std::unique_ptr<Model> Load(const std::string& dir);
+  // config.json + safetensors (mmap) + architecture, weights placed on the backend; errors name
+  // the file, tensor or field (and, on a device, what did not fit).
+  static std::unique_ptr<Model> Load(const std::string& dir, const ModelLoadOptions& opts = {});
   ~Model();
+
+  kernels::Backend& backend() const { return *backend_; }
 
   const ModelConfig& config() const { return config_; }
   const Architecture& architecture() const { return *arch_; }
@@ -72,6 +84,7 @@ class Model {
   void CheckTokens(std::span<const int32_t> tokens) const;
 
   ModelConfig config_;
+  kernels::Backend* backend_ = nullptr;
   const Architecture* arch_ = nullptr;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::unique_ptr<ModelWeights> weights_;

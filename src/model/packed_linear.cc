@@ -5,32 +5,12 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
-#include "kernels/cpu/packed_decode.h"
-#include "kernels/cpu/packed_matmul_amx.h"
 #include "quant/packing.h"
 
 namespace tq {
 namespace {
-
-// x' = R x for n rows of `in`, into a per-thread buffer reused across calls.
-const float* RotateInput(const quant::HadamardRotation& rot, const float* x, int64_t n) {
-  thread_local AlignedBuffer<float> buf;
-  const size_t count = size_t(n * rot.dim());
-  if (buf.size() < count) buf.resize(count);
-  std::memcpy(buf.data(), x, count * sizeof(float));
-  rot.ForwardRows(buf.data(), n);
-  return buf.data();
-}
-
-// Batched decode (the server's 8-32 sequences per step): up to here, rows go through the int8
-// decode kernels kernels::cpu::kFastDecodeMaxTokens at a time instead of the tiled path, which
-// dequantizes every weight to fp32 for only a few rows. Measured (bench_decode_batch
-// BM_PackedRows, [8192, 2048] q4 g64, 1 thread): 8 rows 17.5 ms tiled vs 4.3 ms as 7 + 1,
-// 16 rows 24.5 vs 13.2 ms, 32 rows 50 vs 43 ms; 64 rows 68 vs 86 ms (tiled wins from ~40 rows).
-constexpr int64_t kDecodeSplitMaxRows = 32;
 
 bool Aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
@@ -138,22 +118,52 @@ PackedLinear::PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
            "rotation of {} for {} inputs", rotation_ ? rotation_->dim() : 0, w_.cols);
 }
 
-void PackedLinear::MatMul(const float* x, int64_t n, float* y) const {
-  MatMulRotated(rotation_ ? RotateInput(*rotation_, x, n) : x, n, y);
+void PackedLinear::MatMul(kernels::Backend& be, const float* x, int64_t n, float* y) const {
+  if (!rotation_) return MatMulRotated(be, x, n, y);
+  float* xr = be.RotationScratch(n * w_.cols);
+  be.Rotate(rotation_view_, x, n, xr);
+  MatMulRotated(be, xr, n, y);
 }
 
-void PackedLinear::MatMulRotated(const float* xr, int64_t n, float* y) const {
-  const float* bias = bias_.empty() ? nullptr : bias_.data();
-  const int64_t chunk = kernels::cpu::kFastDecodeMaxTokens;
-  // With the amx level the whole batch is one AMX call (kernels/cpu/packed_matmul_amx.h).
-  if (n > chunk && n <= kDecodeSplitMaxRows && kernels::cpu::FastDecodeSupports(w_) &&
-      !kernels::cpu::AmxPackedSupports(w_)) {
-    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
-      kernels::PackedMatMul(xr + r0 * w_.cols, std::min(chunk, n - r0), w_, bias, y + r0 * w_.rows);
-    }
-    return;
+void PackedLinear::MatMulRotated(kernels::Backend& be, const float* xr, int64_t n,
+                                 float* y) const {
+  if (n > 0) be.PackedMatMul(xr, n, dw_, bias_.empty() ? nullptr : bias_.data(), y);
+}
+
+void PackedLinear::Upload(kernels::Backend& be, std::string_view what) {
+  const int64_t groups = w_.rows * (w_.cols / w_.group_size);
+  dw_ = w_;
+  codes_buf_ = be.Upload(w_.codes, size_t(w_.rows * w_.row_bytes), what);
+  dw_.codes = codes_buf_.as<const uint8_t>();
+  if (w_.scale_codes) {
+    scales_buf_ = be.Upload(w_.scale_codes, size_t(groups), what);
+    dw_.scale_codes = scales_buf_.as<const uint8_t>();
+    table_buf_ = be.Upload(w_.scale_table, size_t(quant::kE8TableSize) * sizeof(float), what);
+    dw_.scale_table = table_buf_.as<const float>();
+  } else {
+    scales_buf_ = be.Upload(w_.scales, size_t(groups) * sizeof(uint16_t), what);
+    dw_.scales = scales_buf_.as<const uint16_t>();
   }
-  kernels::PackedMatMul(xr, n, w_, bias, y);
+  if (w_.mins) {
+    mins_buf_ = be.Upload(w_.mins, size_t(groups) * sizeof(uint16_t), what);
+    dw_.mins = mins_buf_.as<const uint16_t>();
+  }
+  if (w_.codebook) {
+    codebook_buf_ = be.Upload(codebook_.data(), codebook_.size() * sizeof(float), what);
+    dw_.codebook = codebook_buf_.as<const float>();
+  }
+  if (rotation_) {
+    signs_buf_ = be.Upload(rotation_->signs().data(), size_t(rotation_->dim()), what);
+    rotation_view_ = {signs_buf_.as<const int8_t>(), rotation_->dim(), rotation_->block()};
+  }
+  bias_.Upload(be, what);
+}
+
+void PackedLinear::ShareUpload(const PackedLinear& other) {
+  TQ_CHECK(other.w_.rows == w_.rows && other.w_.cols == w_.cols && other.w_.format == w_.format,
+           "packed linear", "cannot share the device copy of a [{}, {}] matrix with [{}, {}]",
+           other.w_.rows, other.w_.cols, w_.rows, w_.cols);
+  dw_ = other.dw_;
 }
 
 void PackedLinear::DequantizeRows(int64_t r0, int64_t count, float* out) const {
@@ -171,18 +181,19 @@ int64_t PackedLinear::WeightBytes() const {
          int64_t((codebook_.size() + bias_.size()) * sizeof(float));
 }
 
-bool PackedMatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
-                        std::span<float* const> ys) {
+bool PackedMatMulShared(kernels::Backend& be, std::span<const Linear* const> group,
+                        const float* x, int64_t n, std::span<float* const> ys) {
   if (group.size() < 2) return false;
   const quant::HadamardRotation* rot = nullptr;
   for (size_t i = 0; i < group.size(); ++i) {
-    const auto* p = dynamic_cast<const PackedLinear*>(group[i]);
+    const PackedLinear* p = group[i]->AsPacked();
     if (!p || !p->rotation() || (i > 0 && p->rotation() != rot)) return false;
     rot = p->rotation();
   }
-  const float* xr = RotateInput(*rot, x, n);  // once for the whole group
-  for (size_t i = 0; i < group.size(); ++i)
-    static_cast<const PackedLinear*>(group[i])->MatMulRotated(xr, n, ys[i]);
+  const PackedLinear* first = group[0]->AsPacked();
+  float* xr = be.RotationScratch(n * rot->dim());
+  be.Rotate(first->rotation_view(), x, n, xr);  // once for the whole group
+  for (size_t i = 0; i < group.size(); ++i) group[i]->AsPacked()->MatMulRotated(be, xr, n, ys[i]);
   return true;
 }
 

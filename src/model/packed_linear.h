@@ -58,22 +58,36 @@ class PackedLinear final : public Linear {
                std::shared_ptr<const std::vector<float>> scale_table = nullptr);
   int64_t in_features() const override { return w_.cols; }
   int64_t out_features() const override { return w_.rows; }
-  void MatMul(const float* x, int64_t n, float* y) const override;
+  void MatMul(kernels::Backend& be, const float* x, int64_t n, float* y) const override;
   int64_t WeightBytes() const override;
+  // Codes, scales (+ table), minimums, codebook, bias and the rotation's signs into the backend's
+  // memory, packed as stored (host backends: views, nothing copied).
+  void Upload(kernels::Backend& be, std::string_view what) override;
+  // Uses `other`'s backend copy (the same tensors: a tied embedding and LM head).
+  void ShareUpload(const PackedLinear& other);
+  const PackedLinear* AsPacked() const override { return this; }
 
-  // y [n, out] = x' [n, in] · Ŵ'ᵀ (+ bias), x' already rotated by rotation().
-  void MatMulRotated(const float* xr, int64_t n, float* y) const;
+  // y [n, out] = x' [n, in] · Ŵ'ᵀ (+ bias) on `be`, x' already rotated by rotation().
+  void MatMulRotated(kernels::Backend& be, const float* xr, int64_t n, float* y) const;
   const quant::HadamardRotation* rotation() const { return rotation_.get(); }
+  // The rotation as the backend sees it (after Upload); dim 0 when not rotated.
+  const kernels::RotationView& rotation_view() const { return rotation_view_; }
+  // The matrix as loaded (host views) and as the backend sees it (after Upload).
   const kernels::PackedMatrix& matrix() const { return w_; }
-  // out [count, in] = rows r0.. of the dequantized (still rotated) weights.
+  const kernels::PackedMatrix& device_matrix() const { return dw_; }
+  // out [count, in] = rows r0.. of the dequantized (still rotated) weights, on the host.
   void DequantizeRows(int64_t r0, int64_t count, float* out) const;
 
  private:
-  kernels::PackedMatrix w_;
+  kernels::PackedMatrix w_;   // host views (mmapped codes and scales; our codebook / table)
+  kernels::PackedMatrix dw_;  // the same matrix in the backend's memory
   std::vector<float> codebook_;
   std::shared_ptr<const std::vector<float>> scale_table_;  // [256] with e8 scales (shared)
   std::shared_ptr<const quant::HadamardRotation> rotation_;
-  std::vector<float> bias_;
+  kernels::RotationView rotation_view_;
+  FloatParam bias_;
+  // The backend's copies (views on host backends).
+  DeviceBuffer codes_buf_, scales_buf_, mins_buf_, codebook_buf_, table_buf_, signs_buf_;
 };
 
 // Loads the packed linear with module prefix `prefix` of shape [out, in]; every tensor's dtype
@@ -84,7 +98,7 @@ std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedChe
 
 // MatMulShared for a group of PackedLinears with one rotation: rotates x once. Returns false
 // (doing nothing) when the group is not such a group.
-bool PackedMatMulShared(std::span<const Linear* const> group, const float* x, int64_t n,
-                        std::span<float* const> ys);
+bool PackedMatMulShared(kernels::Backend& be, std::span<const Linear* const> group,
+                        const float* x, int64_t n, std::span<float* const> ys);
 
 }  // namespace tq

@@ -1,5 +1,7 @@
 #include "model/weights.h"
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
@@ -110,6 +112,42 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
     }
   }
   return w;
+}
+
+void UploadWeights(ModelWeights& w, kernels::Backend& be) {
+  w.lm_head->Upload(be, "the LM head");
+  if (w.embed_packed) {
+    if (w.lm_head_tied && w.lm_head->AsPacked()) {
+      w.embed_packed->ShareUpload(*w.lm_head->AsPacked());
+    } else {
+      w.embed_packed->Upload(be, "the embedding");
+    }
+  } else if (w.lm_head_tied && w.lm_head->AsDense()) {
+    w.embed_device = w.lm_head->AsDense()->device_weight();
+  } else {
+    w.embed_buf = be.Upload(w.embed.data, w.embed.nbytes(), "the embedding");
+    w.embed_device = w.embed;
+    w.embed_device.data = w.embed_buf.data();
+  }
+  w.final_norm.Upload(be, "the final norm");
+  w.rope_inv_freq = FloatParam(w.rope.inv_freq);
+  w.rope_inv_freq.Upload(be, "the RoPE table");
+  auto mlp = [&](GatedMlp& m, std::string_view what) {
+    m.gate->Upload(be, what);
+    m.up->Upload(be, what);
+    m.down->Upload(be, what);
+  };
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    LayerWeights& L = w.layers[l];
+    const std::string what = fmt::format("layer {}", l);
+    for (FloatParam* p : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm}) p->Upload(be, what);
+    for (Linear* lin : {L.q.get(), L.k.get(), L.v.get(), L.o.get()}) lin->Upload(be, what);
+    if (L.mlp) mlp(*L.mlp, what);
+    if (L.moe) {
+      L.moe->router->Upload(be, what);
+      for (GatedMlp& e : L.moe->experts) mlp(e, what);
+    }
+  }
 }
 
 }  // namespace tq

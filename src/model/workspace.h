@@ -1,36 +1,68 @@
-// Activation buffers of the forward pass, grown to the largest batch seen and then reused (no
-// allocation per token). Internal to model/.
+// Activation buffers of the forward pass in the backend's memory, grown to the largest batch seen
+// and then reused (no allocation per token; Model::Reserve sizes them once, so device addresses
+// stay stable for CUDA graphs). Host staging vectors hold what the host computes per step
+// (positions, MoE grouping). Internal to model/.
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
-#include "core/aligned_buffer.h"
+#include "core/device_buffer.h"
+#include "kernels/backend.h"
 
 namespace tq {
 
 struct ForwardWorkspace {
-  AlignedBuffer<float> x;           // [n, hidden] residual stream
-  AlignedBuffer<float> h;           // [n, hidden] normed input of a block
-  AlignedBuffer<float> y;           // [n, hidden] block output
-  AlignedBuffer<float> q;           // [n, heads * head_dim]
-  AlignedBuffer<float> k, v;        // [n, kv_heads * head_dim]
-  AlignedBuffer<float> attn;        // [n, heads * head_dim]
-  AlignedBuffer<float> gate, up;    // [n, ffn]
-  std::vector<int64_t> positions;   // [n]
-  std::vector<int64_t> logit_rows;  // rows whose logits are wanted
+  DeviceBuffer x;             // [n, hidden] residual stream
+  DeviceBuffer h;             // [n, hidden] normed input of a block
+  DeviceBuffer y;             // [n, hidden] block output
+  DeviceBuffer q;             // [n, heads * head_dim]
+  DeviceBuffer k, v;          // [n, kv_heads * head_dim]
+  DeviceBuffer attn;          // [n, heads * head_dim]
+  DeviceBuffer gate, up;      // [n, ffn]
+  DeviceBuffer ids;           // [n] int32 token ids (device backends)
+  DeviceBuffer positions;     // [n] int64 (device backends)
+  DeviceBuffer logit_rows;    // [m] int32 rows whose logits are wanted (device backends)
+  DeviceBuffer logits;        // [m, vocab] (device backends; host ones write the caller's array)
   // MoE routing.
-  AlignedBuffer<float> router_probs;                // [n, experts]
-  std::vector<int32_t> chosen;                      // [n, top_k] expert ids
-  std::vector<float> chosen_weight;                 // [n, top_k]
-  std::vector<int64_t> expert_count, expert_begin;  // [experts]
-  std::vector<int64_t> slot_row;                    // [n * top_k] rows grouped by expert
-  std::vector<float> slot_weight;                   // [n * top_k]
+  DeviceBuffer router_probs;  // [n, experts]
+  DeviceBuffer chosen;        // [n, top_k] int32 expert ids
+  DeviceBuffer chosen_weight; // [n, top_k]
+  DeviceBuffer slot_row;      // [n * top_k] int32 rows grouped by expert
+  DeviceBuffer slot_weight;   // [n * top_k]
+  DeviceBuffer expert_in;     // [rows of one expert, hidden] gathered inputs
+  DeviceBuffer expert_out;    // [rows of one expert, hidden] expert outputs
 
-  // Grows a buffer to at least `count` floats.
-  static float* Need(AlignedBuffer<float>& b, int64_t count) {
-    if (b.size() < size_t(count)) b.resize(size_t(count));
-    return b.data();
+  // Host side.
+  std::vector<int64_t> positions_host;   // [n]
+  std::vector<int64_t> logit_rows_host;  // rows whose logits are wanted
+  std::vector<int32_t> logit_rows32;     // the same as int32 (GatherRows)
+  std::vector<int32_t> chosen_host;      // [n, top_k]
+  std::vector<float> chosen_weight_host; // [n, top_k]
+  std::vector<int64_t> expert_count, expert_begin;  // [experts]
+  std::vector<int32_t> slot_row_host;    // [n * top_k]
+  std::vector<float> slot_weight_host;   // [n * top_k]
+
+  // Grows a buffer to at least `count` elements of T (contents are not kept).
+  template <typename T = float>
+  static T* Need(kernels::Backend& be, DeviceBuffer& b, int64_t count, std::string_view what) {
+    const size_t bytes = size_t(count) * sizeof(T);
+    if (b.bytes() < bytes) {
+      b.Reset();
+      b = be.Allocate(bytes, what);
+    }
+    return b.as<T>();
+  }
+  // `host` as the backend sees it: host backends use the host array itself; device backends get
+  // a copy in `b` (queued; the host array stays unchanged until the next sync).
+  template <typename T>
+  static const T* Stage(kernels::Backend& be, DeviceBuffer& b, const T* host, int64_t count,
+                        std::string_view what) {
+    if (be.memory_space() == MemorySpace::kHost) return host;
+    T* d = Need<T>(be, b, count, what);
+    be.CopyToDevice(d, host, size_t(count) * sizeof(T));
+    return d;
   }
 };
 

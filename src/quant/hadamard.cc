@@ -148,10 +148,15 @@ void RotateInverse(const HadamardSigns& signs, int64_t block, float* x) {
 
 void RotateRowsForward(const HadamardSigns& signs, int64_t block, float* w, int64_t rows) {
   CheckRotation(signs, block, "hadamard rows forward");
-  const int64_t n = signs.size();
+  RotateRowsForward(signs.data(), signs.size(), block, w, rows);
+}
+
+void RotateRowsForward(const int8_t* signs, int64_t n, int64_t block, float* w, int64_t rows) {
+  TQ_CHECK(block > 0 && (block & (block - 1)) == 0 && n > 0 && n % block == 0,
+           "hadamard rows forward", "dimension {} with block {}", n, block);
   const float scale = float(1.0 / std::sqrt(double(block)));
   ThreadPool::Global().ParallelFor(rows, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) ForwardOne(signs.data(), n, block, scale, w + r * n);
+    for (int64_t r = r0; r < r1; ++r) ForwardOne(signs, n, block, scale, w + r * n);
   });
 }
 

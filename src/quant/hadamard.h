@@ -62,6 +62,8 @@ void RotateForward(const HadamardSigns& signs, int64_t block, float* x);
 void RotateInverse(const HadamardSigns& signs, int64_t block, float* x);
 // Each of `rows` rows of w [rows, n] (row-major): w_i <- R w_i, i.e. W <- W Rᵀ. Parallel over rows.
 void RotateRowsForward(const HadamardSigns& signs, int64_t block, float* w, int64_t rows);
+// The same on a raw sign array s[0..n) (each ±1): what kernels see (kernels::RotationView).
+void RotateRowsForward(const int8_t* signs, int64_t n, int64_t block, float* w, int64_t rows);
 // The inverse of RotateRowsForward: W <- W R.
 void RotateRowsInverse(const HadamardSigns& signs, int64_t block, float* w, int64_t rows);
 

@@ -9,47 +9,16 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "core/sysinfo.h"
-#include "kernels/cpu/vec.h"
+#include "kernels/ops.h"
 #include "model/model.h"
 
 namespace tq {
 
 namespace {
 
-using kernels::cpu::Broadcast;
-using kernels::cpu::Exp16;
-using kernels::cpu::HorizontalSum;
-using kernels::cpu::Load16;
-using kernels::cpu::V16;
-
-TQ_CPU_CLONES float MaxOf(const float* x, int64_t n) {
-  float m = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
-// sum_i e^(x[i] - mx): 16 float lanes of the kernels' vector exp (~2e-7 relative error, each
-// term in (0, 1]) over blocks of 256 entries, the blocks added in double.
-TQ_CPU_CLONES double SumExp(const float* x, int64_t n, float mx) {
-  constexpr int64_t kBlock = 256;
-  const V16 m = Broadcast(mx);
-  double total = 0.0;
-  int64_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) {
-    V16 acc{};
-    for (int64_t j = i; j < i + kBlock; j += 16) acc += Exp16(Load16(x + j) - m);
-    total += double(HorizontalSum(acc));
-  }
-  for (; i < n; ++i) total += std::exp(double(x[i]) - double(mx));
-  return total;
-}
-
 }  // namespace
 
-double LogSumExp(const float* x, int64_t n) {
-  const float mx = MaxOf(x, n);
-  return std::log(SumExp(x, n, mx)) + double(mx);
-}
+double LogSumExp(const float* x, int64_t n) { return kernels::LogSumExp(x, n); }
 
 double NegLogLikelihood(const float* logits, int64_t vocab, int32_t target) {
   return LogSumExp(logits, vocab) - double(logits[target]);

@@ -72,6 +72,24 @@ std::vector<SynthShape> MakeShapes() {
   moe.experts_per_tok = 8;
   moe.moe_intermediate = 768;
   v.push_back(moe);
+  // mistralai/Mistral-7B-Instruct-v0.2 (7.24B; the shape of the llama.cpp GPU anchors):
+  // Llama's layers with 32 heads / 8 KV heads, vocab 32000, rope theta 1e6, no sliding window.
+  SynthShape m7;
+  m7.name = "mistral-7b";
+  m7.model_type = "mistral";
+  m7.architecture = "MistralForCausalLM";
+  m7.hidden = 4096;
+  m7.intermediate = 14336;
+  m7.layers = 32;
+  m7.heads = 32;
+  m7.kv_heads = 8;
+  m7.head_dim = 128;
+  m7.vocab = 32000;
+  m7.max_position_embeddings = 32768;
+  m7.rope_theta = 1000000.0;
+  m7.rms_norm_eps = 1e-5;
+  m7.tokenizer = SynthTokenizerStyle::kMistral;
+  v.push_back(m7);
   // mistralai/Mixtral-8x7B-v0.1: 8 experts, top-2.
   SynthShape mx;
   mx.name = "mixtral-8x7b";
@@ -172,6 +190,7 @@ nlohmann::json SynthConfigJson(const SynthShape& s, int64_t layers) {
     j["mlp_only_layers"] = nlohmann::json::array();
     j["output_router_logits"] = false;
   }
+  if (s.model_type == "mistral") j["sliding_window"] = nullptr;  // v0.2: full attention
   if (s.model_type == "mixtral") {
     j["num_local_experts"] = s.experts;
     j["num_experts_per_tok"] = s.experts_per_tok;

@@ -64,8 +64,8 @@ TEST_P(MatMulConformance, CpuMatchesRef) {
   const auto bias = Random(c.out, 3);
   std::vector<float> want(static_cast<size_t>(c.n * c.out)), got(want.size(), NAN);
   const float* b = c.bias ? bias.data() : nullptr;
-  RefKernels().matmul(x.data(), c.n, w.view, b, want.data());
-  CpuKernels().matmul(x.data(), c.n, w.view, b, got.data());
+  RefBackend().MatMul(x.data(), c.n, w.view, b, want.data());
+  CpuBackend().MatMul(x.data(), c.n, w.view, b, got.data());
   EXPECT_LT(MaxRelErr(got, want), 1e-5) << "n=" << c.n << " out=" << c.out << " in=" << c.in;
 }
 
@@ -97,10 +97,10 @@ TEST(MatMulConformance, GroupMatchesSeparateMatMuls) {
     const MatMulOutput outs[] = {{&a.view, nullptr, ya.data()},
                                  {&b.view, bias.data(), yb.data()},
                                  {&c.view, bias.data(), yc.data()}};
-    CpuKernels().matmul_group(x.data(), n, std::span(outs));
+    CpuBackend().MatMulGroup(x.data(), n, std::span(outs));
     for (const MatMulOutput& o : outs) {
       std::vector<float> want(size_t(n * o.w->dim(0)));
-      RefKernels().matmul(x.data(), n, *o.w, o.bias, want.data());
+      RefBackend().MatMul(x.data(), n, *o.w, o.bias, want.data());
       EXPECT_LT(MaxRelErr(std::vector<float>(o.y, o.y + want.size()), want), 1e-5) << n;
     }
   }
@@ -109,16 +109,16 @@ TEST(MatMulConformance, GroupMatchesSeparateMatMuls) {
   const Weights b = MakeWeights(Random(8 * 17, 26), 8, 17, DType::F32);
   std::vector<float> x(17, 1.0f), y(8);
   const MatMulOutput bad[] = {{&a.view, nullptr, y.data()}, {&b.view, nullptr, y.data()}};
-  EXPECT_THROW(CpuKernels().matmul_group(x.data(), 1, std::span(bad)), Error);
+  EXPECT_THROW(CpuBackend().MatMulGroup(x.data(), 1, std::span(bad)), Error);
 }
 
 TEST(MatMulConformance, SameResultOnOneThread) {
   const auto x = Random(40 * 300, 4);
   const Weights w = MakeWeights(Random(200 * 300, 5), 200, 300, DType::BF16);
   std::vector<float> a(40 * 200), b(40 * 200);
-  CpuKernels().matmul(x.data(), 40, w.view, nullptr, a.data());
+  CpuBackend().MatMul(x.data(), 40, w.view, nullptr, a.data());
   ThreadPool::SetGlobalThreads(1);
-  CpuKernels().matmul(x.data(), 40, w.view, nullptr, b.data());
+  CpuBackend().MatMul(x.data(), 40, w.view, nullptr, b.data());
   ThreadPool::SetGlobalThreads(0);
   EXPECT_EQ(a, b);  // the work split does not change the arithmetic
 }
@@ -127,8 +127,8 @@ TEST(ElementwiseConformance, RmsNormRopeSiluMatchRef) {
   const int64_t rows = 5, heads = 3, hd = 10;
   const auto x = Random(rows * heads * hd, 6), wt = Random(hd, 7);
   std::vector<float> a(x.size()), b(x.size());
-  RefKernels().rms_norm(x.data(), rows * heads, hd, wt.data(), 1e-5f, a.data());
-  CpuKernels().rms_norm(x.data(), rows * heads, hd, wt.data(), 1e-5f, b.data());
+  RefBackend().RmsNorm(x.data(), rows * heads, hd, wt.data(), 1e-5f, a.data());
+  CpuBackend().RmsNorm(x.data(), rows * heads, hd, wt.data(), 1e-5f, b.data());
   EXPECT_LT(MaxRelErr(b, a), 1e-6);
 
   std::vector<float> inv_freq(hd / 2);
@@ -136,8 +136,8 @@ TEST(ElementwiseConformance, RmsNormRopeSiluMatchRef) {
   const std::vector<int64_t> pos = {0, 1, 7, 100, 4095};
   a = x;
   b = x;
-  RefKernels().rope(a.data(), rows, heads, hd, pos.data(), inv_freq.data(), 1.1f);
-  CpuKernels().rope(b.data(), rows, heads, hd, pos.data(), inv_freq.data(), 1.1f);
+  RefBackend().Rope(a.data(), rows, heads, hd, pos.data(), inv_freq.data(), 1.1f);
+  CpuBackend().Rope(b.data(), rows, heads, hd, pos.data(), inv_freq.data(), 1.1f);
   EXPECT_LT(MaxRelErr(b, a), 1e-6);
   // Position 0 is the identity (times the attention factor).
   for (int64_t j = 0; j < heads * hd; ++j) EXPECT_FLOAT_EQ(a[size_t(j)], x[size_t(j)] * 1.1f);
@@ -145,8 +145,8 @@ TEST(ElementwiseConformance, RmsNormRopeSiluMatchRef) {
   const auto g = Random(1001, 8), u = Random(1001, 9);
   a.resize(1001);
   b.resize(1001);
-  RefKernels().silu_mul(g.data(), u.data(), 1001, a.data());
-  CpuKernels().silu_mul(g.data(), u.data(), 1001, b.data());
+  RefBackend().SiluMul(g.data(), u.data(), 1001, a.data());
+  CpuBackend().SiluMul(g.data(), u.data(), 1001, b.data());
   EXPECT_LT(MaxRelErr(b, a), 1e-6);
 }
 
@@ -166,8 +166,8 @@ TEST_P(AttentionConformance, CpuMatchesRef) {
   KvView kv{k.view.data, v.view.data, c.dt, cap * c.hd};
   AttentionParams p{c.heads, c.kv_heads, c.hd, 1.0f / std::sqrt(float(c.hd)), c.window};
   std::vector<float> want(q.size()), got(q.size(), NAN);
-  RefKernels().attention(q.data(), c.n, c.pos0, kv, p, want.data());
-  CpuKernels().attention(q.data(), c.n, c.pos0, kv, p, got.data());
+  RefBackend().Attention(q.data(), c.n, c.pos0, kv, p, want.data());
+  CpuBackend().Attention(q.data(), c.n, c.pos0, kv, p, got.data());
   EXPECT_LT(MaxRelErr(got, want), 1e-5);
 }
 

@@ -80,7 +80,6 @@ struct Config {
 class QjlCache : public ::testing::TestWithParam<Config> {
  protected:
   void TearDown() override {
-    kernels::SetActiveKernels(kernels::CpuKernels());
     kernels::SetKvInt8Scoring(true);
   }
 };
@@ -108,9 +107,9 @@ TEST_P(QjlCache, RefAndCpuComputeTheEstimator) {
       const auto q = Random(size_t(n * qw), rng, 2.0f);
       cache->Append(layer, k.data(), v.data(), n);
       std::vector<float> ref(q.size()), cpu(q.size()), cpu8(q.size());
-      kernels::SetActiveKernels(kernels::RefKernels());
+      cache->UseBackend(kernels::RefBackend());
       cache->Attend(layer, q.data(), n, ref.data());
-      kernels::SetActiveKernels(kernels::CpuKernels());
+      cache->UseBackend(kernels::CpuBackend());
       kernels::SetKvInt8Scoring(false);
       cache->Attend(layer, q.data(), n, cpu.data());
       kernels::SetKvInt8Scoring(true);
@@ -186,9 +185,9 @@ TEST(QjlCacheSizes, BoundaryAndSlidingLayersStayPlain) {
       const auto q = Random(size_t(n * 512), rng, 2.0f);
       cache->Append(layer, k.data(), v.data(), n);
       std::vector<float> ref(q.size()), cpu(q.size());
-      kernels::SetActiveKernels(kernels::RefKernels());
+      cache->UseBackend(kernels::RefBackend());
       cache->Attend(layer, q.data(), n, ref.data());
-      kernels::SetActiveKernels(kernels::CpuKernels());
+      cache->UseBackend(kernels::CpuBackend());
       cache->Attend(layer, q.data(), n, cpu.data());
       EXPECT_LT(Nmse(cpu, ref), 2e-3) << "layer " << layer << " n " << n;
     }

@@ -72,8 +72,7 @@ std::vector<float> DecompressThenAttend(const TurboQuantKvCache& c, int64_t laye
   kernels::KvView view{kt.data(), vt.data(), DType::F32, total * d};
   kernels::AttentionParams p{l.num_heads, l.num_kv_heads, d, l.scale, 0};
   std::vector<float> out(q.size());
-  kernels::SetActiveKernels(kernels::RefKernels());
-  kernels::Attention(q.data(), n, total - n, view, p, out.data());
+  kernels::RefBackend().Attention(q.data(), n, total - n, view, p, out.data());
   return out;
 }
 
@@ -89,7 +88,6 @@ class CacheVsDecompressed : public ::testing::TestWithParam<Config> {
  protected:
   void SetUp() override { kernels::SetKvInt8Scoring(false); }  // exact scores (see kernels tests)
   void TearDown() override {
-    kernels::SetActiveKernels(kernels::CpuKernels());
     kernels::SetKvInt8Scoring(true);
   }
 };
@@ -121,9 +119,9 @@ TEST_P(CacheVsDecompressed, RefAndCpuMatchTheDecompressedCache) {
       const auto q = Random(static_cast<size_t>(n * qw), rng, 2.0f);
       cache->Append(layer, k.data(), v.data(), n);
       std::vector<float> ref(q.size()), cpu(q.size());
-      kernels::SetActiveKernels(kernels::RefKernels());
+      cache->UseBackend(kernels::RefBackend());
       cache->Attend(layer, q.data(), n, ref.data());
-      kernels::SetActiveKernels(kernels::CpuKernels());
+      cache->UseBackend(kernels::CpuBackend());
       cache->Attend(layer, q.data(), n, cpu.data());
       EXPECT_LT(Nmse(cpu, ref), 1e-9) << "layer " << layer << " n " << n;
       if (layer == last) {

@@ -53,6 +53,7 @@ Made Make(int64_t out, int64_t in, quant::CodeFormat f,
     v.scales = m.q.scales.data();
   }
   m.linear = std::make_unique<PackedLinear>(v, m.q.codebook, rot, std::vector<float>{}, table);
+  m.linear->Upload(kernels::CpuBackend(), "test");
   return m;
 }
 
@@ -81,7 +82,7 @@ TEST(PackedLinear, EqualsDenseDequantizedProduct) {
       for (int64_t n : {1, 5, 20, 40}) {
         std::vector<float> x(size_t(n * in)), y(size_t(n * 40));
         for (auto& v : x) v = nd(rng);
-        m.linear->MatMul(x.data(), n, y.data());
+        m.linear->MatMul(kernels::CpuBackend(), x.data(), n, y.data());
         const std::vector<float> want = DenseProduct(m.dense, 40, in, x, n);
         // Up to 32 tokens (a batched decode step) may take the int8 decode kernels
         // (kernels/cpu/packed_decode.h; PackedLinear splits 8-32 rows into calls they take): error
@@ -119,18 +120,18 @@ TEST(PackedLinear, SharedGroupRotatesOnceWithTheSameResult) {
   std::vector<float> x(size_t(3 * in));
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i));
   std::vector<float> ya(3 * 24), yb(3 * 8), sa(3 * 24), sb(3 * 8);
-  a.linear->MatMul(x.data(), 3, ya.data());
-  b.linear->MatMul(x.data(), 3, yb.data());
+  a.linear->MatMul(kernels::CpuBackend(), x.data(), 3, ya.data());
+  b.linear->MatMul(kernels::CpuBackend(), x.data(), 3, yb.data());
   const Linear* group[] = {a.linear.get(), b.linear.get()};
   float* outs[] = {sa.data(), sb.data()};
-  ASSERT_TRUE(PackedMatMulShared(group, x.data(), 3, outs));
+  ASSERT_TRUE(PackedMatMulShared(kernels::CpuBackend(), group, x.data(), 3, outs));
   EXPECT_EQ(ya, sa);
   EXPECT_EQ(yb, sb);
   // Different rotations: not a sharing group (MatMulShared falls back to separate calls).
   auto other = std::make_shared<quant::HadamardRotation>(quant::HadamardRotation::Make(in, 10));
   const Made c = Make(8, in, quant::CodeFormat::kQ3, other, 4);
   const Linear* mixed[] = {a.linear.get(), c.linear.get()};
-  EXPECT_FALSE(PackedMatMulShared(mixed, x.data(), 3, outs));
+  EXPECT_FALSE(PackedMatMulShared(kernels::CpuBackend(), mixed, x.data(), 3, outs));
 }
 
 TEST(PackedLinear, QuantizationBlockParsing) {

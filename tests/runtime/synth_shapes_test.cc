@@ -23,7 +23,7 @@ TEST(SynthShapes, ParameterCountsMatchTheHubModels) {
   const std::map<std::string, int64_t> want = {
       {"llama-3.2-1b", 1235814400},  {"llama-3.2-3b", 3212749824}, {"llama-3.1-8b", 8030261248},
       {"qwen2.5-7b", 7615616512},    {"qwen3-8b", 8190735360},     {"qwen3-30b-a3b", 30532122624},
-      {"mixtral-8x7b", 46702792704},
+      {"mixtral-8x7b", 46702792704}, {"mistral-7b", 7241732096},
   };
   for (const auto& [name, count] : want) EXPECT_EQ(ParamCount(FindSynthShape(name)), count) << name;
 }
@@ -74,6 +74,8 @@ TEST(SynthShapes, SpecificValues) {
   EXPECT_EQ(FindSynthShape("qwen2.5-7b").vocab, 152064);
   EXPECT_EQ(FindSynthShape("qwen3-8b").vocab, 151936);
   EXPECT_EQ(FindSynthShape("mixtral-8x7b").vocab, 32000);
+  EXPECT_EQ(FindSynthShape("mistral-7b").vocab, 32000);
+  EXPECT_EQ(FindSynthShape("mistral-7b").kv_heads, 8);
   const auto& moe = FindSynthShape("qwen3-30b-a3b");
   EXPECT_EQ(moe.experts, 128);
   EXPECT_EQ(moe.experts_per_tok, 8);

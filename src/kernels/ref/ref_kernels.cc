@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
-#include "kernels/backend.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace tq::kernels {
 namespace {
@@ -24,7 +24,11 @@ float Load(const void* p, DType dt, int64_t i) {
   }
 }
 
-void RefMatMul(const float* x, int64_t n, const TensorView& w, const float* bias, float* y) {
+}  // namespace
+
+namespace ref {
+
+void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias, float* y) {
   TQ_CHECK(w.rank() == 2, "matmul ref", "weight must be 2-D, got {}", ShapeToString(w.shape));
   const int64_t out = w.dim(0), in = w.dim(1);
   for (int64_t t = 0; t < n; ++t) {
@@ -37,11 +41,11 @@ void RefMatMul(const float* x, int64_t n, const TensorView& w, const float* bias
   }
 }
 
-void RefMatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) {
-  for (const MatMulOutput& o : outs) RefMatMul(x, n, *o.w, o.bias, o.y);
+void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) {
+  for (const MatMulOutput& o : outs) MatMul(x, n, *o.w, o.bias, o.y);
 }
 
-void RefRmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
+void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
                 float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0;
@@ -51,7 +55,7 @@ void RefRmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, 
   }
 }
 
-void RefRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
+void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
              const float* inv_freq, float attn_factor) {
   const int64_t half = head_dim / 2;
   for (int64_t r = 0; r < rows; ++r) {
@@ -70,11 +74,11 @@ void RefRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int6
   }
 }
 
-void RefSiluMul(const float* gate, const float* up, int64_t n, float* out) {
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void RefAttention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
+void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
                   const AttentionParams& p, float* out) {
   const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
   std::vector<double> score(size_t(pos0 + n));
@@ -104,17 +108,6 @@ void RefAttention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
   }
 }
 
-}  // namespace
-
-const KernelTable& RefKernels() {
-  static const KernelTable table{.name = "ref",
-                                 .matmul = RefMatMul,
-                                 .matmul_group = RefMatMulGroup,
-                                 .rms_norm = RefRmsNorm,
-                                 .rope = RefRope,
-                                 .silu_mul = RefSiluMul,
-                                 .attention = RefAttention};
-  return table;
-}
+}  // namespace ref
 
 }  // namespace tq::kernels

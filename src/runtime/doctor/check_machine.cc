@@ -23,14 +23,12 @@ void CheckMachine(DoctorState& st) {
     st.Add(CheckStatus::kOk, "cpu", fmt::format("{}: {}", brand, names));
   }
   try {
-    const kernels::KernelTable& k = kernels::ActiveKernels();
-    const char* simd = cpu.avx512f ? " on AVX-512"
-                       : cpu.avx2  ? " on AVX2"
-                       : cpu.neon  ? " on NEON"
-                                   : "";
+    const std::string device = kernels::DefaultDeviceName();
+    kernels::Backend& be = kernels::GetBackend(device);
     st.Add(CheckStatus::kOk, "kernels",
-           fmt::format("backend '{}'{} ($TQ_KERNELS=ref|cpu selects)", k.name,
-                       k.name == "cpu" ? simd : ""));
+           fmt::format("backend {} (device '{}'; --device or $TURBOQUANT_DEVICE = cpu|ref|cuda[:N] "
+                       "selects)",
+                       be.Describe(), device));
   } catch (const Error& e) {
     st.Add(CheckStatus::kFail, "kernels", e.what());
   }

@@ -1,0 +1,195 @@
+// CUDA backend kernels on the Llama-3.1-8B shapes (hidden 4096, FFN 14336, 32 heads / 8 KV heads,
+// head_dim 128): bytes moved per call, time per call and GB/s — the roofline rows of
+// docs/BENCHMARKS.md's GPU section. Each iteration enqueues kBatch calls on the backend's stream
+// and synchronizes once, so the time per call includes the launch (as a decode step pays it) but
+// not a host round trip. Skips (one line) without a CUDA build or a GPU.
+//   bench_cuda_ops [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/backend.h"
+#include "quant/codebook.h"
+#include "quant/packing.h"
+#if defined(TQ_WITH_CUDA)
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+namespace tq::kernels {
+namespace {
+
+constexpr int kBatch = 20;
+
+Backend* Gpu() {
+#if defined(TQ_WITH_CUDA)
+  static std::unique_ptr<Backend> gpu = CudaDeviceCountImpl() > 0 ? MakeCudaBackend(0) : nullptr;
+  return gpu.get();
+#else
+  return nullptr;
+#endif
+}
+
+DeviceBuffer RandomBytes(Backend& b, size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& x : v) x = uint8_t(rng());
+  return b.Upload(v.data(), n, "bench");
+}
+DeviceBuffer Halfs(Backend& b, size_t n, float value) {
+  std::vector<uint16_t> v(n, F32ToF16(value));
+  return b.Upload(v.data(), n * 2, "bench");
+}
+DeviceBuffer Floats(Backend& b, size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  for (auto& x : v) x = d(rng);
+  return b.Upload(v.data(), n * 4, "bench");
+}
+
+// Times kBatch calls of f per iteration; reports GB/s for `bytes` per call.
+template <typename F>
+void Time(benchmark::State& state, Backend& gpu, double bytes, F&& f) {
+  f();
+  gpu.Synchronize();
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kBatch; ++i) f();
+    gpu.Synchronize();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(s / kBatch);
+  }
+  state.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["MB"] = bytes / 1e6;
+}
+
+// PackedMatMul: rows x cols q4 (codebook, fp16 scales, group 128), n tokens.
+void BM_PackedMatMul(benchmark::State& state) {
+  Backend* gpu = Gpu();
+  if (!gpu) return state.SkipWithError("no CUDA device");
+  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2), g = 128;
+  const auto f = static_cast<quant::CodeFormat>(state.range(3));
+  const int64_t row_bytes = int64_t(quant::PackedBytes(f, cols));
+  auto codes = RandomBytes(*gpu, size_t(rows * row_bytes), 1);
+  auto scales = Halfs(*gpu, size_t(rows * cols / g), 0.01f);
+  const auto& book = quant::GaussianCodebook(f).levels;
+  auto cb = gpu->Upload(book.data(), book.size() * 4, "codebook");
+  auto x = Floats(*gpu, size_t(n * cols), 2);
+  auto y = gpu->Allocate(size_t(n * rows) * 4, "y");
+  PackedMatrix w;
+  w.format = f;
+  w.rows = rows;
+  w.cols = cols;
+  w.group_size = g;
+  w.codes = codes.as<uint8_t>();
+  w.row_bytes = row_bytes;
+  w.scales = scales.as<uint16_t>();
+  w.codebook = cb.as<float>();
+  const double bytes = double(rows * row_bytes + rows * cols / g * 2 + n * cols * 4 + n * rows * 4);
+  Time(state, *gpu, bytes, [&] { gpu->PackedMatMul(x.as<float>(), n, w, nullptr, y.as<float>()); });
+}
+
+// MatMul with bf16 weights.
+void BM_MatMulBf16(benchmark::State& state) {
+  Backend* gpu = Gpu();
+  if (!gpu) return state.SkipWithError("no CUDA device");
+  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
+  auto wb = Halfs(*gpu, size_t(rows * cols), 0.0f);
+  auto x = Floats(*gpu, size_t(n * cols), 2);
+  auto y = gpu->Allocate(size_t(n * rows) * 4, "y");
+  const TensorView w{wb.data(), DType::BF16, {rows, cols}};
+  const double bytes = double(rows * cols * 2 + n * cols * 4 + n * rows * 4);
+  Time(state, *gpu, bytes, [&] { gpu->MatMul(x.as<float>(), n, w, nullptr, y.as<float>()); });
+}
+
+// Decode attention over an fp16 plain cache of `ctx` positions (32 heads / 8 KV heads, d 128).
+void BM_AttentionF16(benchmark::State& state) {
+  Backend* gpu = Gpu();
+  if (!gpu) return state.SkipWithError("no CUDA device");
+  const int64_t ctx = state.range(0), H = 32, KV = 8, d = 128;
+  auto k = Halfs(*gpu, size_t(KV * ctx * d), 0.01f), v = Halfs(*gpu, size_t(KV * ctx * d), 0.01f);
+  auto q = Floats(*gpu, size_t(H * d), 3);
+  auto out = gpu->Allocate(size_t(H * d) * 4, "out");
+  const AttentionParams p{H, KV, d, 0.088f, 0};
+  const double bytes = double(2 * KV * ctx * d * 2);
+  Time(state, *gpu, bytes, [&] {
+    gpu->Attention(q.as<float>(), 1, ctx - 1, KvView{k.data(), v.data(), DType::F16, ctx * d}, p,
+                   out.as<float>());
+  });
+}
+
+// Decode attention on a compressed cache of `ctx` coded positions, K4 V3 (group 128).
+void BM_CompressedAttentionK4V3(benchmark::State& state) {
+  Backend* gpu = Gpu();
+  if (!gpu) return state.SkipWithError("no CUDA device");
+  const int64_t ctx = state.range(0), H = 32, KV = 8, d = 128;
+  static const auto rk = quant::HadamardRotation::Make(d, 1, d),
+                    rv = quant::HadamardRotation::Make(d, 2, d);
+  const auto& l4 = quant::GaussianCodebook(4).levels;
+  const auto& l3 = quant::GaussianCodebook(3).levels;
+  auto t4 = gpu->Upload(l4.data(), l4.size() * 4, "levels"),
+       t3 = gpu->Upload(l3.data(), l3.size() * 4, "levels");
+  CompressedKvView kv;
+  kv.k_rotation = &rk;
+  kv.v_rotation = &rv;
+  auto fmt_of = [&](quant::CodeFormat f, const float* levels) {
+    KvCodeFormat cf;
+    cf.dim = d;
+    cf.group = d;
+    cf.num_segments = 1;
+    cf.segments[0] = {0, d, f, levels, 0};
+    cf.code_bytes = int64_t(quant::PackedBytes(f, d));
+    return cf;
+  };
+  kv.k_format = fmt_of(quant::CodeFormat::kQ4, t4.as<float>());
+  kv.v_format = fmt_of(quant::CodeFormat::kQ3, t3.as<float>());
+  auto kc = RandomBytes(*gpu, size_t(KV * ctx * kv.k_format.code_bytes), 4);
+  auto vc = RandomBytes(*gpu, size_t(KV * ctx * kv.v_format.code_bytes), 5);
+  auto ks = Halfs(*gpu, size_t(KV * ctx), 0.1f), vs = Halfs(*gpu, size_t(KV * ctx), 0.1f);
+  kv.num_spans = 1;
+  KvSpan& s = kv.spans[0];
+  s.begin = 0;
+  s.end = ctx;
+  s.head_stride = ctx;
+  s.coded = true;
+  s.k_codes = kc.as<uint8_t>();
+  s.v_codes = vc.as<uint8_t>();
+  s.k_scales = ks.as<uint16_t>();
+  s.v_scales = vs.as<uint16_t>();
+  auto q = Floats(*gpu, size_t(H * d), 3);
+  auto out = gpu->Allocate(size_t(H * d) * 4, "out");
+  const AttentionParams p{H, KV, d, 0.088f, 0};
+  const double bytes = double(KV * ctx * (kv.k_format.code_bytes + kv.v_format.code_bytes + 4));
+  Time(state, *gpu, bytes,
+       [&] { gpu->CompressedAttention(q.as<float>(), 1, ctx - 1, kv, p, out.as<float>()); });
+}
+
+constexpr int kQ4 = int(quant::CodeFormat::kQ4), kQ3 = int(quant::CodeFormat::kQ3),
+              kQ2 = int(quant::CodeFormat::kQ2);
+
+BENCHMARK(BM_PackedMatMul)
+    ->Args({14336, 4096, 1, kQ4})
+    ->Args({4096, 14336, 1, kQ4})
+    ->Args({14336, 4096, 1, kQ3})
+    ->Args({14336, 4096, 1, kQ2})
+    ->Args({4096, 4096, 1, kQ4})
+    ->Args({14336, 4096, 8, kQ4})
+    ->Args({14336, 4096, 512, kQ4})
+    ->UseManualTime();
+BENCHMARK(BM_MatMulBf16)
+    ->Args({14336, 4096, 1})
+    ->Args({4096, 14336, 1})
+    ->Args({14336, 4096, 512})
+    ->UseManualTime();
+BENCHMARK(BM_AttentionF16)->Arg(512)->Arg(32768)->UseManualTime();
+BENCHMARK(BM_CompressedAttentionK4V3)->Arg(512)->Arg(32768)->UseManualTime();
+
+}  // namespace
+}  // namespace tq::kernels
+
+BENCHMARK_MAIN();

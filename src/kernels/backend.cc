@@ -1,0 +1,108 @@
+#include "kernels/backend.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+
+#if TQ_WITH_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+namespace tq::kernels {
+
+std::string_view OpName(Op op) {
+  switch (op) {
+    case Op::kEmbedRows: return "embed_rows";
+    case Op::kPackedEmbedRows: return "packed_embed_rows";
+    case Op::kAdd: return "add";
+    case Op::kRmsNorm: return "rms_norm";
+    case Op::kRotate: return "rotate";
+    case Op::kMatMul: return "matmul";
+    case Op::kMatMulGroup: return "matmul_group";
+    case Op::kPackedMatMul: return "packed_matmul";
+    case Op::kRope: return "rope";
+    case Op::kSiluMul: return "silu_mul";
+    case Op::kAttention: return "attention";
+    case Op::kCompressedAttention: return "compressed_attention";
+    case Op::kKvStore: return "kv_store";
+    case Op::kMoeRoute: return "moe_route";
+    case Op::kGatherRows: return "gather_rows";
+    case Op::kScatterAddRows: return "scatter_add_rows";
+    case Op::kArgmax: return "argmax";
+    case Op::kCopy: return "copy";
+    case Op::kCount: break;
+  }
+  return "?";
+}
+
+bool BuiltWithCudaBackend() {
+#if TQ_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int CudaDeviceCount() {
+#if TQ_WITH_CUDA
+  static const int count = CudaDeviceCountImpl();
+  return count;
+#else
+  return 0;
+#endif
+}
+
+GpuInfo QueryGpu(int device) {
+#if TQ_WITH_CUDA
+  return QueryCudaGpuImpl(device);
+#else
+  (void)device;
+  Fail("cuda", "this turboquant was built without CUDA (configure with -DTQ_CUDA=ON)");
+#endif
+}
+
+std::string DefaultDeviceName() {
+  const char* env = std::getenv("TURBOQUANT_DEVICE");
+  return env && *env ? std::string(env) : std::string("auto");
+}
+
+Backend& GetBackend(std::string_view device) {
+  if (device.empty() || device == "auto") {
+    if (BuiltWithCudaBackend() && CudaDeviceCount() > 0) return GetBackend("cuda:0");
+    return CpuBackend();
+  }
+  if (device == "cpu") return CpuBackend();
+  if (device == "ref") return RefBackend();
+  if (device == "cuda" || device.starts_with("cuda:")) {
+    int index = 0;
+    if (device.size() > 4) {
+      const std::string_view num = device.substr(5);
+      const auto [end, ec] = std::from_chars(num.data(), num.data() + num.size(), index);
+      TQ_CHECK(ec == std::errc() && end == num.data() + num.size() && index >= 0, "device",
+               "'{}' is not a device (expected cpu, ref, cuda or cuda:N)", device);
+    }
+    TQ_CHECK(BuiltWithCudaBackend(), "device",
+             "'{}': this build has no CUDA backend (configure with the cuda preset, "
+             "-DTQ_CUDA=ON)",
+             device);
+    const int count = CudaDeviceCount();
+    TQ_CHECK(count > 0, "device", "'{}': no NVIDIA GPU is visible (CUDA reports 0 devices)",
+             device);
+    TQ_CHECK(index < count, "device", "'{}': there are {} GPU(s): cuda:0 .. cuda:{}", device,
+             count, count - 1);
+#if TQ_WITH_CUDA
+    static std::mutex mu;
+    static std::map<int, std::unique_ptr<Backend>> backends;
+    std::lock_guard<std::mutex> lock(mu);
+    auto& b = backends[index];
+    if (!b) b = MakeCudaBackend(index);
+    return *b;
+#endif
+  }
+  Fail("device", "'{}' is not a device (expected cpu, ref, cuda or cuda:N)", device);
+}
+
+}  // namespace tq::kernels

@@ -1,0 +1,87 @@
+// Device helpers shared by the CUDA kernels: element loads (F32/F16/BF16), group scales and
+// dequantized packed elements (the code decoder itself is code_at.h), warp reductions and the
+// in-shared-memory Walsh–Hadamard transform.
+#pragma once
+
+#if !defined(TQ_CUDA_EMU)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#endif
+
+#include <cstdint>
+
+#include "kernels/cuda/code_at.h"
+#include "kernels/cuda/launch.h"
+
+namespace tq::kernels::cuda {
+
+__device__ __forceinline__ float F16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float Bf16(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+
+template <Elem E>
+__device__ __forceinline__ float LoadElem(const void* p, int64_t i) {
+  if constexpr (E == Elem::kF32) {
+    return __ldg(static_cast<const float*>(p) + i);
+  } else if constexpr (E == Elem::kF16) {
+    return F16(__ldg(static_cast<const unsigned short*>(p) + i));
+  } else {
+    return Bf16(__ldg(static_cast<const unsigned short*>(p) + i));
+  }
+}
+
+__device__ __forceinline__ float LoadElem(const void* p, Elem e, int64_t i) {
+  switch (e) {
+    case Elem::kF32:
+      return LoadElem<Elem::kF32>(p, i);
+    case Elem::kF16:
+      return LoadElem<Elem::kF16>(p, i);
+    default:
+      return LoadElem<Elem::kBF16>(p, i);
+  }
+}
+
+// Group scale i (flat: row · groups + group) of a packed matrix, fp16 or e8.
+__device__ __forceinline__ float PackedScale(const DevPacked& w, int64_t i) {
+  return w.scale_codes ? __ldg(w.scale_table + __ldg(w.scale_codes + i)) : F16(__ldg(w.scales + i));
+}
+
+// Dequantized element (r, c) of a packed matrix; `book` is the codebook (shared memory or global).
+__device__ __forceinline__ float PackedAt(const DevPacked& w, const float* book, int64_t r,
+                                          int64_t c) {
+  const int code = CodeAt(w.format, w.codes + r * w.row_bytes, c, w.cols);
+  const int64_t g = r * (w.cols / w.group_size) + c / w.group_size;
+  const float scale = PackedScale(w, g);
+  // Rounded as the reference rounds it (no fused multiply-add): embeddings are bit-exact.
+  if (w.affine) return __fadd_rn(F16(__ldg(w.mins + g)), __fmul_rn(scale, float(code)));
+  return scale * book[code];
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float WarpMax(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// x[0..n) <- H_b x blockwise (b a power of two dividing n; pairs (i, i + h) never cross a
+// block since h < b), all threads of the CUDA block taking part; ends with a barrier.
+__device__ __forceinline__ void SharedFwht(float* x, int n, int b) {
+  for (int h = 1; h < b; h <<= 1) {
+    __syncthreads();
+    for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {
+      const int i = (p / h) * 2 * h + p % h;
+      const float a = x[i], c = x[i + h];
+      x[i] = a + c;
+      x[i + h] = a - c;
+    }
+  }
+  __syncthreads();
+}
+
+inline unsigned Blocks(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+}  // namespace tq::kernels::cuda

@@ -1,0 +1,501 @@
+// CudaBackend: the Backend of kernels/backend.h on one NVIDIA GPU. It owns a non-blocking
+// stream (every op is enqueued on it, in order), a device error word that kernels set on bad
+// input (token ids outside the table) and that every sync point checks, and scratch buffers that
+// only grow (the rotation scratch, the overlap buffer of Copy) so device addresses stay stable for
+// CUDA graphs. Argument checks run on the host before anything is enqueued; they never read
+// device memory.
+#include "kernels/cuda/cuda_backend.h"
+
+#if !defined(TQ_CUDA_EMU)
+#include <cuda_runtime.h>
+#endif
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cuda/launch.h"
+#include "quant/format.h"
+
+namespace tq::kernels {
+namespace {
+
+using cuda::DevPacked;
+using cuda::Elem;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+Elem ElemOf(DType dt, const std::string& where) {
+  switch (dt) {
+    case DType::F32:
+      return Elem::kF32;
+    case DType::F16:
+      return Elem::kF16;
+    case DType::BF16:
+      return Elem::kBF16;
+    default:
+      Fail(where, "unsupported dtype {} (F32, F16 or BF16)", DTypeName(dt));
+  }
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    name_ = "cuda:" + std::to_string(device);
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) count = 0;
+    cudaGetLastError();
+    TQ_CHECK(device >= 0 && device < count, name_, "no such CUDA device ({} visible)", count);
+    Check(cudaSetDevice(device_), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    Check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+    device_name_ = prop.name;
+    cc_major_ = prop.major;
+    cc_minor_ = prop.minor;
+    total_ = prop.totalGlobalMem;
+    Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    Check(cudaMalloc(&err_, sizeof(cuda::DeviceError)), "cudaMalloc (error word)");
+    Check(cudaMemset(err_, 0, sizeof(cuda::DeviceError)), "cudaMemset");
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaStreamSynchronize(stream_);
+    for (void* p : {static_cast<void*>(err_), rot_scratch_, copy_scratch_})
+      if (p) cudaFree(p);
+    for (auto& s : signs_) cudaFree(s.device);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string_view name() const override { return name_; }
+  MemorySpace memory_space() const override { return MemorySpace::kDevice; }
+  bool Supports(Op op) const override { return op != Op::kCount; }
+  std::string Describe() const override {
+    return fmt::format("{} {}, {:.0f} GiB, sm_{}{}", name_, device_name_,
+                       double(total_) / (kMiB * 1024.0), cc_major_, cc_minor_);
+  }
+
+  // --- memory ---
+  DeviceBuffer Allocate(size_t bytes, std::string_view what) override {
+    Enter();
+    if (bytes == 0) return DeviceBuffer(nullptr, 0, MemorySpace::kDevice, nullptr, nullptr);
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free allocation error
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      Fail(name_,
+           "out of device memory: {} needs {:.1f} MiB ({} bytes), {:.1f} MiB free of {:.1f} MiB "
+           "({})",
+           what, double(bytes) / kMiB, bytes, double(free_b) / kMiB, double(total_b) / kMiB,
+           cudaGetErrorString(e));
+    }
+    return DeviceBuffer(p, bytes, MemorySpace::kDevice, &FreeDevice, this);
+  }
+
+  DeviceBuffer Upload(const void* host, size_t bytes, std::string_view what) override {
+    DeviceBuffer b = Allocate(bytes, what);
+    if (bytes) {
+      // Ordered after everything queued (the buffer may be read by the next op).
+      Check(cudaMemcpyAsync(b.data(), host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+      Check(cudaStreamSynchronize(stream_), "upload");
+    }
+    return b;
+  }
+
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    Enter();
+    if (bytes)
+      Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
+  }
+
+  void Download(void* dst, const void* src, size_t bytes) override {
+    Enter();
+    if (bytes) Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
+    SyncAndCheck("download");
+  }
+
+  void Synchronize() override {
+    Enter();
+    SyncAndCheck("synchronize");
+  }
+
+  void MemoryInfo(size_t* free_bytes, size_t* total_bytes) const override {
+    cudaSetDevice(device_);
+    size_t f = 0, t = 0;
+    Check(cudaMemGetInfo(&f, &t), "cudaMemGetInfo");
+    if (free_bytes) *free_bytes = f;
+    if (total_bytes) *total_bytes = t;
+  }
+
+  // --- ops ---
+  void EmbedRows(const TensorView& table, const int32_t* ids, int64_t n, float* out) override {
+    const std::string where = name_ + " embed rows";
+    TQ_CHECK(table.rank() == 2, where, "table must be 2-D, got {}", ShapeToString(table.shape));
+    if (n <= 0 || table.dim(1) == 0) return;
+    Enter();
+    cuda::LaunchEmbedRows(table.data, ElemOf(table.dtype, where), table.dim(0), table.dim(1), ids,
+                          n, out, err_, stream_);
+    Launched(where);
+  }
+
+  void PackedEmbedRows(const PackedMatrix& w, const int32_t* ids, int64_t n, float* out) override {
+    const std::string where = name_ + " packed embed rows";
+    if (n <= 0) return;
+    const DevPacked d = ToDev(w, where);
+    Enter();
+    cuda::LaunchPackedEmbedRows(d, ids, n, out, err_, stream_);
+    Launched(where);
+  }
+
+  void Add(float* y, const float* x, int64_t n) override {
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchAdd(y, x, n, stream_);
+    Launched("add");
+  }
+
+  void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
+               float* out) override {
+    if (rows <= 0) return;
+    TQ_CHECK(dim > 0, name_ + " rms norm", "dim {}", dim);
+    Enter();
+    cuda::LaunchRmsNorm(x, rows, dim, weight, eps, out, stream_);
+    Launched("rms norm");
+  }
+
+  void Rotate(const RotationView& r, const float* x, int64_t rows, float* out) override {
+    const std::string where = name_ + " rotate";
+    CheckRotation(r, where);
+    if (rows <= 0) return;
+    Enter();
+    cuda::LaunchRotate({r.signs, r.dim, r.block}, x, rows, out, stream_);
+    Launched(where);
+  }
+
+  void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias,
+              float* y) override {
+    const std::string where = name_ + " matmul";
+    TQ_CHECK(w.rank() == 2, where, "weight must be 2-D, got {}", ShapeToString(w.shape));
+    const Elem e = ElemOf(w.dtype, where);
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchDenseMatMul(x, n, {w.data, e, w.dim(0), w.dim(1)}, bias, y, stream_);
+    Launched(where);
+  }
+
+  void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) override {
+    const std::string where = name_ + " matmul group";
+    TQ_CHECK(outs.size() <= 16, where, "{} outputs (at most 16)", outs.size());
+    for (const MatMulOutput& o : outs) {
+      TQ_CHECK(o.w && o.y && o.w->rank() == 2 && o.w->dim(1) == outs[0].w->dim(1), where,
+               "every output needs a 2-D weight with the same inner dimension");
+    }
+    for (const MatMulOutput& o : outs) MatMul(x, n, *o.w, o.bias, o.y);
+  }
+
+  void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
+                    float* y) override {
+    const std::string where = name_ + " packed matmul";
+    const DevPacked d = ToDev(w, where);
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchPackedMatMul(x, n, d, bias, y, stream_);
+    Launched(where);
+  }
+
+  void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
+            const float* inv_freq, float attn_factor) override {
+    TQ_CHECK(head_dim > 0 && head_dim % 2 == 0, name_ + " rope", "head_dim {} must be even",
+             head_dim);
+    if (rows <= 0 || heads <= 0) return;
+    Enter();
+    cuda::LaunchRope(x, rows, heads, head_dim, positions, inv_freq, attn_factor, stream_);
+    Launched("rope");
+  }
+
+  void SiluMul(const float* gate, const float* up, int64_t n, float* out) override {
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchSiluMul(gate, up, n, out, stream_);
+    Launched("silu mul");
+  }
+
+  void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
+                 const AttentionParams& p, float* out) override {
+    const std::string where = name_ + " attention";
+    CheckHeads(p, where);
+    const Elem e = ElemOf(kv.dtype, where);
+    TQ_CHECK(pos0 >= 0, where, "negative start position {}", pos0);
+    if (n <= 0) return;
+    TQ_CHECK(kv.k && kv.v && (p.num_kv_heads == 1 || kv.head_stride >= (pos0 + n) * p.head_dim),
+             where, "cache of head stride {} cannot hold {} positions of head_dim {}",
+             kv.head_stride, pos0 + n, p.head_dim);
+    Enter();
+    cuda::LaunchAttention(q, n, pos0, kv.k, kv.v, e, kv.head_stride, Dev(p), out, stream_);
+    Launched(where);
+  }
+
+  void CompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,
+                           const AttentionParams& p, float* out) override {
+    const std::string where = name_ + " compressed attention";
+    CheckHeads(p, where);
+    if (n <= 0) return;
+    // The shared checks, minus the channel-order contents (device memory, never read here).
+    CompressedKvView shape = kv;
+    shape.k_order = shape.v_order = nullptr;
+    CheckCompressedKvView(shape, p, pos0 + n, where.c_str());
+    cuda::DevCompressedKv d;
+    d.k_rot = {DeviceSigns(*kv.k_rotation), kv.k_rotation->dim(), kv.k_rotation->block()};
+    d.v_rot = {DeviceSigns(*kv.v_rotation), kv.v_rotation->dim(), kv.v_rotation->block()};
+    d.kf = ToDev(kv.k_format);
+    d.vf = ToDev(kv.v_format);
+    d.num_spans = kv.num_spans;
+    for (int i = 0; i < kv.num_spans; ++i) {
+      const KvSpan& s = kv.spans[i];
+      d.spans[i] = {s.begin,   s.end,     s.head_stride, s.coded ? 1 : 0, s.k16,   s.v16,
+                    s.k_codes, s.v_codes, s.k_scales,    s.v_scales,      s.k_qjl, s.k_qjl_norm};
+    }
+    d.v_offset = kv.v_offset;
+    d.qjl_matrix = kv.qjl_matrix;
+    d.qjl_m = kv.qjl_matrix ? kv.qjl_m : 0;
+    d.qjl_factor = kv.qjl_matrix ? float(QjlFactor(kv.qjl_m)) : 0.0f;
+    d.k_order = kv.k_order;
+    d.v_order = kv.v_order;
+    Enter();
+    cuda::LaunchCompressedAttention(q, n, pos0, d, Dev(p), out, stream_);
+    Launched(where);
+  }
+
+  void KvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst, DType dtype,
+               int64_t head_stride, int64_t slot0) override {
+    const std::string where = name_ + " kv store";
+    const Elem e = ElemOf(dtype, where);
+    TQ_CHECK(heads > 0 && head_dim > 0 && slot0 >= 0 &&
+                 (heads == 1 || head_stride >= (slot0 + n) * head_dim),
+             where, "slots {}..{} of head_dim {} do not fit a head stride of {}", slot0, slot0 + n,
+             head_dim, head_stride);
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchKvStore(src, n, heads, head_dim, dst, e, head_stride, slot0, stream_);
+    Launched(where);
+  }
+
+  void MoeRoute(const float* logits, int64_t n, const MoeRouting& r, int32_t* chosen,
+                float* weight) override {
+    TQ_CHECK(r.num_experts > 0 && r.top_k > 0 && r.top_k <= r.num_experts, name_ + " moe route",
+             "top {} of {} experts", r.top_k, r.num_experts);
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchMoeRoute(logits, n, r.num_experts, r.top_k, r.renormalize, chosen, weight, stream_);
+    Launched("moe route");
+  }
+
+  void GatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim,
+                  float* dst) override {
+    if (count <= 0 || dim <= 0) return;
+    Enter();
+    cuda::LaunchGatherRows(src, rows, count, dim, dst, stream_);
+    Launched("gather rows");
+  }
+
+  void ScatterAddRows(const float* src, const int32_t* rows, const float* weight, int64_t count,
+                      int64_t dim, float* dst) override {
+    if (count <= 0 || dim <= 0) return;
+    Enter();
+    cuda::LaunchScatterAddRows(src, rows, weight, count, dim, dst, stream_);
+    Launched("scatter add rows");
+  }
+
+  void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override {
+    TQ_CHECK(n > 0, name_ + " argmax", "empty rows (n = {})", n);
+    if (rows <= 0) return;
+    Enter();
+    cuda::LaunchArgmax(x, rows, n, out, stream_);
+    Launched("argmax");
+  }
+
+  void Copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return;
+    Enter();
+    const auto* d = static_cast<const char*>(dst);
+    const auto* s = static_cast<const char*>(src);
+    if (d < s + bytes && s < d + bytes) {  // overlapping: through a scratch buffer (memmove)
+      void* tmp = Grow(&copy_scratch_, &copy_scratch_bytes_, bytes, "copy scratch");
+      Check(cudaMemcpyAsync(tmp, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+      Check(cudaMemcpyAsync(dst, tmp, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+    } else {
+      Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+    }
+  }
+
+  float* RotationScratch(int64_t count) override {
+    Enter();
+    return static_cast<float*>(Grow(&rot_scratch_, &rot_scratch_bytes_,
+                                    size_t(std::max<int64_t>(count, 1)) * sizeof(float),
+                                    "rotation scratch"));
+  }
+
+ private:
+  static void FreeDevice(void* p, void* ctx) {
+    auto* self = static_cast<CudaBackend*>(ctx);
+    cudaSetDevice(self->device_);
+    // Work queued on the stream may still read it.
+    cudaStreamSynchronize(self->stream_);
+    cudaFree(p);
+  }
+
+  void Enter() const { Check(cudaSetDevice(device_), "cudaSetDevice"); }
+
+  void Check(cudaError_t e, const char* what) const {
+    if (e != cudaSuccess) Fail(name_, "{}: {}", what, cudaGetErrorString(e));
+  }
+
+  void Launched(std::string_view where) const {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) Fail(name_, "{}: kernel launch failed: {}", where, cudaGetErrorString(e));
+  }
+
+  // Waits for the stream, then reads (and clears) the device error word.
+  void SyncAndCheck(const char* what) {
+    Check(cudaStreamSynchronize(stream_), what);
+    cuda::DeviceError e{};
+    Check(cudaMemcpy(&e, err_, sizeof(e), cudaMemcpyDeviceToHost), what);
+    if (e.code == cuda::kErrNone) return;
+    Check(cudaMemset(err_, 0, sizeof(e)), what);
+    if (e.code == cuda::kErrTokenId || e.code == cuda::kErrPackedTokenId)
+      Fail(name_ + (e.code == cuda::kErrTokenId ? " embed rows" : " packed embed rows"),
+           "token id {} is outside the embedding table (its rows were set to 0)", e.value);
+    Fail(name_, "device error {} (value {})", e.code, e.value);
+  }
+
+  // A buffer that only grows (stable address once reserved).
+  void* Grow(void** buf, size_t* have, size_t need, const char* what) {
+    if (need <= *have) return *buf;
+    if (*buf) {
+      Check(cudaStreamSynchronize(stream_), what);
+      cudaFree(*buf);
+      *buf = nullptr;
+      *have = 0;
+    }
+    void* p = nullptr;
+    if (cudaMalloc(&p, need) != cudaSuccess) {
+      cudaGetLastError();
+      Fail(name_, "out of device memory: {} needs {} bytes", what, need);
+    }
+    *buf = p;
+    *have = need;
+    return p;
+  }
+
+  void CheckRotation(const RotationView& r, const std::string& where) const {
+    TQ_CHECK(r.signs && r.dim > 0 && r.block > 0 && (r.block & (r.block - 1)) == 0 &&
+                 r.block <= 4096 && r.dim % r.block == 0,
+             where, "rotation of dim {} with block {} (a power of two <= 4096 dividing dim)", r.dim,
+             r.block);
+  }
+
+  void CheckHeads(const AttentionParams& p, const std::string& where) const {
+    TQ_CHECK(p.num_kv_heads > 0 && p.num_heads > 0 && p.num_heads % p.num_kv_heads == 0 &&
+                 p.head_dim > 0 && p.head_dim <= cuda::kMaxHeadDim,
+             where, "bad head counts {} / {} or head_dim {} (at most {})", p.num_heads,
+             p.num_kv_heads, p.head_dim, cuda::kMaxHeadDim);
+  }
+
+  static cuda::DevAttention Dev(const AttentionParams& p) {
+    return {p.num_heads, p.num_kv_heads, p.head_dim, p.window, p.scale};
+  }
+
+  static DevPacked ToDev(const PackedMatrix& w, const std::string& where) {
+    CheckPackedMatrix(w, where.c_str());
+    DevPacked d;
+    d.affine = w.method == quant::QuantMethod::kAffine ? 1 : 0;
+    d.format = int(w.format);
+    d.rows = w.rows;
+    d.cols = w.cols;
+    d.group_size = w.group_size;
+    d.row_bytes = w.row_bytes;
+    d.codes = w.codes;
+    d.scales = w.scales;
+    d.scale_codes = w.scale_codes;
+    d.scale_table = w.scale_table;
+    d.mins = w.mins;
+    d.codebook = w.codebook;
+    d.levels = quant::Traits(w.format).levels;
+    return d;
+  }
+
+  static cuda::DevCodeFormat ToDev(const KvCodeFormat& f) {
+    cuda::DevCodeFormat d;
+    d.dim = f.dim;
+    d.group = f.group;
+    d.code_bytes = f.code_bytes;
+    d.num_segments = f.num_segments;
+    for (int s = 0; s < f.num_segments; ++s) {
+      const KvCodeSegment& g = f.segments[s];
+      d.seg[s] = {g.begin, g.end, g.byte_offset, int(g.format), quant::Traits(g.format).levels,
+                  g.levels};
+    }
+    return d;
+  }
+
+  // CompressedKvView still carries host rotations: their sign vectors are uploaded once and
+  // found again by content (dim, block, signs), so a rotation freed and reallocated elsewhere
+  // can never alias a stale upload.
+  const int8_t* DeviceSigns(const quant::HadamardRotation& r) {
+    std::lock_guard lock(signs_mu_);
+    const int64_t dim = r.dim();
+    for (const UploadedSigns& s : signs_)
+      if (s.host.size() == size_t(dim) &&
+          std::memcmp(s.host.data(), r.signs().data(), size_t(dim)) == 0)
+        return s.device;
+    UploadedSigns u;
+    u.host.assign(r.signs().data(), r.signs().data() + dim);
+    void* p = nullptr;
+    Check(cudaMalloc(&p, size_t(dim)), "rotation signs");
+    Check(cudaMemcpy(p, u.host.data(), size_t(dim), cudaMemcpyHostToDevice), "rotation signs");
+    u.device = static_cast<int8_t*>(p);
+    signs_.push_back(std::move(u));
+    return signs_.back().device;
+  }
+
+  struct UploadedSigns {
+    std::vector<int8_t> host;
+    int8_t* device = nullptr;
+  };
+
+  int device_;
+  std::string name_, device_name_;
+  int cc_major_ = 0, cc_minor_ = 0;
+  size_t total_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cuda::DeviceError* err_ = nullptr;
+  void* rot_scratch_ = nullptr;
+  size_t rot_scratch_bytes_ = 0;
+  void* copy_scratch_ = nullptr;
+  size_t copy_scratch_bytes_ = 0;
+  std::mutex signs_mu_;
+  std::vector<UploadedSigns> signs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeCudaBackend(int device) {
+  return std::make_unique<CudaBackend>(device);
+}
+
+int CudaDeviceCountImpl() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace tq::kernels

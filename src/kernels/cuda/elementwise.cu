@@ -1,0 +1,249 @@
+// Row-wise and elementwise CUDA kernels: embeddings (dense and packed), Add, SiluMul, RmsNorm,
+// RoPE, KV store, MoE routing, gather / ordered scatter-add, argmax. Semantics as in ops.h and
+// backend.h; each kernel's comment gives its launch shape.
+#include <cfloat>
+
+#include "kernels/cuda/common.cuh"
+
+namespace tq::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+__device__ void RaiseError(DeviceError* err, int code, int value) {
+  if (atomicCAS(&err->code, kErrNone, code) == kErrNone) err->value = value;
+}
+
+// One thread per output element of out [n, dim].
+__global__ void EmbedRowsKernel(const void* table, Elem elem, int64_t vocab, int64_t dim,
+                                const int32_t* ids, int64_t n, float* out, DeviceError* err) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * dim) return;
+  const int64_t r = i / dim, c = i - r * dim;
+  const int32_t id = ids[r];
+  if (id < 0 || id >= vocab) {
+    if (c == 0) RaiseError(err, kErrTokenId, id);
+    out[i] = 0.0f;
+    return;
+  }
+  out[i] = LoadElem(table, elem, int64_t(id) * dim + c);
+}
+
+__global__ void PackedEmbedRowsKernel(DevPacked w, const int32_t* ids, int64_t n, float* out,
+                                      DeviceError* err) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * w.cols) return;
+  const int64_t r = i / w.cols, c = i - r * w.cols;
+  const int32_t id = ids[r];
+  if (id < 0 || id >= w.rows) {
+    if (c == 0) RaiseError(err, kErrPackedTokenId, id);
+    out[i] = 0.0f;
+    return;
+  }
+  out[i] = PackedAt(w, w.codebook, id, c);
+}
+
+__global__ void AddKernel(float* y, const float* x, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] += x[i];
+}
+
+__global__ void SiluMulKernel(const float* gate, const float* up, int64_t n, float* out) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float g = gate[i];
+  out[i] = g / (1.0f + expf(-g)) * up[i];
+}
+
+// One CUDA block per row; the sum of squares in fp32 over a block reduction.
+__global__ void RmsNormKernel(const float* x, int64_t dim, const float* weight, float eps,
+                              float* out) {
+  const float* xr = x + int64_t(blockIdx.x) * dim;
+  float* yr = out + int64_t(blockIdx.x) * dim;
+  float ss = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  __shared__ float part[kThreads / 32];
+  ss = WarpSum(ss);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+    v = WarpSum(v);
+    if (threadIdx.x == 0) part[0] = v;
+  }
+  __syncthreads();
+  const float inv = 1.0f / sqrtf(part[0] / float(dim) + eps);
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * inv * weight[i];
+}
+
+// One thread per (row, head, pair i < head_dim / 2). cos/sin in double of the fp32 angle (as
+// the reference), so long positions keep their accuracy.
+__global__ void RopeKernel(float* x, int64_t rows, int64_t heads, int64_t head_dim,
+                           const int64_t* positions, const float* inv_freq, float attn_factor) {
+  const int64_t half = head_dim / 2;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * heads * half) return;
+  const int64_t p = i % half, rh = i / half, r = rh / heads;
+  const float angle = float(positions[r]) * inv_freq[p];
+  double sd, cd;
+  sincos(double(angle), &sd, &cd);
+  const float c = float(cd) * attn_factor, s = float(sd) * attn_factor;
+  float* v = x + rh * head_dim;
+  const float a = v[p], b = v[p + half];
+  v[p] = a * c - b * s;
+  v[p + half] = b * c + a * s;
+}
+
+// One thread per source element of src [n, heads, head_dim].
+__global__ void KvStoreKernel(const float* src, int64_t n, int64_t heads, int64_t head_dim,
+                              void* dst, Elem elem, int64_t head_stride, int64_t slot0) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * heads * head_dim) return;
+  const int64_t d = i % head_dim, h = (i / head_dim) % heads, t = i / (head_dim * heads);
+  const int64_t o = h * head_stride + (slot0 + t) * head_dim + d;
+  const float v = src[i];
+  if (elem == Elem::kF32) {
+    static_cast<float*>(dst)[o] = v;
+  } else if (elem == Elem::kF16) {
+    static_cast<__half*>(dst)[o] = __float2half_rn(v);
+  } else {
+    static_cast<__nv_bfloat16*>(dst)[o] = __float2bfloat16_rn(v);
+  }
+}
+
+// One thread per row of logits [n, experts]: fp32 softmax, then top_k passes each picking the
+// best (probability, lower id) strictly after the previous pick in that order.
+__global__ void MoeRouteKernel(const float* logits, int64_t n, int64_t experts, int64_t top_k,
+                               bool renormalize, int32_t* chosen, float* weight) {
+  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  const float* x = logits + r * experts;
+  float mx = -INFINITY;
+  for (int64_t e = 0; e < experts; ++e) mx = fmaxf(mx, x[e]);
+  float sum = 0.0f;
+  for (int64_t e = 0; e < experts; ++e) sum += expf(x[e] - mx);
+  float prev_p = INFINITY, picked = 0.0f;
+  int64_t prev_e = -1;
+  for (int64_t k = 0; k < top_k; ++k) {
+    float best_p = -1.0f;
+    int64_t best_e = -1;
+    for (int64_t e = 0; e < experts; ++e) {
+      const float pe = expf(x[e] - mx) / sum;
+      const bool after_prev = pe < prev_p || (pe == prev_p && e > prev_e);
+      if (after_prev && (pe > best_p || best_e < 0)) best_p = pe, best_e = e;
+    }
+    chosen[r * top_k + k] = int32_t(best_e);
+    weight[r * top_k + k] = best_p;
+    picked += best_p;
+    prev_p = best_p;
+    prev_e = best_e;
+  }
+  if (renormalize && picked > 0.0f)
+    for (int64_t k = 0; k < top_k; ++k) weight[r * top_k + k] /= picked;
+}
+
+__global__ void GatherRowsKernel(const float* src, const int32_t* rows, int64_t count, int64_t dim,
+                                 float* dst) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count * dim) return;
+  const int64_t r = i / dim, c = i - r * dim;
+  dst[i] = src[int64_t(rows[r]) * dim + c];
+}
+
+// One thread per column: rows are accumulated in order of i (rows may repeat), the CPU's order.
+__global__ void ScatterAddRowsKernel(const float* src, const int32_t* rows, const float* weight,
+                                     int64_t count, int64_t dim, float* dst) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= dim) return;
+  for (int64_t i = 0; i < count; ++i)
+    dst[int64_t(rows[i]) * dim + c] += weight[i] * src[i * dim + c];
+}
+
+// One CUDA block per row: (value, index) max, the lower index on ties.
+__global__ void ArgmaxKernel(const float* x, int64_t n, int32_t* out) {
+  const float* xr = x + int64_t(blockIdx.x) * n;
+  float best = -INFINITY;
+  int64_t idx = -1;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = xr[i];
+    if (idx < 0 || v > best) best = v, idx = i;
+  }
+  __shared__ float sv[kThreads];
+  __shared__ int64_t si[kThreads];
+  sv[threadIdx.x] = best;
+  si[threadIdx.x] = idx;
+  __syncthreads();
+  for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+    if (threadIdx.x < o) {
+      const float v = sv[threadIdx.x + o];
+      const int64_t j = si[threadIdx.x + o];
+      const int64_t mine = si[threadIdx.x];
+      if (j >= 0 && (mine < 0 || v > sv[threadIdx.x] || (v == sv[threadIdx.x] && j < mine)))
+        sv[threadIdx.x] = v, si[threadIdx.x] = j;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = int32_t(si[0] < 0 ? 0 : si[0]);
+}
+
+}  // namespace
+
+void LaunchEmbedRows(const void* table, Elem elem, int64_t vocab, int64_t dim, const int32_t* ids,
+                     int64_t n, float* out, DeviceError* err, cudaStream_t s) {
+  TQ_LAUNCH(EmbedRowsKernel, Blocks(n * dim, kThreads), kThreads, s, table, elem, vocab, dim, ids,
+            n, out, err);
+}
+
+void LaunchPackedEmbedRows(const DevPacked& w, const int32_t* ids, int64_t n, float* out,
+                           DeviceError* err, cudaStream_t s) {
+  TQ_LAUNCH(PackedEmbedRowsKernel, Blocks(n * w.cols, kThreads), kThreads, s, w, ids, n, out, err);
+}
+
+void LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t s) {
+  TQ_LAUNCH(AddKernel, Blocks(n, kThreads), kThreads, s, y, x, n);
+}
+
+void LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {
+  TQ_LAUNCH(SiluMulKernel, Blocks(n, kThreads), kThreads, s, gate, up, n, out);
+}
+
+void LaunchRmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
+                   float* out, cudaStream_t s) {
+  TQ_LAUNCH(RmsNormKernel, unsigned(rows), kThreads, s, x, dim, weight, eps, out);
+}
+
+void LaunchRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
+                const float* inv_freq, float attn_factor, cudaStream_t s) {
+  const int64_t total = rows * heads * (head_dim / 2);
+  TQ_LAUNCH(RopeKernel, Blocks(total, kThreads), kThreads, s, x, rows, heads, head_dim, positions,
+            inv_freq, attn_factor);
+}
+
+void LaunchKvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
+                   Elem elem, int64_t head_stride, int64_t slot0, cudaStream_t s) {
+  TQ_LAUNCH(KvStoreKernel, Blocks(n * heads * head_dim, kThreads), kThreads, s, src, n, heads,
+            head_dim, dst, elem, head_stride, slot0);
+}
+
+void LaunchMoeRoute(const float* logits, int64_t n, int64_t experts, int64_t top_k,
+                    bool renormalize, int32_t* chosen, float* weight, cudaStream_t s) {
+  TQ_LAUNCH(MoeRouteKernel, Blocks(n, 64), 64, s, logits, n, experts, top_k, renormalize, chosen,
+            weight);
+}
+
+void LaunchGatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim, float* dst,
+                      cudaStream_t s) {
+  TQ_LAUNCH(GatherRowsKernel, Blocks(count * dim, kThreads), kThreads, s, src, rows, count, dim,
+            dst);
+}
+
+void LaunchScatterAddRows(const float* src, const int32_t* rows, const float* weight, int64_t count,
+                          int64_t dim, float* dst, cudaStream_t s) {
+  TQ_LAUNCH(ScatterAddRowsKernel, Blocks(dim, 128), 128, s, src, rows, weight, count, dim, dst);
+}
+
+void LaunchArgmax(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t s) {
+  TQ_LAUNCH(ArgmaxKernel, unsigned(rows), kThreads, s, x, n, out);
+}
+
+}  // namespace tq::kernels::cuda

@@ -1,0 +1,151 @@
+// The CUDA kernels' launchers (kernels/cuda/*.cu), called by CudaBackend (cuda_backend.cc).
+// Everything here is plain data: the views are PODs mirroring kernels/ views (packed_ops.h,
+// kv_ops.h, backend.h) with every pointer in device memory, so that the .cu files need no
+// project header (and nvcc never sees fmt or the quant/ classes). Every launcher enqueues on
+// `stream` and returns at once; errors surface through cudaGetLastError (launch) or the
+// backend's device error word (bad ids, checked at the next sync).
+#pragma once
+
+#if !defined(TQ_CUDA_EMU)
+#include <cuda_runtime_api.h>
+#endif
+
+#include <cstdint>
+
+#include "kernels/cuda/code_at.h"
+
+// kernel<<<grid, block, 0, stream>>>(args...), or the host emulator's launch in the unit tests
+// (tests/kernels/cuda_emu/emu.h defines TQ_EMU_LAUNCH).
+#if defined(TQ_CUDA_EMU)
+#define TQ_LAUNCH(kernel, grid, block, stream, ...) TQ_EMU_LAUNCH(kernel, grid, block, __VA_ARGS__)
+#else
+#define TQ_LAUNCH(kernel, grid, block, stream, ...) kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
+#endif
+
+namespace tq::kernels::cuda {
+
+// Weight / cache element types (core/dtype.h's F32/F16/BF16, renumbered for the kernels).
+enum class Elem : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+
+// Code formats: kQ1 .. kTernary of code_at.h (quant::CodeFormat's numbering).
+
+// The device error word: the first failing kernel writes {code, value}; the backend reads it at
+// each sync point and throws (EmbedRows with a token id outside the table, ...).
+enum : int { kErrNone = 0, kErrTokenId = 1, kErrPackedTokenId = 2 };
+struct DeviceError {
+  int code;
+  int value;
+};
+
+// kernels::PackedMatrix with device pointers.
+struct DevPacked {
+  int affine = 0;  // 0 = codebook (scale * codebook[code]), 1 = affine (min + scale * code)
+  int format = kQ4;
+  int64_t rows = 0, cols = 0, group_size = 0, row_bytes = 0;
+  const uint8_t* codes = nullptr;
+  const uint16_t* scales = nullptr;      // fp16 [rows, cols / group_size], or
+  const uint8_t* scale_codes = nullptr;  // e8 codes into scale_table [256]
+  const float* scale_table = nullptr;
+  const uint16_t* mins = nullptr;   // fp16, affine only
+  const float* codebook = nullptr;  // [levels], codebook only
+  int levels = 0;
+};
+
+// A dense weight [out, in] of elem type.
+struct DevDense {
+  const void* data = nullptr;
+  Elem elem = Elem::kF32;
+  int64_t out = 0, in = 0;
+};
+
+// A blockwise randomized Hadamard rotation (backend.h RotationView).
+struct DevRotation {
+  const int8_t* signs = nullptr;  // [dim], ±1
+  int64_t dim = 0, block = 1;
+};
+
+// kernels::KvCodeSegment / KvCodeFormat.
+struct DevSegment {
+  int64_t begin = 0, end = 0, byte_offset = 0;
+  int format = kQ4;
+  int levels = 0;                // entries of `table`
+  const float* table = nullptr;  // [levels], device
+};
+struct DevCodeFormat {
+  int64_t dim = 0, group = 0, code_bytes = 0;
+  int num_segments = 0;
+  DevSegment seg[2];
+};
+struct DevSpan {
+  int64_t begin = 0, end = 0, head_stride = 0;
+  int coded = 0;
+  const uint16_t* k16 = nullptr;
+  const uint16_t* v16 = nullptr;
+  const uint8_t* k_codes = nullptr;
+  const uint8_t* v_codes = nullptr;
+  const uint16_t* k_scales = nullptr;
+  const uint16_t* v_scales = nullptr;
+  const uint8_t* k_qjl = nullptr;
+  const uint16_t* k_qjl_norm = nullptr;
+};
+struct DevCompressedKv {
+  DevRotation k_rot, v_rot;
+  DevCodeFormat kf, vf;
+  DevSpan spans[3];
+  int num_spans = 0;
+  const float* v_offset = nullptr;    // [kv_heads, dim] or null
+  const float* qjl_matrix = nullptr;  // [m, dim] or null
+  int64_t qjl_m = 0;
+  float qjl_factor = 0.0f;           // √(π/2) / m
+  const int32_t* k_order = nullptr;  // [kv_heads, dim] or null
+  const int32_t* v_order = nullptr;
+};
+
+struct DevAttention {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, window = 0;
+  float scale = 1.0f;
+};
+
+// --- elementwise.cu ---
+void LaunchEmbedRows(const void* table, Elem elem, int64_t vocab, int64_t dim, const int32_t* ids,
+                     int64_t n, float* out, DeviceError* err, cudaStream_t s);
+void LaunchPackedEmbedRows(const DevPacked& w, const int32_t* ids, int64_t n, float* out,
+                           DeviceError* err, cudaStream_t s);
+void LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t s);
+void LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
+void LaunchRmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
+                   float* out, cudaStream_t s);
+void LaunchRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
+                const float* inv_freq, float attn_factor, cudaStream_t s);
+void LaunchKvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
+                   Elem elem, int64_t head_stride, int64_t slot0, cudaStream_t s);
+void LaunchMoeRoute(const float* logits, int64_t n, int64_t experts, int64_t top_k,
+                    bool renormalize, int32_t* chosen, float* weight, cudaStream_t s);
+void LaunchGatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim, float* dst,
+                      cudaStream_t s);
+void LaunchScatterAddRows(const float* src, const int32_t* rows, const float* weight, int64_t count,
+                          int64_t dim, float* dst, cudaStream_t s);
+void LaunchArgmax(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t s);
+
+// --- rotate.cu --- out [rows, dim] = R x (out may alias x); segment = a multiple of the block
+// (<= 4096) dividing dim: one CUDA block per (row, segment).
+void LaunchRotate(const DevRotation& r, const float* x, int64_t rows, float* out, cudaStream_t s);
+
+// --- matmul.cu --- y [n, out] = x [n, in] · Wᵀ (+ bias): a warp-per-row matvec for n <= 8
+// and a 64x64-tiled fp32 GEMM above (weights decoded into shared memory tile by tile).
+void LaunchDenseMatMul(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
+                       cudaStream_t s);
+void LaunchPackedMatMul(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
+                        cudaStream_t s);
+
+// --- attention.cu --- one CUDA block (4 warps) per (query row, head), online softmax.
+void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
+                     Elem elem, int64_t head_stride, const DevAttention& p, float* out,
+                     cudaStream_t s);
+void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const DevCompressedKv& kv,
+                               const DevAttention& p, float* out, cudaStream_t s);
+
+// The largest head_dim the attention kernels take.
+inline constexpr int64_t kMaxHeadDim = 512;
+
+}  // namespace tq::kernels::cuda

@@ -1,0 +1,127 @@
+#include "kernels/host_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/aligned_buffer.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "quant/hadamard.h"
+
+namespace tq::kernels {
+namespace {
+
+void FreeHost(void* p, void*) { std::free(p); }
+
+}  // namespace
+
+DeviceBuffer HostBackend::Allocate(size_t bytes, std::string_view what) {
+  if (bytes == 0) return {};
+  constexpr size_t kAlign = 64;
+  void* p = std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  TQ_CHECK(p != nullptr, name(), "out of host memory allocating {} bytes for {}", bytes, what);
+  return DeviceBuffer(p, bytes, MemorySpace::kHost, FreeHost, nullptr);
+}
+
+DeviceBuffer HostBackend::Upload(const void* host, size_t bytes, std::string_view) {
+  return DeviceBuffer::View(host, bytes, MemorySpace::kHost);
+}
+
+void HostBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void HostBackend::Download(void* dst, const void* src, size_t bytes) {
+  if (bytes && dst != src) std::memcpy(dst, src, bytes);
+}
+
+void HostBackend::Copy(void* dst, const void* src, size_t bytes) {
+  if (bytes && dst != src) std::memmove(dst, src, bytes);
+}
+
+void HostBackend::EmbedRows(const TensorView& table, const int32_t* ids, int64_t n, float* out) {
+  const int64_t dim = table.dim(1);
+  for (int64_t r = 0; r < n; ++r) ToF32(table, int64_t(ids[r]) * dim, dim, out + r * dim);
+}
+
+void HostBackend::PackedEmbedRows(const PackedMatrix& w, const int32_t* ids, int64_t n,
+                                  float* out) {
+  for (int64_t r = 0; r < n; ++r) DequantizeRows(w, ids[r], 1, out + r * w.cols);
+}
+
+void HostBackend::Add(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void HostBackend::Rotate(const RotationView& r, const float* x, int64_t rows, float* out) {
+  if (out != x) std::memcpy(out, x, size_t(rows * r.dim) * sizeof(float));
+  quant::RotateRowsForward(r.signs, r.dim, r.block, out, rows);
+}
+
+void HostBackend::KvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
+                          DType dtype, int64_t head_stride, int64_t slot0) {
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t o = h * head_stride + (slot0 + i) * head_dim;
+      const float* s = src + (i * heads + h) * head_dim;
+      switch (dtype) {
+        case DType::F32:
+          std::memcpy(static_cast<float*>(dst) + o, s, size_t(head_dim) * sizeof(float));
+          break;
+        case DType::F16:
+          F32ToF16(s, static_cast<uint16_t*>(dst) + o, size_t(head_dim));
+          break;
+        case DType::BF16:
+          F32ToBf16(s, static_cast<uint16_t*>(dst) + o, size_t(head_dim));
+          break;
+        default:
+          Fail(name(), "kv store: unsupported cache dtype {}", DTypeName(dtype));
+      }
+    }
+  }
+}
+
+void HostBackend::MoeRoute(const float* logits, int64_t n, const MoeRouting& r, int32_t* chosen,
+                           float* weight) {
+  thread_local std::vector<float> p;
+  p.resize(size_t(r.num_experts));
+  for (int64_t row = 0; row < n; ++row) {
+    std::memcpy(p.data(), logits + row * r.num_experts, size_t(r.num_experts) * sizeof(float));
+    Softmax(p.data(), r.num_experts);  // over all experts, in fp32
+    int32_t* sel = chosen + row * r.top_k;
+    float* wt = weight + row * r.top_k;
+    TopK(p.data(), r.num_experts, r.top_k, sel);
+    float sum = 0;
+    for (int64_t j = 0; j < r.top_k; ++j) sum += (wt[j] = p[size_t(sel[j])]);
+    if (r.renormalize)
+      for (int64_t j = 0; j < r.top_k; ++j) wt[j] /= sum;
+  }
+}
+
+void HostBackend::GatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim,
+                             float* dst) {
+  for (int64_t i = 0; i < count; ++i)
+    std::memcpy(dst + i * dim, src + int64_t(rows[i]) * dim, size_t(dim) * sizeof(float));
+}
+
+void HostBackend::ScatterAddRows(const float* src, const int32_t* rows, const float* weight,
+                                 int64_t count, int64_t dim, float* dst) {
+  for (int64_t i = 0; i < count; ++i) {
+    float* d = dst + int64_t(rows[i]) * dim;
+    const float w = weight[i];
+    const float* s = src + i * dim;
+    for (int64_t j = 0; j < dim; ++j) d[j] += w * s[j];
+  }
+}
+
+void HostBackend::Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) {
+  for (int64_t r = 0; r < rows; ++r) out[r] = int32_t(kernels::Argmax(x + r * n, n));
+}
+
+float* HostBackend::RotationScratch(int64_t count) {
+  thread_local AlignedBuffer<float> buf;
+  if (buf.size() < size_t(count)) buf.resize(size_t(count));
+  return buf.data();
+}
+
+}  // namespace tq::kernels

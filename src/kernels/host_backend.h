@@ -1,0 +1,47 @@
+// What the ref and cpu backends share (internal to kernels/): host memory (Allocate is an
+// aligned allocation, Upload a view of the caller's bytes, Download/Copy are memcpy/memmove,
+// nothing to synchronize) and the ops whose host code is the same for both (embedding rows,
+// add, rotation, KV store, MoE routing, gather/scatter, argmax). The two differ in the compute
+// ops (matmuls, norms, RoPE, attention), which they override.
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace tq::kernels {
+
+class HostBackend : public Backend {
+ public:
+  MemorySpace memory_space() const override { return MemorySpace::kHost; }
+  void MemoryInfo(size_t* free_bytes, size_t* total_bytes) const override {
+    *free_bytes = 0;
+    *total_bytes = 0;
+  }
+
+  DeviceBuffer Allocate(size_t bytes, std::string_view what) override;
+  DeviceBuffer Upload(const void* host, size_t bytes, std::string_view what) override;
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override;
+  void Download(void* dst, const void* src, size_t bytes) override;
+  void Synchronize() override {}
+  void Copy(void* dst, const void* src, size_t bytes) override;
+
+  void EmbedRows(const TensorView& table, const int32_t* ids, int64_t n, float* out) override;
+  void PackedEmbedRows(const PackedMatrix& w, const int32_t* ids, int64_t n, float* out) override;
+  void Add(float* y, const float* x, int64_t n) override;
+  void Rotate(const RotationView& r, const float* x, int64_t rows, float* out) override;
+  void KvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
+               DType dtype, int64_t head_stride, int64_t slot0) override;
+  void MoeRoute(const float* logits, int64_t n, const MoeRouting& r, int32_t* chosen,
+                float* weight) override;
+  void GatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim,
+                  float* dst) override;
+  void ScatterAddRows(const float* src, const int32_t* rows, const float* weight, int64_t count,
+                      int64_t dim, float* dst) override;
+  void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override;
+  float* RotationScratch(int64_t count) override;
+
+ protected:
+  // Rows r0 .. r0+count-1 of the dequantized packed matrix (the ref or the cpu decoder).
+  virtual void DequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, float* out) = 0;
+};
+
+}  // namespace tq::kernels

@@ -1,0 +1,148 @@
+// Model level on the GPU (issue: NVIDIA GPU backend): the shared models' golden logits and
+// greedy ids with --device cuda, a TurboQuant 4-bit conversion equal on cuda and cpu (logits and
+// perplexity), and DecodeBatch on cuda equal to one sequence at a time. Skipped without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include "convert/convert.h"
+#include "convert_helpers.h"
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+#include "runtime/perplexity.h"
+#include "testutil/gpu.h"
+#include "testutil/testutil.h"
+
+namespace tq {
+namespace {
+
+struct Golden {
+  std::vector<int32_t> input_ids, greedy_ids;
+  std::vector<float> logits;  // [T, vocab]
+};
+
+Golden LoadGolden(const std::string& model) {
+  auto f = SafetensorsFile::Open(test::RequireFile(test::ModelDir(model) + "/golden.safetensors"));
+  Golden g;
+  auto ids = f->View("input_ids");
+  g.input_ids.assign(ids.as<int32_t>(), ids.as<int32_t>() + ids.numel());
+  auto greedy = f->View("greedy_ids");
+  g.greedy_ids.assign(greedy.as<int32_t>(), greedy.as<int32_t>() + greedy.numel());
+  auto logits = f->View("logits");
+  g.logits.resize(size_t(logits.numel()));
+  ToF32(logits, g.logits.data());
+  return g;
+}
+
+std::vector<float> AllLogits(Model& m, const std::vector<int32_t>& ids) {
+  auto cache = m.NewCache({.max_tokens = 256, .dtype = KvDType::kF32});
+  std::vector<float> out(ids.size() * size_t(m.vocab_size()));
+  m.Forward(ids, *cache, out.data(), /*all_logits=*/true);
+  return out;
+}
+
+double MaxAbs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, double(std::fabs(x)));
+  return m;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, double(std::fabs(a[i] - b[i])));
+  return m;
+}
+
+TEST(CudaModel, GoldenLogitsAndGreedyIds) {
+  TQ_REQUIRE_GPU();
+  for (const char* name : {"tq-llama-21m", "tq-qwen3moe-17m"}) {
+    if (!std::filesystem::exists(test::ModelDir(name) + "/golden.safetensors")) {
+      std::printf("CudaModel: %s not present here, skipped\n", name);
+      continue;
+    }
+    const Golden g = LoadGolden(name);
+    auto model = Model::Load(test::ModelDir(name), {.device = "cuda"});
+    ASSERT_EQ(model->backend().memory_space(), MemorySpace::kDevice);
+    const std::vector<float> logits = AllLogits(*model, g.input_ids);
+    const double scale = MaxAbs(g.logits), err = MaxAbsDiff(logits, g.logits);
+    std::printf("CudaModel %s: max |logit - golden| = %.3g (logits' scale %.3g)\n", name, err,
+                scale);
+    EXPECT_LE(err, 2e-3 * scale) << name;
+    auto cache = model->NewCache({.max_tokens = 256, .dtype = KvDType::kF32});
+    std::vector<float> last(size_t(model->vocab_size()));
+    model->Forward(g.input_ids, *cache, last.data());
+    std::vector<int32_t> out;
+    for (int i = 0; i < 16; ++i) {
+      const int32_t next = int32_t(kernels::Argmax(last.data(), model->vocab_size()));
+      out.push_back(next);
+      model->Forward(std::span<const int32_t>(&next, 1), *cache, last.data());
+    }
+    EXPECT_EQ(out, std::vector<int32_t>(g.greedy_ids.begin(), g.greedy_ids.begin() + 16)) << name;
+  }
+}
+
+TEST(CudaModel, DecodeBatchEqualsOneSequenceAtATime) {
+  TQ_REQUIRE_GPU();
+  const std::string dir = test::ModelDir("tq-llama-21m");
+  auto model = Model::Load(dir, {.device = "cuda"});
+  const int64_t vocab = model->vocab_size();
+  const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9, 300}, {1, 77}, {1, 2, 3, 4, 5, 6}};
+  std::vector<std::unique_ptr<KvCache>> caches, alone;
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  for (const auto& p : prompts) {
+    caches.push_back(model->NewCache({.max_tokens = 64, .dtype = KvDType::kF16}));
+    alone.push_back(model->NewCache({.max_tokens = 64, .dtype = KvDType::kF16}));
+    model->Forward(p, *caches.back(), logits.data());
+    model->Forward(p, *alone.back(), logits.data());
+  }
+  const std::vector<int32_t> next = {11, 12, 13};
+  std::vector<KvCache*> ptrs;
+  for (auto& c : caches) ptrs.push_back(c.get());
+  std::vector<float> batch(static_cast<size_t>(3 * vocab));
+  model->DecodeBatch(next, ptrs, batch.data());
+  for (size_t i = 0; i < 3; ++i) {
+    model->Forward(std::span<const int32_t>(&next[i], 1), *alone[i], logits.data());
+    const std::vector<float> row(batch.begin() + int64_t(i) * vocab,
+                                 batch.begin() + int64_t(i + 1) * vocab);
+    EXPECT_LE(MaxAbsDiff(row, logits), 1e-4 * MaxAbs(logits)) << "sequence " << i;
+  }
+}
+
+TEST(CudaModel, TurboQuant4BitEqualsTheCpu) {
+  TQ_REQUIRE_GPU();
+  const std::string src = test::ModelDir("tq-llama-21m");
+  test::TempDir tmp;
+  // fp16 group scales (plain --bits) and e8 scales (the --budget-bpw default).
+  for (const char* name : {"q4-fp16", "budget-3.5-e8"}) {
+    ConvertOptions o = test::Options("tq-llama-21m", tmp.file(name), 4);
+    o.progress = false;
+    if (std::string(name) == "budget-3.5-e8") {
+      o.budget_bpw = 3.5;
+      o.recipe.scale_format = quant::ScaleFormat::kE8;
+    }
+    Convert(o);
+    const std::vector<int32_t> ids = test::GoldenIds(src);
+    auto gpu = Model::Load(o.out_dir, {.device = "cuda"});
+    auto cpu = Model::Load(o.out_dir, {.device = "cpu"});
+    const std::vector<float> a = AllLogits(*gpu, ids), b = AllLogits(*cpu, ids);
+    const double err = MaxAbsDiff(a, b), scale_b = MaxAbs(b);
+    std::printf("CudaModel q4 %s: max |cuda - cpu| = %.3g (scale %.3g)\n", name, err, scale_b);
+    EXPECT_LE(err, 2e-3 * scale_b);
+    // Perplexity on the golden text: within 0.1% of the CPU's.
+    PerplexityOptions po;
+    po.ctx = 128;
+    po.max_tokens = 1024;
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 8; ++i) tokens.insert(tokens.end(), ids.begin(), ids.end());
+    const PerplexityResult pg = ComputePerplexity(*gpu, tokens, po);
+    const PerplexityResult pc = ComputePerplexity(*cpu, tokens, po);
+    std::printf("CudaModel q4 %s: perplexity cuda %.6f cpu %.6f\n", name, pg.ppl, pc.ppl);
+    EXPECT_NEAR(pg.ppl, pc.ppl, 1e-3 * pc.ppl);
+  }
+}
+
+}  // namespace
+}  // namespace tq

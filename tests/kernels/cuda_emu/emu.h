@@ -1,0 +1,313 @@
+// A CUDA emulator for the host, just large enough to run kernels/cuda/ unchanged in the unit tests
+// of a machine without a GPU (tests/kernels/cuda_emu_backend.cc includes the .cu sources after
+// this header). Every CUDA thread of a block is a ucontext fiber on the calling OS thread; blocks
+// run one after another, so `__shared__` is a static variable. __syncthreads() and the warp
+// shuffles are barriers between fibers (of the block, of the warp), released once every fiber
+// that has not returned has arrived; a block that cannot progress aborts the test with a message.
+// The runtime API part (cudaMalloc, cudaMemcpy, ...) is host memory with the checks a real
+// device would make where they matter to the backend: overlapping cudaMemcpy is refused (the
+// backend must use its scratch buffer), allocations beyond kEmuMemory fail, empty grids are
+// launch errors.
+#pragma once
+
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "core/half.h"
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
+
+using std::max;
+using std::min;
+
+namespace tq::emu {
+
+inline dim3 g_thread, g_block, g_block_dim, g_grid_dim;
+
+enum class FiberState { kRunnable, kBlockBarrier, kWarpBarrier, kDone };
+struct Fiber {
+  ucontext_t ctx;
+  std::vector<char> stack;
+  FiberState state = FiberState::kRunnable;
+  dim3 tid;
+};
+
+struct Scheduler {
+  ucontext_t main;
+  std::vector<Fiber> fibers;
+  int current = -1;
+  const std::function<void()>* body = nullptr;
+  float shfl_f[64][32];
+  int shfl_i[64][32];
+};
+inline Scheduler g_sched;
+
+inline void Trampoline() {
+  (*g_sched.body)();
+  g_sched.fibers[size_t(g_sched.current)].state = FiberState::kDone;
+  swapcontext(&g_sched.fibers[size_t(g_sched.current)].ctx, &g_sched.main);
+}
+
+inline void Wait(FiberState s) {
+  Fiber& f = g_sched.fibers[size_t(g_sched.current)];
+  f.state = s;
+  swapcontext(&f.ctx, &g_sched.main);
+}
+
+// Runs `body` as every thread of every block of `grid` x `block`.
+inline bool Launch(dim3 grid, dim3 block, const std::function<void()>& body) {
+  const unsigned n = block.x * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || n == 0 || n > 1024) return false;
+  Scheduler& s = g_sched;
+  s.body = &body;
+  g_grid_dim = grid;
+  g_block_dim = block;
+  s.fibers.resize(n);
+  for (Fiber& f : s.fibers)
+    if (f.stack.empty()) f.stack.resize(256 * 1024);
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        g_block = dim3(bx, by, bz);
+        for (unsigned t = 0; t < n; ++t) {
+          Fiber& f = s.fibers[t];
+          f.state = FiberState::kRunnable;
+          f.tid = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+          getcontext(&f.ctx);
+          f.ctx.uc_stack.ss_sp = f.stack.data();
+          f.ctx.uc_stack.ss_size = f.stack.size();
+          f.ctx.uc_link = nullptr;
+          makecontext(&f.ctx, Trampoline, 0);
+        }
+        for (;;) {
+          bool ran = false;
+          for (unsigned t = 0; t < n; ++t) {
+            Fiber& f = s.fibers[t];
+            if (f.state != FiberState::kRunnable) continue;
+            s.current = int(t);
+            g_thread = f.tid;
+            swapcontext(&s.main, &f.ctx);
+            ran = true;
+          }
+          // Release barriers: the block's when every live fiber waits at it, a warp's likewise.
+          bool live = false, all_block = true;
+          for (const Fiber& f : s.fibers) {
+            if (f.state == FiberState::kDone) continue;
+            live = true;
+            all_block &= f.state == FiberState::kBlockBarrier;
+          }
+          if (!live) break;
+          bool released = false;
+          if (all_block) {
+            for (Fiber& f : s.fibers)
+              if (f.state == FiberState::kBlockBarrier) f.state = FiberState::kRunnable;
+            released = true;
+          } else {
+            for (unsigned w0 = 0; w0 < n; w0 += 32) {
+              bool any = false, all = true;
+              for (unsigned t = w0; t < std::min(n, w0 + 32); ++t) {
+                const FiberState st = s.fibers[t].state;
+                if (st == FiberState::kDone) continue;
+                any = true;
+                all &= st == FiberState::kWarpBarrier;
+              }
+              if (any && all) {
+                for (unsigned t = w0; t < std::min(n, w0 + 32); ++t)
+                  if (s.fibers[t].state == FiberState::kWarpBarrier)
+                    s.fibers[t].state = FiberState::kRunnable;
+                released = true;
+              }
+            }
+          }
+          if (!released && !ran) {
+            std::fprintf(stderr, "cuda emu: block (%u,%u,%u) deadlocked at a barrier\n", bx, by,
+                         bz);
+            std::abort();
+          }
+        }
+      }
+  return true;
+}
+
+template <typename T>
+T Shfl(T v, int src_lane, T (&buf)[64][32]) {
+  const unsigned t = g_thread.x + g_block_dim.x * (g_thread.y + g_block_dim.y * g_thread.z);
+  const unsigned warp = t / 32, lane = t % 32;
+  buf[warp][lane] = v;
+  Wait(FiberState::kWarpBarrier);
+  const T r = buf[warp][unsigned(src_lane) & 31];
+  Wait(FiberState::kWarpBarrier);
+  return r;
+}
+
+}  // namespace tq::emu
+
+#define threadIdx (::tq::emu::g_thread)
+#define blockIdx (::tq::emu::g_block)
+#define blockDim (::tq::emu::g_block_dim)
+#define gridDim (::tq::emu::g_grid_dim)
+
+inline void __syncthreads() { ::tq::emu::Wait(::tq::emu::FiberState::kBlockBarrier); }
+inline float __shfl_xor_sync(unsigned, float v, int o) {
+  const unsigned lane = threadIdx.x % 32;
+  return ::tq::emu::Shfl(v, int(lane ^ unsigned(o)), ::tq::emu::g_sched.shfl_f);
+}
+template <typename T>
+inline T __ldg(const T* p) {
+  return *p;
+}
+inline int atomicCAS(int* p, int cmp, int val) {
+  const int old = *p;
+  if (old == cmp) *p = val;
+  return old;
+}
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __uint_as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+struct __half {
+  uint16_t bits;
+};
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline __half __ushort_as_half(unsigned short h) { return __half{h}; }
+inline float __half2float(__half h) { return tq::F16ToF32(h.bits); }
+inline __half __float2half_rn(float f) { return __half{tq::F32ToF16(f)}; }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16{tq::F32ToBf16(f)}; }
+
+// --- the runtime API, on host memory ---
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidDevice = 101
+};
+enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+using cudaStream_t = struct EmuStream*;
+inline constexpr unsigned cudaStreamNonBlocking = 1;
+struct cudaDeviceProp {
+  char name[256];
+  int major, minor;
+  size_t totalGlobalMem;
+};
+
+namespace tq::emu {
+inline constexpr size_t kEmuMemory = size_t(8) << 30;
+inline size_t g_allocated = 0;
+inline std::map<void*, size_t> g_allocations;
+inline cudaError_t g_last_error = cudaSuccess;
+}  // namespace tq::emu
+
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
+  std::snprintf(p->name, sizeof(p->name), "host emulator");
+  p->major = 9;
+  p->minor = 0;
+  p->totalGlobalMem = tq::emu::kEmuMemory;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = nullptr;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  using namespace tq::emu;
+  if (bytes > kEmuMemory - g_allocated) return g_last_error = cudaErrorMemoryAllocation;
+  *p = std::malloc(bytes ? bytes : 1);
+  g_allocations[*p] = bytes;
+  g_allocated += bytes;
+  return cudaSuccess;
+}
+template <typename T>
+inline cudaError_t cudaMalloc(T** p, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void**>(p), bytes);
+}
+inline cudaError_t cudaFree(void* p) {
+  using namespace tq::emu;
+  auto it = g_allocations.find(p);
+  if (it == g_allocations.end()) return cudaErrorInvalidValue;
+  g_allocated -= it->second;
+  g_allocations.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void* p, int v, size_t n) {
+  std::memset(p, v, n);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+  const auto* a = static_cast<const char*>(d);
+  const auto* b = static_cast<const char*>(s);
+  if (n && a < b + n && b < a + n) {
+    std::fprintf(stderr, "cuda emu: cudaMemcpy of overlapping ranges (undefined on a device)\n");
+    std::abort();
+  }
+  std::memcpy(d, s, n);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind k,
+                                   cudaStream_t) {
+  return cudaMemcpy(d, s, n, k);
+}
+inline cudaError_t cudaMemGetInfo(size_t* free_b, size_t* total_b) {
+  *free_b = tq::emu::kEmuMemory - tq::emu::g_allocated;
+  *total_b = tq::emu::kEmuMemory;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t e = tq::emu::g_last_error;
+  tq::emu::g_last_error = cudaSuccess;
+  return e;
+}
+inline const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+    default:
+      return "invalid argument";
+  }
+}
+
+// kernel<<<grid, block, 0, stream>>>(args...) of kernels/cuda/ (TQ_LAUNCH).
+#define TQ_EMU_LAUNCH(kernel, grid, block, ...)                                    \
+  do {                                                                             \
+    if (!::tq::emu::Launch(dim3(grid), dim3(block), [&] { kernel(__VA_ARGS__); })) \
+      ::tq::emu::g_last_error = cudaErrorInvalidConfiguration;                     \
+  } while (0)
