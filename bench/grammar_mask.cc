@@ -88,7 +88,7 @@ void BM_Sample(benchmark::State& state) {
   tq::SamplingParams p;
   p.temperature = 1.0f;
   const std::vector<int32_t> eos = {2};  // </s> of tq-llama-21m
-  std::vector<std::unique_ptr<tq::server::TokenSampler>> samplers(size_t(streams));
+  std::vector<std::unique_ptr<tq::server::TokenSampler>> samplers(static_cast<size_t>(streams));
   auto make = [&](int i) -> std::unique_ptr<tq::server::TokenSampler> {
     p.seed = uint64_t(i) * 7919 + 1;
     if (constrained)
@@ -99,9 +99,9 @@ void BM_Sample(benchmark::State& state) {
   for (int i = 0; i < streams; ++i) samplers[size_t(i)] = make(i);
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.f, 3.f);
-  std::vector<float> base(size_t(v));
+  std::vector<float> base(static_cast<size_t>(v));
   for (float& x : base) x = nd(rng);
-  std::vector<float> logits(size_t(v));
+  std::vector<float> logits(static_cast<size_t>(v));
   int64_t tokens = 0, restarts = 0;
   int offset = 0;
   for (auto _ : state) {
