@@ -8,7 +8,7 @@ PKGS=(build-essential cmake ninja-build ccache pkg-config
       nlohmann-json3-dev libfmt-dev libpcre2-dev libicu-dev libcli11-dev libcpp-httplib-dev
       libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev curl
       g++-aarch64-linux-gnu libcurl4-openssl-dev libssl-dev pybind11-dev python3-dev
-      python3-numpy)
+      python3-numpy chromium)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,8 +25,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# The OpenAI client for the server's end-to-end test (tests/e2e), when that test exists.
-if [ -f tests/e2e/package.json ] && [ ! -d tests/e2e/node_modules ]; then
+# The OpenAI client and playwright-core (drives chromium for the chat page's browser test) for the
+# server's end-to-end tests (tests/e2e), when those tests exist.
+if [ -f tests/e2e/package.json ] && [ ! -d tests/e2e/node_modules/playwright-core ]; then
   (cd tests/e2e && npm install --no-audit --no-fund --silent)
 fi
 

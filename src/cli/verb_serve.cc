@@ -79,6 +79,12 @@ int Run(int argc, char** argv) {
                  "Prompt tokens prefilled per scheduler step (between decode steps)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  std::string tool_parser;
+  app.add_option("--tool-parser", tool_parser,
+                 "Tool-call syntax parsed out of replies: hermes (also Qwen), llama3, mistral, "
+                 "harmony (gpt-oss), deepseek, json, none (default: read from the chat template)")
+      ->check(CLI::IsMember({"hermes", "qwen", "llama3", "mistral", "harmony", "gpt-oss",
+                             "deepseek", "json", "none"}));
   app.add_option("--max-body-mib", max_body_mib, "Largest request body (MiB) before 413")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1024)));
@@ -135,6 +141,7 @@ int Run(int argc, char** argv) {
     so.cors_origin = cors;
     so.http_threads = http_threads;
     so.log_format = log_format;
+    so.tool_parser = tool_parser;
     tq::server::HttpServer server(*text, scheduler, so);
     const int bound = server.Bind();
     std::thread http([&] { server.Serve(); });

@@ -196,11 +196,141 @@ std::vector<std::string> ParseStop(const json& body) {
   return stop;
 }
 
+// Fields this server does not implement: a 400 naming them, never a 200 that ignores them.
+// (Fields that cannot change the output, such as user, store, metadata or service_tier, are
+// accepted and ignored.)
+void RejectUnsupported(const json& body, Endpoint ep) {
+  auto present = [&](const char* k) { return Field(body, k) != nullptr; };
+  if (const json* lb = Field(body, "logit_bias"); lb && !(lb->is_object() && lb->empty())) {
+    throw BadRequest("logit_bias", "'logit_bias' is not supported");
+  }
+  for (const char* k : {"functions", "function_call"}) {
+    if (present(k)) {
+      throw BadRequest(k, std::string("'") + k +
+                              "' (the deprecated functions API) is not supported; use 'tools' "
+                              "and 'tool_choice'");
+    }
+  }
+  for (const char* k : {"audio", "prediction", "web_search_options"}) {
+    if (present(k)) throw BadRequest(k, std::string("'") + k + "' is not supported");
+  }
+  if (const json* m = Field(body, "modalities");
+      m && !(m->is_array() && m->size() == 1 && (*m)[0] == "text")) {
+    throw BadRequest("modalities", "'modalities' other than [\"text\"] is not supported");
+  }
+  if (ep == Endpoint::kCompletion) {
+    for (const char* k : {"response_format", "tools", "tool_choice"}) {
+      if (present(k)) {
+        throw BadRequest(k, std::string("'") + k + "' is supported on /v1/chat/completions only");
+      }
+    }
+  }
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?}}].
+void ValidateTools(const json& tools) {
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const json& t = tools[i];
+    const std::string f = fmt::format("tools[{}]", i);
+    if (!t.is_object()) WrongType(f, "an object", t);
+    const json* type = Field(t, "type");
+    if (!type || *type != "function") {
+      throw BadRequest(f + ".type", "'" + f + ".type' must be \"function\"");
+    }
+    const json* fn = Field(t, "function");
+    if (!fn) throw BadRequest(f + ".function", "'" + f + ".function' is required");
+    if (!fn->is_object()) WrongType(f + ".function", "an object", *fn);
+    const json* name = Field(*fn, "name");
+    if (!name || !name->is_string() || name->get<std::string>().empty()) {
+      throw BadRequest(f + ".function.name",
+                       "'" + f + ".function.name' must be a non-empty string");
+    }
+    if (const json* p = Field(*fn, "parameters"); p && !p->is_object()) {
+      WrongType(f + ".function.parameters", "an object", *p);
+    }
+  }
+}
+
+void ParseToolChoice(const json& body, GenerationRequest& r) {
+  if (auto v = GetBool(body, "parallel_tool_calls")) r.parallel_tool_calls = *v;
+  const json* tc = Field(body, "tool_choice");
+  if (!tc) return;
+  const size_t ntools = r.tools.is_array() ? r.tools.size() : 0;
+  if (tc->is_string()) {
+    const std::string v = tc->get<std::string>();
+    if (v == "auto") {
+      r.tool_choice = ToolChoice::kAuto;
+    } else if (v == "none") {
+      r.tool_choice = ToolChoice::kNone;
+    } else if (v == "required") {
+      r.tool_choice = ToolChoice::kRequired;
+    } else {
+      throw BadRequest("tool_choice",
+                       "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                       "{\"type\": \"function\", \"function\": {\"name\": ...}}, got \"" +
+                           v + "\"");
+    }
+  } else if (tc->is_object()) {
+    const json* fn = Field(*tc, "function");
+    const json* name = fn && fn->is_object() ? Field(*fn, "name") : nullptr;
+    if (!name || !name->is_string()) {
+      throw BadRequest("tool_choice.function.name", "'tool_choice.function.name' is required");
+    }
+    size_t i = 0;
+    for (; i < ntools; ++i) {
+      if (r.tools[i]["function"]["name"] == *name) break;
+    }
+    if (i == ntools) {
+      throw BadRequest("tool_choice.function.name", "'tool_choice' names the function '" +
+                                                        name->get<std::string>() +
+                                                        "', which is not in 'tools'");
+    }
+    r.tool_choice = ToolChoice::kFunction;
+    r.tool_choice_index = i;
+  } else {
+    WrongType("tool_choice", "a string or an object", *tc);
+  }
+  if ((r.tool_choice == ToolChoice::kRequired) && ntools == 0) {
+    throw BadRequest("tool_choice",
+                     "'tool_choice' \"required\" needs at least one entry in 'tools'");
+  }
+}
+
+void ParseResponseFormat(const json& body, GenerationRequest& r) {
+  const json* rf = Field(body, "response_format");
+  if (!rf) return;
+  if (!rf->is_object()) WrongType("response_format", "an object", *rf);
+  const std::string type = GetString(*rf, "type").value_or("");
+  if (type == "text") {
+    r.response_format = ResponseFormat::kText;
+  } else if (type == "json_object") {
+    r.response_format = ResponseFormat::kJsonObject;
+  } else if (type == "json_schema") {
+    const json* js = Field(*rf, "json_schema");
+    if (!js || !js->is_object()) {
+      throw BadRequest("response_format.json_schema",
+                       "'response_format.json_schema' must be an object with a 'schema'");
+    }
+    const json* schema = Field(*js, "schema");
+    if (!schema || !(schema->is_object() || schema->is_boolean())) {
+      throw BadRequest("response_format.json_schema.schema",
+                       "'response_format.json_schema.schema' must be a JSON Schema object");
+    }
+    r.response_format = ResponseFormat::kJsonSchema;
+    r.json_schema = *schema;
+  } else {
+    throw BadRequest("response_format.type",
+                     "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+  }
+}
+
 // The fields chat and completions share.
 void ParseCommon(const json& body, GenerationRequest& r) {
+  RejectUnsupported(body, r.endpoint);
   if (auto m = GetString(body, "model")) r.model = *m;
-  if (auto n = GetInt(body, "n", 1, 1 << 20); n && *n != 1) {
-    throw BadRequest("n", "'n' must be 1 (several choices per prompt are not supported)");
+  if (auto n = GetInt(body, "n", 1, kMaxChoices)) r.n = int(*n);
+  if (auto b = GetInt(body, "best_of", 1, kMaxChoices); b && *b != r.n) {
+    throw BadRequest("best_of", "'best_of' other than 'n' is not supported");
   }
   constexpr int64_t kMaxInt = std::numeric_limits<int32_t>::max();
   if (auto v = GetInt(body, "max_tokens", 1, kMaxInt)) r.max_tokens = *v;
@@ -283,8 +413,11 @@ GenerationRequest ParseChatRequest(const json& body) {
   ParseCommon(body, r);
   if (const json* t = Field(body, "tools")) {
     if (!t->is_array()) WrongType("tools", "an array", *t);
+    ValidateTools(*t);
     r.tools = *t;  // [] stays []: the template sees an empty list, not None
   }
+  ParseToolChoice(body, r);
+  ParseResponseFormat(body, r);
   if (const json* k = Field(body, "chat_template_kwargs")) {
     if (!k->is_object()) WrongType("chat_template_kwargs", "an object", *k);
     r.template_kwargs = *k;
@@ -343,6 +476,10 @@ GenerationRequest ParseCompletionRequest(const json& body) {
     WrongType("prompt", "a string or an array", *p);
   }
   ParseCommon(body, r);
+  if (r.prompts.size() * size_t(r.n) > size_t(kMaxChoices)) {
+    throw BadRequest("n", fmt::format("prompts x 'n' is {}; at most {} choices per request",
+                                      r.prompts.size() * size_t(r.n), kMaxChoices));
+  }
   if (auto v = GetBool(body, "echo")) r.echo = *v;
   if (auto v = GetInt(body, "logprobs", 0, kMaxTopLogprobs)) {
     r.logprobs = true;

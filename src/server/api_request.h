@@ -40,6 +40,12 @@ struct Prompt {
 
 enum class Endpoint { kChat, kCompletion };
 
+// tool_choice: "auto" (the model decides; calls are parsed out of its text), "none" (no
+// parsing), "required" (one call to some tool, by constrained decoding) or a named function.
+enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
+// response_format.type.
+enum class ResponseFormat { kText, kJsonObject, kJsonSchema };
+
 struct GenerationRequest {
   Endpoint endpoint = Endpoint::kChat;
   std::string model;  // as sent ("" when absent)
@@ -49,9 +55,15 @@ struct GenerationRequest {
   nlohmann::ordered_json messages;
   nlohmann::ordered_json tools;
   nlohmann::ordered_json template_kwargs;
+  ToolChoice tool_choice = ToolChoice::kAuto;
+  size_t tool_choice_index = 0;  // kFunction: which entry of `tools`
+  bool parallel_tool_calls = true;
+  ResponseFormat response_format = ResponseFormat::kText;
+  nlohmann::ordered_json json_schema;  // kJsonSchema: response_format.json_schema.schema
   bool add_generation_prompt = true;
-  // Completions: one or more prompts (each becomes one choice).
+  // Completions: one or more prompts (each becomes `n` choices, prompt-major).
   std::vector<Prompt> prompts;
+  int n = 1;  // choices per prompt
   bool echo = false;
 
   std::optional<int64_t> max_tokens;  // max_tokens or max_completion_tokens
@@ -70,6 +82,8 @@ constexpr int kMaxStopStrings = 16;
 constexpr size_t kMaxStopBytes = 512;
 constexpr int kMaxTopLogprobs = 20;
 constexpr int kMaxPrompts = 64;
+// Choices per request (prompts x n).
+constexpr int kMaxChoices = 64;
 
 // Parses a request body; malformed JSON or a non-object -> 400.
 nlohmann::ordered_json ParseJsonBody(const std::string& body);

@@ -8,32 +8,38 @@ namespace tq::server {
 class ChoiceSink : public SequenceSink {
  public:
   ChoiceSink(std::shared_ptr<Generation> gen, size_t index, std::span<const int32_t> prompt,
-             const std::vector<std::string>& stop, bool logprobs)
+             const Generation::SinkOptions& opts)
       : gen_(std::move(gen)),
         index_(index),
         stream_(
-            [text = &gen_->text_](std::span<const int32_t> ids) {
-              return text->Decode(ids, /*skip_special=*/true);
-            },
-            stop, prompt),
-        logprobs_(logprobs) {}
+            [text = &gen_->text_, keep = opts.tools != ToolFamily::kNone](
+                std::span<const int32_t> ids) { return text->Decode(ids, /*skip_special=*/!keep); },
+            opts.stop, prompt),
+        logprobs_(opts.logprobs),
+        family_(opts.tools),
+        parallel_(opts.parallel_tool_calls),
+        tools_(opts.tools) {}
 
   bool OnToken(int32_t token, const TokenLogprobs* lp) override {
     const StopStringMatcher::Result r = stream_.Push(token);
+    std::string text(r.text);
+    std::vector<ToolCallOut> calls;
+    if (family_ != ToolFamily::kNone) {
+      ToolCallStream::Delta d = tools_.Push(text);
+      text = std::move(d.content);
+      calls = Release(std::move(d.calls));
+    }
     LogprobEntry entry;
     if (logprobs_ && lp) {
-      const int32_t id[1] = {token};
-      entry.token = gen_->text_.Decode(id, false);
+      entry.token = gen_->piece_(token);
       entry.logprob = lp->logprob;
-      for (const auto& [t, p] : lp->top) {
-        const int32_t tid[1] = {t};
-        entry.top.emplace_back(gen_->text_.Decode(tid, false), p);
-      }
+      for (const auto& [t, p] : lp->top) entry.top.emplace_back(gen_->piece_(t), p);
     }
     {
       std::lock_guard lk(gen_->mu_);
       ChoiceOutput& c = gen_->choices_[index_];
-      c.text.append(r.text);
+      c.text.append(text);
+      for (auto& call : calls) c.tool_calls.push_back(std::move(call));
       if (logprobs_ && lp) c.logprobs.push_back(std::move(entry));
       gen_->news_ = true;
     }
@@ -45,10 +51,19 @@ class ChoiceSink : public SequenceSink {
                 const std::string& error) override {
     std::string tail;
     if (reason != FinishReason::kError && stream_.Finish(&tail)) reason = FinishReason::kStop;
+    std::vector<ToolCallOut> calls;
+    if (family_ != ToolFamily::kNone) {
+      ToolCallStream::Delta d = tools_.Push(tail);
+      ToolCallStream::Delta f = tools_.Finish();
+      tail = std::move(d.content) + f.content;
+      for (auto& call : f.calls) d.calls.push_back(std::move(call));
+      calls = Release(std::move(d.calls));
+    }
     {
       std::lock_guard lk(gen_->mu_);
       ChoiceOutput& c = gen_->choices_[index_];
       c.text.append(tail);
+      for (auto& call : calls) c.tool_calls.push_back(std::move(call));
       c.finished = true;
       c.reason = reason;
       c.stats = stats;
@@ -61,19 +76,33 @@ class ChoiceSink : public SequenceSink {
   bool Cancelled() const override { return gen_->cancelled(); }
 
  private:
+  // Gives calls their ids; drops those beyond the first when parallel calls are off.
+  std::vector<ToolCallOut> Release(std::vector<ToolCall> calls) {
+    std::vector<ToolCallOut> out;
+    for (auto& c : calls) {
+      if (!parallel_ && released_ > 0) break;
+      ++released_;
+      out.push_back({NewToolCallId(family_), std::move(c)});
+    }
+    return out;
+  }
+
   std::shared_ptr<Generation> gen_;
   size_t index_;
   TextStream stream_;  // detokenizer + stop strings
   bool logprobs_;
+  ToolFamily family_;
+  bool parallel_;
+  ToolCallStream tools_;
+  size_t released_ = 0;
 };
 
 Generation::Generation(const TextModel& text, size_t num_choices)
-    : text_(text), num_choices_(num_choices), choices_(num_choices) {}
+    : text_(text), piece_(text), num_choices_(num_choices), choices_(num_choices) {}
 
 std::shared_ptr<SequenceSink> Generation::MakeSink(size_t index, std::span<const int32_t> prompt,
-                                                   const std::vector<std::string>& stop,
-                                                   bool logprobs) {
-  return std::make_shared<ChoiceSink>(shared_from_this(), index, prompt, stop, logprobs);
+                                                   const SinkOptions& opts) {
+  return std::make_shared<ChoiceSink>(shared_from_this(), index, prompt, opts);
 }
 
 bool Generation::Take(std::vector<ChoiceOutput>& out, std::chrono::milliseconds timeout) {
@@ -87,6 +116,8 @@ bool Generation::Take(std::vector<ChoiceOutput>& out, std::chrono::milliseconds 
     ChoiceOutput& o = out[i];
     o.text = std::move(c.text);
     c.text.clear();
+    o.tool_calls = std::move(c.tool_calls);
+    c.tool_calls.clear();
     o.logprobs = std::move(c.logprobs);
     c.logprobs.clear();
     o.finished = c.finished;

@@ -17,18 +17,27 @@
 #include "runtime/text_stream.h"
 #include "server/engine.h"
 #include "server/text_model.h"
+#include "server/token_text.h"
+#include "server/tool_calls.h"
 
 namespace tq::server {
 
 struct LogprobEntry {
-  std::string token;  // the token's text (special tokens kept)
+  std::string token;  // the text the token adds (leading-space marker decoded; specials kept)
   float logprob = 0;
   std::vector<std::pair<std::string, float>> top;
 };
 
+// A parsed tool call with the id the response gives it.
+struct ToolCallOut {
+  std::string id;
+  ToolCall call;
+};
+
 struct ChoiceOutput {
-  std::string text;                    // new text since the last Take
-  std::vector<LogprobEntry> logprobs;  // new entries since the last Take
+  std::string text;                     // new text since the last Take
+  std::vector<ToolCallOut> tool_calls;  // calls released since the last Take
+  std::vector<LogprobEntry> logprobs;   // new entries since the last Take
   bool finished = false;
   FinishReason reason = FinishReason::kStop;
   SequenceStats stats;
@@ -40,9 +49,25 @@ class Generation : public std::enable_shared_from_this<Generation> {
  public:
   Generation(const TextModel& text, size_t num_choices);
 
+  // What a sink does with the tokens of its choice.
+  struct SinkOptions {
+    std::vector<std::string> stop;
+    bool logprobs = false;
+    // Tool calls are parsed out of the text in this family's syntax (kNone: plain text). The
+    // text is then decoded with special tokens kept, since most families' markers are special.
+    ToolFamily tools = ToolFamily::kNone;
+    bool parallel_tool_calls = true;  // false: calls after the first are dropped
+  };
   // A sink for choice `index`; `prompt` seeds the detokenizer's context.
   std::shared_ptr<SequenceSink> MakeSink(size_t index, std::span<const int32_t> prompt,
-                                         const std::vector<std::string>& stop, bool logprobs);
+                                         const SinkOptions& opts);
+  std::shared_ptr<SequenceSink> MakeSink(size_t index, std::span<const int32_t> prompt,
+                                         const std::vector<std::string>& stop, bool logprobs) {
+    SinkOptions o;
+    o.stop = stop;
+    o.logprobs = logprobs;
+    return MakeSink(index, prompt, o);
+  }
 
   // Waits up to `timeout` for news, then moves every choice's new text/logprobs into `out`
   // (finish state copied). Returns true when every choice has finished.
@@ -58,6 +83,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
  private:
   friend class ChoiceSink;
   const TextModel& text_;
+  const TokenText piece_;  // logprobs' token strings
   const size_t num_choices_;
   std::mutex mu_;
   std::condition_variable cv_;

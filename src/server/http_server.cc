@@ -13,9 +13,11 @@
 #include "server/api_error.h"
 #include "server/api_request.h"
 #include "server/generation.h"
+#include "server/generation_plan.h"
 #include "server/listen_socket.h"
 #include "server/openai_format.h"
 #include "server/request_log.h"
+#include "server/web/chat_page.h"
 
 namespace tq::server {
 namespace {
@@ -81,6 +83,7 @@ struct StreamState {
   std::vector<std::string> echo;     // completions with echo: the prompt text per choice
   std::vector<size_t> offset;        // completions: text bytes sent per choice (text_offset)
   std::vector<bool> started, ended;  // per choice: first chunk / finish chunk sent
+  std::vector<size_t> calls;         // chat: tool calls sent per choice
   std::vector<ChoiceOutput> buf, totals;
   bool done = false;
 
@@ -103,6 +106,11 @@ struct StreamState {
           offset[i] += echo[i].size();
         }
       }
+      if (chat && !c.tool_calls.empty()) {
+        out += SseData(ChatChunkJson(meta, i, false, "", nullptr, nullptr, include_usage,
+                                     ToolCallDeltasJson(c.tool_calls, calls[i])));
+        calls[i] += c.tool_calls.size();
+      }
       if (!c.text.empty() || !c.logprobs.empty()) {
         const auto* lp = logprobs ? &c.logprobs : nullptr;
         out += SseData(
@@ -119,7 +127,7 @@ struct StreamState {
               c.reason == FinishReason::kError ? c.error : "the server is shutting down";
           out += SseData(ErrorJson(msg, "server_error"));
         } else {
-          const char* fr = OpenAiFinishReason(c.reason);
+          const char* fr = chat ? ChatFinishReason(c.reason, calls[i] > 0) : OpenAiFinishReason(c.reason);
           out += SseData(
               chat ? ChatChunkJson(meta, i, false, "", nullptr, fr, include_usage)
                    : CompletionChunkJson(meta, i, "", nullptr, offset[i], fr, include_usage));
@@ -226,7 +234,8 @@ void HttpServer::Route() {
       res.status = 204;
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (req.path != "/health" && !Authorized(req)) {
+    // The chat page itself holds no data: it loads without the key and asks for it.
+    if (req.path != "/health" && req.path != "/" && !Authorized(req)) {
       const bool missing = !req.has_header("Authorization") && !req.has_header("x-api-key");
       SendJson(res, 401,
                ErrorJson(missing ? "Missing API key: send 'Authorization: Bearer <key>'"
@@ -281,6 +290,10 @@ void HttpServer::Route() {
   using R = const httplib::Request&;
   using W = httplib::Response&;
   http_->Get("/health", [](R, W res) { SendJson(res, 200, {{"status", "ok"}}); });
+  http_->Get("/", [](R, W res) {
+    const std::string_view page = ChatPageHtml();
+    res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+  });
   http_->Get("/v1/models", [this](R req, W res) { HandleModels(req, res); });
   http_->Get(R"(/v1/models/(.+))", [this](R req, W res) { HandleModels(req, res); });
   http_->Get("/metrics", [this](R req, W res) { HandleMetrics(req, res); });
@@ -382,13 +395,17 @@ void HttpServer::HandleGeneration(const std::string& raw, httplib::Response& res
     const auto body = ParseJsonBody(raw);
     const GenerationRequest r = chat ? ParseChatRequest(body) : ParseCompletionRequest(body);
     CheckModel(r.model);
+    std::optional<ToolFamily> family;
+    if (!opts_.tool_parser.empty()) family = ParseToolFamily(opts_.tool_parser);
+    const GenerationPlan plan = PlanGeneration(r, text_, family);
 
     // Prompts as tokens. A chat template writes its own BOS, so no special tokens are added.
     std::vector<std::vector<int32_t>> prompts;
     std::vector<std::string> echo;
     if (chat) {
-      const std::string text =
-          text_.RenderChat(r.messages, r.tools, r.add_generation_prompt, r.template_kwargs);
+      const ToolFamily tf = family ? *family : DetectToolFamily(text_.ChatTemplateSource());
+      const std::string text = text_.RenderChat(PrepareToolMessages(tf, r.messages), r.tools,
+                                                r.add_generation_prompt, r.template_kwargs);
       prompts.push_back(text_.Encode(text, /*add_special=*/false));
     } else {
       for (size_t i = 0; i < r.prompts.size(); ++i) {
@@ -421,22 +438,48 @@ void HttpServer::HandleGeneration(const std::string& raw, httplib::Response& res
                                    opts_.context, p.size(), field),
                        field, "context_length_exceeded");
       }
+      // max_tokens beyond the room left is refused (as OpenAI and vLLM do), not clamped.
+      if (r.max_tokens && int64_t(p.size()) + *r.max_tokens > opts_.context) {
+        throw ApiError(400, "invalid_request_error",
+                       fmt::format("This model's maximum context length is {} tokens; the prompt "
+                                   "has {} tokens and max_tokens is {} ({} in all). Lower "
+                                   "max_tokens to at most {} or shorten the {}.",
+                                   opts_.context, p.size(), *r.max_tokens,
+                                   int64_t(p.size()) + *r.max_tokens,
+                                   opts_.context - int64_t(p.size()), field),
+                       "max_tokens", "context_length_exceeded");
+      }
     }
 
-    auto gen = std::make_shared<Generation>(text_, prompts.size());
+    // Choices prompt-major: prompt i's j-th choice is choice i * n + j. With a seed, choice j
+    // samples with seed + j (so n > 1 gives different choices, reproducibly).
+    const size_t n = size_t(r.n);
+    auto gen = std::make_shared<Generation>(text_, prompts.size() * n);
     const SamplingParams defaults = text_.DefaultSampling();
+    Generation::SinkOptions sink_opts;
+    sink_opts.stop = r.stop;
+    sink_opts.logprobs = r.logprobs;
+    sink_opts.tools = plan.tools;
+    sink_opts.parallel_tool_calls = r.parallel_tool_calls;
     std::vector<SequenceRequest> seqs;
+    std::vector<std::string> echo_n;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      SequenceRequest s;
-      s.prompt = std::move(prompts[i]);
-      s.max_tokens = r.max_tokens.value_or(0);
-      s.sampler = std::make_unique<RuntimeSampler>(
-          ResolveSampling(r.sampling, defaults, RandomSeed()), text_.vocab_size(), s.prompt);
-      if (!r.ignore_eos) s.eos_tokens = text_.EosTokens();
-      s.top_logprobs = r.logprobs ? r.top_logprobs : -1;
-      s.sink = gen->MakeSink(i, s.prompt, r.stop, r.logprobs);
-      seqs.push_back(std::move(s));
+      for (size_t j = 0; j < n; ++j) {
+        SequenceRequest s;
+        s.prompt = prompts[i];
+        s.max_tokens = r.max_tokens.value_or(0);
+        SamplingRequest sr = r.sampling;
+        if (sr.seed) sr.seed = *sr.seed + j;
+        s.sampler = MakeSampler(plan, ResolveSampling(sr, defaults, RandomSeed()), text_, s.prompt);
+        // A grammar ends the output with an end token: those stay on even with ignore_eos.
+        if (!r.ignore_eos || plan.grammar) s.eos_tokens = text_.EosTokens();
+        s.top_logprobs = r.logprobs ? r.top_logprobs : -1;
+        s.sink = gen->MakeSink(i * n + j, s.prompt, sink_opts);
+        seqs.push_back(std::move(s));
+        if (!echo.empty()) echo_n.push_back(echo[i]);
+      }
     }
+    echo = std::move(echo_n);
     if (!scheduler_.Submit(std::move(seqs))) {
       throw ApiError(503, "server_error",
                      "The server is busy (the request queue is full); retry shortly", "",
@@ -462,17 +505,18 @@ void HttpServer::HandleGeneration(const std::string& raw, httplib::Response& res
       return;
     }
     auto st = std::make_shared<StreamState>();
-    const size_t n = gen->num_choices();
+    const size_t choices = gen->num_choices();
     st->gen = gen;
     st->meta = std::move(meta);
     st->chat = chat;
     st->include_usage = r.include_usage;
     st->logprobs = r.logprobs;
-    st->echo = echo.empty() ? std::vector<std::string>(n) : echo;
-    st->offset.assign(n, 0);
-    st->started.assign(n, false);
-    st->ended.assign(n, false);
-    st->totals.resize(n);
+    st->echo = echo.empty() ? std::vector<std::string>(choices) : echo;
+    st->offset.assign(choices, 0);
+    st->started.assign(choices, false);
+    st->ended.assign(choices, false);
+    st->calls.assign(choices, 0);
+    st->totals.resize(choices);
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(

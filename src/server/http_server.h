@@ -37,6 +37,7 @@ struct ServerOptions {
   // One line per request on stderr: "text" (time method path status tokens ms) or "json";
   // "none" (or empty) logs nothing.
   std::string log_format = "none";
+  std::string tool_parser;  // tool-call syntax (tool_calls.h names); "": from the chat template
 };
 
 class HttpServer {

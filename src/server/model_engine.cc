@@ -84,6 +84,15 @@ std::unique_ptr<ModelTextModel> ModelTextModel::Load(const std::string& dir,
   return t;
 }
 
+std::string ModelTextModel::ChatTemplateSource() const {
+  // The one tool requests render with (RenderChat picks "tool_use" when it exists).
+  if (auto it = tok_config_.named_templates.find("tool_use");
+      it != tok_config_.named_templates.end()) {
+    return it->second;
+  }
+  return tok_config_.chat_template;
+}
+
 std::vector<int32_t> ModelTextModel::Encode(const std::string& text, bool add_special) const {
   return tokenizer_->Encode(text, add_special);
 }

@@ -59,6 +59,8 @@ class ModelTextModel : public TextModel {
                          const nlohmann::ordered_json& tools, bool add_generation_prompt,
                          const nlohmann::ordered_json& template_kwargs) const override;
   std::vector<int32_t> EosTokens() const override { return eos_; }
+  bool IsSpecialToken(int32_t id) const override { return tokenizer_->IsSpecial(id); }
+  std::string ChatTemplateSource() const override;
   SamplingParams DefaultSampling() const override { return defaults_; }
 
  private:

@@ -29,6 +29,27 @@ const char* OpenAiFinishReason(FinishReason r) {
   return r == FinishReason::kLength ? "length" : "stop";
 }
 
+const char* ChatFinishReason(FinishReason r, bool made_tool_calls) {
+  if (r == FinishReason::kStop && made_tool_calls) return "tool_calls";
+  return OpenAiFinishReason(r);
+}
+
+json ToolCallsJson(const std::vector<ToolCallOut>& calls) {
+  json out = json::array();
+  for (const auto& c : calls) {
+    out.push_back({{"id", c.id},
+                   {"type", "function"},
+                   {"function", {{"name", c.call.name}, {"arguments", c.call.arguments}}}});
+  }
+  return out;
+}
+
+json ToolCallDeltasJson(const std::vector<ToolCallOut>& calls, size_t first_index) {
+  json out = ToolCallsJson(calls);
+  for (size_t i = 0; i < out.size(); ++i) out[i]["index"] = first_index + i;
+  return out;
+}
+
 json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
@@ -100,10 +121,15 @@ json ChatCompletionJson(const ResponseMeta& meta, const std::vector<ChoiceOutput
   json choices = json::array();
   for (size_t i = 0; i < outputs.size(); ++i) {
     const ChoiceOutput& o = outputs[i];
+    json message = {{"role", "assistant"}, {"content", o.text}};
+    if (!o.tool_calls.empty()) {
+      if (o.text.empty()) message["content"] = nullptr;  // as OpenAI: calls only
+      message["tool_calls"] = ToolCallsJson(o.tool_calls);
+    }
     choices.push_back({{"index", i},
-                       {"message", {{"role", "assistant"}, {"content", o.text}}},
+                       {"message", std::move(message)},
                        {"logprobs", logprobs ? ChatLogprobsJson(o.logprobs) : json(nullptr)},
-                       {"finish_reason", OpenAiFinishReason(o.reason)}});
+                       {"finish_reason", ChatFinishReason(o.reason, !o.tool_calls.empty())}});
   }
   j["choices"] = std::move(choices);
   j["usage"] = Usage(outputs);
@@ -130,11 +156,12 @@ json CompletionJson(const ResponseMeta& meta, const std::vector<ChoiceOutput>& o
 
 json ChatChunkJson(const ResponseMeta& meta, size_t index, bool role, const std::string& text,
                    const std::vector<LogprobEntry>* logprobs, const char* finish,
-                   bool include_usage) {
+                   bool include_usage, const json& tool_calls) {
   json j = Base(meta, "chat.completion.chunk");
   json delta = json::object();
   if (role) delta["role"] = "assistant";
   if (role || !text.empty() || (logprobs && !logprobs->empty())) delta["content"] = text;
+  if (!tool_calls.is_null()) delta["tool_calls"] = tool_calls;
   j["choices"] = json::array({{{"index", index},
                                {"delta", delta},
                                {"logprobs", logprobs ? ChatLogprobsJson(*logprobs) : json(nullptr)},

@@ -30,6 +30,13 @@ std::string SseData(const nlohmann::json& j);
 inline constexpr char kSseDone[] = "data: [DONE]\n\n";
 
 const char* OpenAiFinishReason(FinishReason r);  // "stop" / "length" ("stop" otherwise)
+// A chat choice's: "tool_calls" when it stopped after making calls.
+const char* ChatFinishReason(FinishReason r, bool made_tool_calls);
+
+// message.tool_calls entries: {"id", "type": "function", "function": {"name", "arguments"}};
+// streamed: the same with "index" (the call's position in the choice, from `first_index`).
+nlohmann::json ToolCallsJson(const std::vector<ToolCallOut>& calls);
+nlohmann::json ToolCallDeltasJson(const std::vector<ToolCallOut>& calls, size_t first_index);
 
 nlohmann::json UsageJson(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
 
@@ -43,10 +50,12 @@ nlohmann::json ChatCompletionJson(const ResponseMeta& meta,
 nlohmann::json CompletionJson(const ResponseMeta& meta, const std::vector<ChoiceOutput>& outputs,
                               const std::vector<std::string>& echo_prefix, bool logprobs);
 
-// Streaming chunks. `role` only on a chat choice's first chunk; `finish` on its last.
+// Streaming chunks. `role` only on a chat choice's first chunk; `finish` on its last;
+// `tool_calls` (delta.tool_calls, from ToolCallDeltasJson) when not null.
 nlohmann::json ChatChunkJson(const ResponseMeta& meta, size_t index, bool role,
                              const std::string& text, const std::vector<LogprobEntry>* logprobs,
-                             const char* finish, bool include_usage);
+                             const char* finish, bool include_usage,
+                             const nlohmann::json& tool_calls = nullptr);
 nlohmann::json CompletionChunkJson(const ResponseMeta& meta, size_t index, const std::string& text,
                                    const std::vector<LogprobEntry>* logprobs, size_t text_offset,
                                    const char* finish, bool include_usage);

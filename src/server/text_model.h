@@ -24,6 +24,10 @@ class TextModel {
                                  const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                  const nlohmann::ordered_json& template_kwargs) const = 0;
   virtual std::vector<int32_t> EosTokens() const = 0;
+  // An added token with special=true (masked out of constrained output unless a grammar names it).
+  virtual bool IsSpecialToken(int32_t /*id*/) const { return false; }
+  // The default chat template's source ("" when none): the tool-call family is read from it.
+  virtual std::string ChatTemplateSource() const { return ""; }
   // Sampling used for fields a request leaves out (generation_config.json).
   virtual SamplingParams DefaultSampling() const = 0;
 };

@@ -8,7 +8,7 @@ if [ $# -ge 1 ]; then
 fi
 cd "$(dirname "$0")"
 command -v node >/dev/null || { echo "e2e: node not found (scripts/setup.sh installs it)" >&2; exit 1; }
-if [ ! -d node_modules/openai ]; then
+if [ ! -d node_modules/openai ] || [ ! -d node_modules/playwright-core ]; then
   npm ci --no-audit --no-fund --silent
 fi
 # One file at a time: each starts its own server, and the load test wants the machine.

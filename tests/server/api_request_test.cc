@@ -38,7 +38,7 @@ TEST(ApiRequest, ChatFields) {
     "max_completion_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
     "seed": 11, "stop": "END", "presence_penalty": 0.5, "frequency_penalty": -0.5,
     "stream": true, "stream_options": {"include_usage": true}, "logprobs": true,
-    "top_logprobs": 3, "tools": [{"type": "function"}], "unknown_field": {"x": 1}})"));
+    "top_logprobs": 3, "tools": [{"type": "function", "function": {"name": "f"}}], "unknown_field": {"x": 1}})"));
   EXPECT_EQ(r.endpoint, Endpoint::kChat);
   EXPECT_EQ(r.model, "m");
   ASSERT_EQ(r.messages.size(), 4u);
@@ -128,7 +128,9 @@ TEST(ApiRequest, RejectsNamingTheField) {
   EXPECT_EQ(RejectedParam("{" + m + R"(, "top_logprobs": 3})", true), "top_logprobs");
   EXPECT_EQ(RejectedParam("{" + m + R"(, "logprobs": true, "top_logprobs": 50})", true),
             "top_logprobs");
-  EXPECT_EQ(RejectedParam("{" + m + R"(, "n": 2})", true), "n");
+  EXPECT_EQ(RejectedParam("{" + m + R"(, "n": 1000})", true), "n");  // n up to kMaxChoices
+  EXPECT_EQ(RejectedParam("{" + m + R"(, "tools": [{"type": "function"}]})", true),
+            "tools[0].function");
   EXPECT_EQ(RejectedParam("{" + m + R"(, "presence_penalty": 2.5})", true), "presence_penalty");
   EXPECT_EQ(RejectedParam("{" + m + R"(, "model": 5})", true), "model");
   EXPECT_EQ(RejectedParam(R"({"prompt": 5})", false), "prompt");

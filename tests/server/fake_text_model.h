@@ -38,6 +38,7 @@ class FakeTextModel : public TextModel {
     return s;
   }
   std::vector<int32_t> EosTokens() const override { return {1}; }
+  bool IsSpecialToken(int32_t id) const override { return id < 3; }
   SamplingParams DefaultSampling() const override {
     SamplingParams p;
     p.temperature = 0;  // greedy: the fake engine's output is then exact

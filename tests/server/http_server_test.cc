@@ -278,7 +278,7 @@ TEST_F(HttpServerTest, MetricsExposition) {
 
 TEST_F(HttpServerTest, QueueFullIs503AndDisconnectFreesTheSlot) {
   Start(/*parallel=*/1, /*max_queue=*/1);
-  engine_->decode_delay_us = 20000;  // 50 tokens/s: requests stay running for a while
+  engine_->decode_delay_us = 100000;  // 10 tokens/s: requests stay running for a while
   auto wait_for = [&](auto pred) {
     for (int i = 0; i < 500 && !pred(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -293,7 +293,7 @@ TEST_F(HttpServerTest, QueueFullIs503AndDisconnectFreesTheSlot) {
     req.method = "POST";
     req.path = "/v1/completions";
     req.headers = {{"Content-Type", "application/json"}};
-    req.body = R"({"prompt":"a","max_tokens":1000,"stream":true})";
+    req.body = R"({"prompt":"a","max_tokens":60,"stream":true})";
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
       return ++chunks < 3 || !release;
     };
