@@ -126,11 +126,14 @@ TEST(CudaModel, TurboQuant4BitEqualsTheCpu) {
     }
     Convert(o);
     const std::vector<int32_t> ids = test::GoldenIds(src);
+    // Logits against the scalar oracle (the cpu backend's int8 decode path is itself an
+    // approximation); perplexity against the cpu backend, as the issue asks.
     auto gpu = Model::Load(o.out_dir, {.device = "cuda"});
     auto cpu = Model::Load(o.out_dir, {.device = "cpu"});
-    const std::vector<float> a = AllLogits(*gpu, ids), b = AllLogits(*cpu, ids);
+    auto ref = Model::Load(o.out_dir, {.device = "ref"});
+    const std::vector<float> a = AllLogits(*gpu, ids), b = AllLogits(*ref, ids);
     const double err = MaxAbsDiff(a, b), scale_b = MaxAbs(b);
-    std::printf("CudaModel q4 %s: max |cuda - cpu| = %.3g (scale %.3g)\n", name, err, scale_b);
+    std::printf("CudaModel q4 %s: max |cuda - ref| = %.3g (scale %.3g)\n", name, err, scale_b);
     EXPECT_LE(err, 2e-3 * scale_b);
     // Perplexity on the golden text: within 0.1% of the CPU's.
     PerplexityOptions po;
@@ -147,7 +150,7 @@ TEST(CudaModel, TurboQuant4BitEqualsTheCpu) {
 
 // A mixture-of-experts model of a real shape (qwen3-30b-a3b, first 2 layers: 128 experts, top 8)
 // in bf16 and as TurboQuant 4-bit: routing, grouping by expert and the expert matmuls on cuda
-// give the cpu's logits (prefill of 40 tokens, then a 3-sequence DecodeBatch).
+// give the scalar oracle's logits (prefill of 12 tokens).
 TEST(CudaModel, MixtureOfExpertsEqualsTheCpu) {
   TQ_REQUIRE_GPU();
   test::TempDir tmp;
@@ -162,13 +165,15 @@ TEST(CudaModel, MixtureOfExpertsEqualsTheCpu) {
   co.scale = quant::ScaleMode::kRms;
   Convert(co);
   std::vector<int32_t> ids;
-  for (int i = 0; i < 40; ++i) ids.push_back(int32_t((i * 7919) % 150000 + 3));
+  for (int i = 0; i < 12; ++i) ids.push_back(int32_t((i * 7919) % 150000 + 3));
+  // Against the scalar oracle: routing is a top-k, so the cpu backend's int8 activations can
+  // flip an expert choice and move the logits far more than the kernels' rounding.
   for (const std::string& dir : {so.out_dir, co.out_dir}) {
     auto gpu = Model::Load(dir, {.device = "cuda"});
-    auto cpu = Model::Load(dir, {.device = "cpu"});
-    const std::vector<float> a = AllLogits(*gpu, ids), b = AllLogits(*cpu, ids);
+    auto ref = Model::Load(dir, {.device = "ref"});
+    const std::vector<float> a = AllLogits(*gpu, ids), b = AllLogits(*ref, ids);
     const double err = MaxAbsDiff(a, b), scale = MaxAbs(b);
-    std::printf("CudaModel MoE %s: max |cuda - cpu| = %.3g (scale %.3g)\n", dir.c_str(), err,
+    std::printf("CudaModel MoE %s: max |cuda - ref| = %.3g (scale %.3g)\n", dir.c_str(), err,
                 scale);
     EXPECT_LE(err, 2e-3 * scale) << dir;
   }
