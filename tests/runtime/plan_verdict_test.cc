@@ -145,7 +145,7 @@ TEST(PlanVerdict, TurboQuantCheckpointAndErrors) {
   o.recipe = QuantRecipeOptions{};
   EXPECT_THROW(MakeMemoryPlan(o), UsageError);
 
-  o = Opts("tq-llama-21m", 0, 64);
+  o = Opts("tq-llama-21m", -1, 64);  // 0 is the model's default context
   EXPECT_THROW(MakeMemoryPlan(o), UsageError);
   o = Opts("tq-llama-21m", 64, 64);
   o.prefill_step = 0;
@@ -396,7 +396,7 @@ TEST(PlanVerdict, VerbExitCodes) {
   EXPECT_EQ(RunPlanVerb(m + " --bits 5"), 2);
   EXPECT_EQ(RunPlanVerb(m + " --bits 4 --protect-layers 3-1"), 2);
   EXPECT_EQ(RunPlanVerb(m + " --kv-bits 3 --kv-k-bits 3 --kv-v-bits 3"), 2);
-  EXPECT_EQ(RunPlanVerb(m + " --context 0"), 2);
+  EXPECT_EQ(RunPlanVerb(m + " --context -1"), 2);
   EXPECT_EQ(RunPlanVerb(m + " --bits 4 --ram-gb 64 --json"), 0);
   EXPECT_EQ(RunPlanVerb(m + " --budget-bpw 3 --ram-gb 64"), 0);  // implies --bits 4
   EXPECT_EQ(RunPlanVerb(m + " --bits 3 --budget-bpw 3.5 --ram-gb 64 --json"), 0);
