@@ -15,28 +15,14 @@
 #include "runtime/perplexity.h"
 #include "runtime/synth.h"
 #include "testutil/gpu.h"
+#include "testutil/golden.h"
 #include "testutil/testutil.h"
 
 namespace tq {
 namespace {
 
-struct Golden {
-  std::vector<int32_t> input_ids, greedy_ids;
-  std::vector<float> logits;  // [T, vocab]
-};
-
-Golden LoadGolden(const std::string& model) {
-  auto f = SafetensorsFile::Open(test::RequireFile(test::ModelDir(model) + "/golden.safetensors"));
-  Golden g;
-  auto ids = f->View("input_ids");
-  g.input_ids.assign(ids.as<int32_t>(), ids.as<int32_t>() + ids.numel());
-  auto greedy = f->View("greedy_ids");
-  g.greedy_ids.assign(greedy.as<int32_t>(), greedy.as<int32_t>() + greedy.numel());
-  auto logits = f->View("logits");
-  g.logits.resize(size_t(logits.numel()));
-  ToF32(logits, g.logits.data());
-  return g;
-}
+using test::Golden;
+using test::LoadGolden;
 
 std::vector<float> AllLogits(Model& m, const std::vector<int32_t>& ids) {
   auto cache = m.NewCache({.max_tokens = 256, .dtype = KvDType::kF32});

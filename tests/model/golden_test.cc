@@ -8,28 +8,14 @@
 #include "io/safetensors.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "testutil/golden.h"
 #include "testutil/testutil.h"
 
 namespace tq {
 namespace {
 
-struct Golden {
-  std::vector<int32_t> input_ids, greedy_ids;
-  std::vector<float> logits;  // [T, vocab]
-};
-
-Golden LoadGolden(const std::string& model) {
-  auto f = SafetensorsFile::Open(test::RequireFile(test::ModelDir(model) + "/golden.safetensors"));
-  Golden g;
-  auto ids = f->View("input_ids");
-  g.input_ids.assign(ids.as<int32_t>(), ids.as<int32_t>() + ids.numel());
-  auto greedy = f->View("greedy_ids");
-  g.greedy_ids.assign(greedy.as<int32_t>(), greedy.as<int32_t>() + greedy.numel());
-  auto logits = f->View("logits");
-  g.logits.resize(size_t(logits.numel()));
-  ToF32(logits, g.logits.data());
-  return g;
-}
+using test::Golden;
+using test::LoadGolden;
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
 
