@@ -77,7 +77,11 @@ class TurboquantTest(unittest.TestCase):
             self.assertEqual(len(l), len(ids) * self.m.vocab_size)
 
     def test_errors_carry_the_cli_message(self):
-        bad = "/nonexistent/model"
+        # An existing directory that holds no model: both fail loading it with the same message
+        # (a path that does not exist is caught earlier by the CLI's hub-id resolution).
+        empty = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, empty)
+        bad = empty
         out = cli("generate", "--model", bad, "--prompt", "x")
         self.assertEqual(out.returncode, 1)
         with self.assertRaises(turboquant.Error) as cm:
