@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -12,6 +13,7 @@
 #include "core/sysinfo.h"
 #include "server/api_error.h"
 #include "server/api_request.h"
+#include "server/elastic_task_queue.h"
 #include "server/generation.h"
 #include "server/generation_plan.h"
 #include "server/listen_socket.h"
@@ -205,12 +207,17 @@ void HttpServer::CheckModel(const std::string& model) const {
 
 void HttpServer::Route() {
   const SchedulerOptions& so = scheduler_.options();
-  // Every running and queued request, plus kIdleConnections more: a connection holds its thread
-  // while it sends its request, so slow or idle clients (slowloris, keep-alives) must not take
-  // every thread (docs/RELIABILITY.md measures it). Idle threads cost stack address space only.
+  // Up to every running and queued request, plus kIdleConnections more: a connection holds its
+  // thread while it sends its request, so slow or idle clients (slowloris, keep-alives) must not
+  // take every thread (docs/RELIABILITY.md measures it). The pool starts threads only when all
+  // are busy and lets the extra ones exit after 10 s idle, so a long-running server's memory
+  // follows its peak concurrency, not every thread that ever served a request.
   const int threads = opts_.http_threads > 0 ? opts_.http_threads
                                              : so.parallel + so.max_queue + kIdleConnections;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  ElasticTaskQueueOptions pool;
+  pool.max_threads = size_t(threads);
+  pool.min_threads = std::min<size_t>(size_t(so.parallel) + 4, pool.max_threads);
+  http_->new_task_queue = [pool] { return new ElasticTaskQueue(pool); };
   http_->set_payload_max_length(opts_.max_body_bytes);
   http_->set_read_timeout(30);
   http_->set_write_timeout(30);
