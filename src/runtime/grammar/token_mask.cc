@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/error.h"
 
@@ -41,8 +42,10 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<bool> s
 }
 
 TokenMasker::TokenMasker(std::shared_ptr<const Grammar> grammar,
-                         std::shared_ptr<const Vocabulary> vocab)
-    : grammar_(std::move(grammar)), vocab_(std::move(vocab)) {}
+                         std::shared_ptr<const Vocabulary> vocab, size_t max_interned_states)
+    : grammar_(std::move(grammar)),
+      vocab_(std::move(vocab)),
+      max_states_(std::max<size_t>(max_interned_states, 1)) {}
 
 GrammarState TokenMasker::Accept(const GrammarState& state, int32_t token) const {
   if (token < 0 || token >= vocab_->size()) return {};
@@ -56,39 +59,102 @@ GrammarState TokenMasker::Accept(const GrammarState& state, int32_t token) const
   return state.Advance(*grammar_, b);
 }
 
-TokenBits TokenMasker::Compute(const GrammarState& state) const {
-  const Vocabulary& v = *vocab_;
-  TokenBits bits(size_t((v.size() + 63) / 64), 0);
-  auto allow = [&](int32_t id) { bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63); };
-  // states[d]: the state after the first d bytes of the current token; valid up to `valid`.
-  std::vector<GrammarState> states{state};
-  size_t dead_at = SIZE_MAX;  // depth whose state is dead (prefix rejected), if any
-  for (size_t i = 0; i < v.sorted_.size(); ++i) {
-    const std::string& tok = v.bytes_[size_t(v.sorted_[i])];
-    const size_t lcp = i == 0 ? 0 : v.lcp_[i];
+int32_t TokenMasker::InternLocked(GrammarState s) {
+  std::string key = StateKey(s);
+  if (auto it = ids_.find(key); it != ids_.end()) return it->second;
+  const auto id = int32_t(states_.size());
+  states_.push_back(std::move(s));
+  next_.emplace_back();
+  next_.back().fill(kUnknown);
+  ids_.emplace(std::move(key), id);
+  return id;
+}
+
+void TokenMasker::ResetGraphLocked() {
+  states_.clear();
+  next_.clear();
+  ids_.clear();
+}
+
+// The special tokens the grammar names and allows after `state` (a few: walked directly).
+void TokenMasker::AllowSpecials(const GrammarState& state, TokenBits& bits) const {
+  for (int32_t id : vocab_->specials_) {
+    const std::string& b = vocab_->bytes_[size_t(id)];
+    if (std::find(grammar_->special_tokens.begin(), grammar_->special_tokens.end(), b) !=
+            grammar_->special_tokens.end() &&
+        !state.Advance(*grammar_, b).dead()) {
+      bits[size_t(id) >> 6] |= uint64_t(1) << (id & 63);
+    }
+  }
+}
+
+namespace {
+
+// The sorted-vocabulary walk, generic over the state representation: `step(s, byte)` returns the
+// successor and `dead(s)` says whether it rejects; false when `step` gave up (graph full).
+template <typename S, typename Step, typename Dead>
+bool WalkVocabulary(const std::vector<int32_t>& sorted, const std::vector<uint32_t>& lcp_of,
+                    const std::vector<std::string>& bytes, S start, Step step, Dead dead,
+                    TokenBits& bits) {
+  std::vector<S> states{std::move(start)};  // states[d]: after the first d bytes of the token
+  size_t dead_at = SIZE_MAX;                // depth whose state is dead (prefix rejected), if any
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const std::string& tok = bytes[size_t(sorted[i])];
+    const size_t lcp = i == 0 ? 0 : lcp_of[i];
     if (dead_at != SIZE_MAX && lcp >= dead_at) continue;  // shares a rejected prefix
     dead_at = SIZE_MAX;
     states.resize(std::min(states.size(), lcp + 1));
     bool ok = true;
     for (size_t d = states.size() - 1; d < tok.size(); ++d) {
-      GrammarState next = states[d].Advance(*grammar_, uint8_t(tok[d]));
-      if (next.dead()) {
+      std::optional<S> next = step(states[d], uint8_t(tok[d]));
+      if (!next) return false;
+      if (dead(*next)) {
         dead_at = d + 1;
         ok = false;
         break;
       }
-      states.push_back(std::move(next));
+      states.push_back(std::move(*next));
     }
-    if (ok) allow(v.sorted_[i]);
+    if (ok) bits[size_t(sorted[i]) >> 6] |= uint64_t(1) << (sorted[i] & 63);
   }
-  for (int32_t id : v.specials_) {
-    const std::string& b = v.bytes_[size_t(id)];
-    if (std::find(grammar_->special_tokens.begin(), grammar_->special_tokens.end(), b) !=
-            grammar_->special_tokens.end() &&
-        !state.Advance(*grammar_, b).dead()) {
-      allow(id);
-    }
+  return true;
+}
+
+}  // namespace
+
+TokenBits TokenMasker::Compute(const GrammarState& state) {
+  const Vocabulary& v = *vocab_;
+  TokenBits bits(size_t((v.size() + 63) / 64), 0);
+  bool done = false;
+  {
+    std::lock_guard lk(graph_mu_);
+    if (states_.size() >= max_states_) ResetGraphLocked();
+    done = WalkVocabulary(
+        v.sorted_, v.lcp_, v.bytes_, InternLocked(state),
+        [&](int32_t id, uint8_t byte) -> std::optional<int32_t> {
+          const int32_t n = next_[size_t(id)][byte];
+          if (n != kUnknown) return n;
+          if (states_.size() >= max_states_) return std::nullopt;  // graph full
+          GrammarState after = states_[size_t(id)].Advance(*grammar_, byte);
+          const int32_t m = after.dead() ? kDead : InternLocked(std::move(after));
+          next_[size_t(id)][byte] = m;
+          return m;
+        },
+        [](int32_t id) { return id == kDead; }, bits);
+    if (!done) ResetGraphLocked();
   }
+  if (!done) {
+    // More distinct states than the graph may hold: walk this one with state copies (slower,
+    // bounded memory).
+    std::fill(bits.begin(), bits.end(), 0);
+    WalkVocabulary(
+        v.sorted_, v.lcp_, v.bytes_, state,
+        [&](const GrammarState& s, uint8_t byte) -> std::optional<GrammarState> {
+          return s.Advance(*grammar_, byte);
+        },
+        [](const GrammarState& s) { return s.dead(); }, bits);
+  }
+  AllowSpecials(state, bits);
   return bits;
 }
 

@@ -1,10 +1,14 @@
 // From a grammar state to the set of vocabulary tokens that may come next. Tokens are walked byte
 // by byte through the state in sorted order, so tokens sharing a prefix share its walk (a prefix
-// the grammar rejects skips every token under it in O(1) each). Masks are cached per state (the
-// state's stacks are the key): inside a JSON string, for example, the state repeats at every
-// character, so the walk runs once per distinct state and later steps are a lookup.
+// the grammar rejects skips every token under it in O(1) each). The walk runs on interned states:
+// each distinct GrammarState gets a small id and a 256-entry table of its successors, filled on
+// first use, so a byte step is one table lookup and the stacks are copied only the first time a
+// (state, byte) pair is seen (inside a JSON string nearly every byte leads back to the same
+// state: the whole vocabulary walks through a handful of states). Masks are cached per state
+// too: the state repeats at every character of a string, so later steps are a lookup.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -46,7 +50,8 @@ inline bool TokenAllowed(const TokenBits& b, int32_t id) {
 // One grammar over one vocabulary; shared by every sequence that uses the grammar (thread-safe).
 class TokenMasker {
  public:
-  TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab);
+  TokenMasker(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab,
+              size_t max_interned_states = kMaxInternedStates);
 
   const Grammar& grammar() const { return *grammar_; }
   GrammarState Start() const { return GrammarState::Start(*grammar_); }
@@ -63,12 +68,25 @@ class TokenMasker {
   Stats stats() const;
 
   static constexpr size_t kMaxCachedMasks = 512;
+  // Interned states kept at most (each holds its stacks and a 1 KiB successor table: ~16 MiB);
+  // a walk that would exceed it starts the graph over and walks with state copies instead.
+  static constexpr size_t kMaxInternedStates = 16384;
 
  private:
-  TokenBits Compute(const GrammarState& state) const;
+  // The interned state graph (guarded by graph_mu_).
+  static constexpr int32_t kUnknown = -1, kDead = -2;
+  int32_t InternLocked(GrammarState s);
+  void ResetGraphLocked();
+  TokenBits Compute(const GrammarState& state);
+  void AllowSpecials(const GrammarState& state, TokenBits& bits) const;
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const Vocabulary> vocab_;
+  size_t max_states_;
+  std::mutex graph_mu_;
+  std::vector<GrammarState> states_;
+  std::vector<std::array<int32_t, 256>> next_;
+  std::unordered_map<std::string, int32_t> ids_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<const TokenBits>> cache_;
   Stats stats_;
