@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The library's contract (CI): the Python bindings' unittest against the CLI, then
 # `cmake --install` and the examples built against the installed package, the way a user's
-# project would, and run on the shared llama. Uses the release build (adds -DTQ_PYTHON=ON).
+# project would, and run on the shared llama; then `pip install ./python` into a virtual
+# environment (the package as a user installs it) and the same unittest against it. Uses the
+# release build (adds -DTQ_PYTHON=ON); the pip build shares its objects through ccache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SHARED="${TQ_SHARED_DIR:-$(pwd)/../shared}"
@@ -24,3 +26,12 @@ printf 'The sky is blue.\nA dictionary lists words.\n' > build/examples/lines.tx
 build/examples/tq_score "$MODEL" build/examples/lines.txt
 echo "What is a word?" | build/examples/tq_chat "$MODEL" 16
 pkg-config --cflags --libs "$(pwd)/build/install/lib/pkgconfig/turboquant.pc"
+# pip install ./python (no PyPI: setuptools/wheel from Debian, hence --no-build-isolation) into a
+# venv that sees the system packages (numpy), outside the checkout; then the unittest against it.
+ROOT="$(pwd)"
+PYTMP="$(mktemp -d)"
+/usr/bin/python3 -m venv --system-site-packages "$PYTMP/venv"
+"$PYTMP/venv/bin/pip" install --quiet --no-build-isolation ./python
+(cd "$PYTMP" && TQ_CLI="$ROOT/build/release/src/cli/turboquant" TQ_SHARED_DIR="$SHARED" \
+  "$PYTMP/venv/bin/python" -m unittest discover -s "$ROOT/python/tests")
+rm -rf "$PYTMP"

@@ -8,7 +8,7 @@ PKGS=(build-essential cmake ninja-build ccache pkg-config
       nlohmann-json3-dev libfmt-dev libpcre2-dev libicu-dev libcli11-dev libcpp-httplib-dev
       libhwy-dev libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev curl
       g++-aarch64-linux-gnu libcurl4-openssl-dev libssl-dev pybind11-dev python3-dev
-      python3-numpy chromium)
+      python3-numpy python3-venv python3-setuptools python3-wheel python3-pip chromium)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
