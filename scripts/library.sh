@@ -26,6 +26,24 @@ printf 'The sky is blue.\nA dictionary lists words.\n' > build/examples/lines.tx
 build/examples/tq_score "$MODEL" build/examples/lines.txt
 echo "What is a word?" | build/examples/tq_chat "$MODEL" 16
 pkg-config --cflags --libs "$(pwd)/build/install/lib/pkgconfig/turboquant.pc"
+# The shared-library build (-DBUILD_SHARED_LIBS=ON: one libturboquant.so exporting only
+# turboquant::), installed, and the examples built and run against it (objects from ccache).
+rm -rf build/shared build/install-shared build/examples-shared
+cmake -S . -B build/shared -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=g++ \
+  -DCMAKE_C_COMPILER=gcc -DBUILD_SHARED_LIBS=ON -DTQ_TESTS=OFF -DTQ_BENCH=OFF >/dev/null
+cmake --build build/shared -j "$(nproc)"
+cmake --install build/shared --prefix "$(pwd)/build/install-shared" >/dev/null
+cmake -S examples -B build/examples-shared -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$(pwd)/build/install-shared" >/dev/null
+cmake --build build/examples-shared
+ldd build/examples-shared/tq_chat | grep -q "libturboquant.so" ||
+  { echo "library: tq_chat does not link libturboquant.so" >&2; exit 1; }
+if nm -D --defined-only build/install-shared/lib/libturboquant.so | c++filt |
+     grep -v -E ' (turboquant::|typeinfo (name )?for turboquant::|vtable for turboquant::)' |
+     grep -q ' [TDBVWu] '; then
+  echo "library: libturboquant.so exports symbols outside turboquant::" >&2; exit 1
+fi
+build/examples-shared/tq_score "$MODEL" build/examples/lines.txt
 # pip install ./python (no PyPI: setuptools/wheel from Debian, hence --no-build-isolation) into a
 # venv that sees the system packages (numpy), outside the checkout; then the unittest against it.
 ROOT="$(pwd)"
