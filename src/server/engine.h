@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -25,6 +26,13 @@ class Engine {
   // Bytes of KV the caches hold now (sliding-window layers count only their window); < 0: not
   // known (then /metrics shows tokens x kv_bytes_per_token).
   virtual int64_t kv_bytes_held() const { return -1; }
+  // The accelerator the model runs on and its memory (cudaMemGetInfo: the whole card, every
+  // process); nullopt on a host backend. Thread-safe (/metrics calls it from HTTP threads).
+  struct DeviceMemory {
+    std::string device;  // "cuda:0"
+    int64_t free_bytes = 0, total_bytes = 0;
+  };
+  virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
   // Drops all but the first n tokens of cache `cache`.
   virtual void Truncate(int cache, int64_t n) = 0;
   // How much of the first n tokens of cache `cache` (n <= what it holds) a new sequence can reuse:

@@ -56,7 +56,8 @@ class Writer {
 
 std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
                           const std::string& model, const std::string& kv_cache, int64_t rss_bytes,
-                          double uptime_seconds) {
+                          double uptime_seconds,
+                          const std::optional<Engine::DeviceMemory>& device) {
   Writer w;
   w.Family("model_info", "gauge", "The served model.");
   w.Sample("model_info", 1, fmt::format("model=\"{}\"", Escape(model)));
@@ -116,6 +117,15 @@ std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
         "layers count their window).",
         double(s.kv_bytes >= 0 ? s.kv_bytes : s.kv_tokens_total * s.kv_bytes_per_token));
   w.One("process_resident_memory_bytes", "gauge", "Resident set size.", double(rss_bytes));
+  if (device) {
+    w.Family("device_memory_bytes", "gauge",
+             "Accelerator memory (the whole card: every process on it).");
+    const std::string d = "device=\"" + device->device + "\"";
+    w.Sample("device_memory_bytes", double(device->total_bytes - device->free_bytes),
+             d + ",state=\"used\"");
+    w.Sample("device_memory_bytes", double(device->free_bytes), d + ",state=\"free\"");
+    w.Sample("device_memory_bytes", double(device->total_bytes), d + ",state=\"total\"");
+  }
   w.One("uptime_seconds", "gauge", "Seconds since the server started.", uptime_seconds);
   return std::move(w.str());
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -24,8 +25,11 @@ class HttpCounters {
 
 // The exposition text ("# HELP", "# TYPE", samples), names prefixed "turboquant_".
 // `kv_cache` describes the cache ("f16", "K4V4 (sink 0, ...)"), exported as a label.
+// `device`: the accelerator's memory (turboquant_device_memory_bytes{device=...,state=...}),
+// when the model runs on one.
 std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
                           const std::string& model, const std::string& kv_cache, int64_t rss_bytes,
-                          double uptime_seconds);
+                          double uptime_seconds,
+                          const std::optional<Engine::DeviceMemory>& device = std::nullopt);
 
 }  // namespace tq::server

@@ -19,6 +19,14 @@ KvCache& ModelEngine::Cache(int c) {
   return *p;
 }
 
+std::optional<Engine::DeviceMemory> ModelEngine::device_memory() const {
+  kernels::Backend& be = model_.backend();
+  if (be.memory_space() != MemorySpace::kDevice) return std::nullopt;
+  size_t free_bytes = 0, total_bytes = 0;
+  be.MemoryInfo(&free_bytes, &total_bytes);
+  return DeviceMemory{std::string(be.name()), int64_t(free_bytes), int64_t(total_bytes)};
+}
+
 int64_t ModelEngine::kv_bytes_held() const {
   int64_t bytes = 0;
   for (const auto& c : caches_)

@@ -28,6 +28,7 @@ class ModelEngine : public Engine {
   int num_caches() const override { return int(caches_.size()); }
   int64_t kv_bytes_per_token() const override { return bytes_per_token_; }
   int64_t kv_bytes_held() const override;  // KvCache::MemoryBytes over the caches
+  std::optional<DeviceMemory> device_memory() const override;
   void Truncate(int cache, int64_t n) override;
   int64_t ReusablePrefix(int cache, int64_t n) override;
   void Prefill(int cache, std::span<const int32_t> tokens, float* logits) override;

@@ -74,6 +74,8 @@ class Scheduler {
   bool Submit(std::vector<SequenceRequest> reqs);
 
   SchedulerStats Stats() const;
+  // The engine's accelerator memory (Engine::device_memory), for /metrics.
+  std::optional<Engine::DeviceMemory> DeviceMemory() const { return engine_.device_memory(); }
   const SchedulerOptions& options() const { return opts_; }
 
   // Finishes every queued and running sequence as kCancelled and joins the thread.

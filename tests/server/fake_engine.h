@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -25,6 +26,8 @@ class FakeEngine : public Engine {
   int64_t context_length() const override { return context_; }
   int num_caches() const override { return int(caches_.size()); }
   int64_t kv_bytes_per_token() const override { return 16; }
+  std::optional<DeviceMemory> device_memory() const override { return fake_device; }
+  std::optional<DeviceMemory> fake_device;  // set before Start: a GPU as /metrics shows it
   void Truncate(int cache, int64_t n) override {
     if (fail_truncate && n > 0) throw std::runtime_error("fake: truncate failed");
     std::lock_guard lk(mu_);

@@ -276,6 +276,24 @@ TEST_F(HttpServerTest, MetricsExposition) {
   EXPECT_NE(m->body.find(http_line), std::string::npos) << m->body;
 }
 
+TEST_F(HttpServerTest, MetricsShowTheDeviceMemoryOnlyWhenOnADevice) {
+  Start();
+  auto m = client_->Get("/metrics");
+  ASSERT_EQ(m->status, 200);
+  EXPECT_EQ(m->body.find("turboquant_device_memory_bytes"), std::string::npos) << "host: none";
+  engine_->fake_device = Engine::DeviceMemory{"cuda:0", 100 << 20, 150 << 20};
+  m = client_->Get("/metrics");
+  ASSERT_EQ(m->status, 200);
+  EXPECT_NE(
+      m->body.find(R"(turboquant_device_memory_bytes{device="cuda:0",state="used"} 52428800)"),
+      std::string::npos)
+      << m->body;
+  EXPECT_NE(
+      m->body.find(R"(turboquant_device_memory_bytes{device="cuda:0",state="total"} 157286400)"),
+      std::string::npos);
+  EXPECT_NE(m->body.find("# TYPE turboquant_device_memory_bytes gauge"), std::string::npos);
+}
+
 TEST_F(HttpServerTest, QueueFullIs503AndDisconnectFreesTheSlot) {
   Start(/*parallel=*/1, /*max_queue=*/1);
   engine_->decode_delay_us = 100000;  // 10 tokens/s: requests stay running for a while
