@@ -1,14 +1,16 @@
-// The generic decoder forward pass, written once for every architecture:
+// The generic decoder forward pass, written once for every architecture and driven by the
+// per-layer spec (layer_spec.h; norms of RMSNorm × (1 + w) families are stored plus one):
 //
-//   x = embed(tokens)
+//   x = embed(tokens) [× embed_scale: gemma]
 //   for each layer:
-//     h = RMSNorm(x);  q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ  (+ biases: qwen2)
-//     q, k = RMSNorm_per_head(q), RMSNorm_per_head(k)   (qwen3)
-//     q, k = RoPE(q, pos), RoPE(k, pos)
-//     cache ← (k, v);  a = softmax(q·kᵀ·scale, causal [, window]) · v
-//     x += a·Woᵀ
-//     h = RMSNorm(x);  x += MLP(h)  or  MoE(h)
-//   logits = RMSNorm(x)·W_lmᵀ
+//     h = RMSNorm(x);  q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ  (+ biases: qwen2; fused qkv: phi3 rows)
+//     q, k = RMSNorm_per_head(q), RMSNorm_per_head(k)   (qwen3, gemma3)
+//     q, k = RoPE(q, pos), RoPE(k, pos)                 (the layer's table: gemma3 local/global)
+//     cache ← (k, v);  a = softmax(softcap(q·kᵀ·scale) [, sink], causal [, window]) · v
+//     y = a·Woᵀ [→ RMSNorm: sandwich];  x += y
+//     h = RMSNorm(x);  y = MLP(h) [→ RMSNorm: sandwich]  or  MoE(h) [+ gated shared expert]
+//     x += y        (MLP activation: SiLU, GELU-tanh, gpt_oss's clamped SwiGLU)
+//   logits = softcap(RMSNorm(x)·W_lmᵀ)
 //
 // A batch is a list of rows; consecutive rows form a segment belonging to one sequence (one KV
 // cache): a prompt chunk is one segment of n rows, a continuous-batching decode step is one
@@ -34,18 +36,28 @@ namespace {
 using Buf = ForwardWorkspace;
 using kernels::Backend;
 
-// x [n, hidden] += down(silu(gate(h)) * up(h)); y: [n, hidden] scratch.
-void GatedMlpForward(Backend& be, const GatedMlp& m, const float* h, int64_t n, float* x, Buf& ws,
-                     float* y) {
-  const int64_t ffn = m.gate->out_features(), hidden = m.down->out_features();
+// act(gate) * up into g (the layer's activation: SiLU, GELU-tanh or gpt_oss's clamped SwiGLU).
+void GatedAct(Backend& be, Activation act, float* g, const float* u, int64_t count) {
+  if (act == Activation::kGeluTanh) {
+    be.GeluTanhMul(g, u, count, g);
+  } else if (act == Activation::kClampedSwiglu) {
+    be.ClampedSwiglu(g, u, count, {}, g);
+  } else {
+    be.SiluMul(g, u, count, g);
+  }
+}
+
+// y [n, hidden] = down(act(gate(h)) * up(h)).
+void GatedMlpForward(Backend& be, const GatedMlp& m, Activation act, const float* h, int64_t n,
+                     Buf& ws, float* y) {
+  const int64_t ffn = m.gate->out_features();
   float* g = Buf::Need(be, ws.gate, n * ffn, "the MLP workspace");  // [n, ffn]
   float* u = Buf::Need(be, ws.up, n * ffn, "the MLP workspace");    // [n, ffn]
   const Linear* group[] = {m.gate.get(), m.up.get()};
   float* outs[] = {g, u};
   MatMulShared(be, group, h, n, outs);
-  be.SiluMul(g, u, n * ffn, g);
+  GatedAct(be, act, g, u, n * ffn);
   m.down->MatMul(be, g, n, y);  // [n, hidden]
-  be.Add(x, y, n * hidden);
 }
 
 // x [n, hidden] += Σ_{e in top-k(router(h))} p_e · expert_e(h). Tokens are grouped by expert so
@@ -100,7 +112,7 @@ void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int
     const Linear* group[] = {m.gate.get(), m.up.get()};
     float* outs[] = {g, u};
     MatMulShared(be, group, xg, c, outs);
-    be.SiluMul(g, u, c * ffn, g);
+    GatedAct(be, moe.act, g, u, c * ffn);
     m.down->MatMul(be, g, c, yg);
     be.ScatterAddRows(yg, slot_row + b, slot_weight + b, c, hidden, x);
   }
@@ -112,6 +124,7 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
                 std::span<const int64_t> logit_rows, float* logits) {
   const ModelConfig& c = config_;
   const ModelWeights& w = *weights_;
+  const ModelSpec& spec = w.spec;
   Buf& ws = *ws_;
   Backend& be = *backend_;
   const int64_t n = int64_t(tokens.size()), hidden = c.hidden_size, hd = c.head_dim;
@@ -140,8 +153,11 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     be.EmbedRows(w.embed_device, ids, n, x);
   }
 
+  if (spec.embed_scale != 1.0f) be.Scale(x, n * hidden, spec.embed_scale);  // gemma
+
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
+    const LayerSpec& S = spec.layers[size_t(l)];
     // --- self-attention ---
     be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
     const Linear* qkv[] = {L.q.get(), L.k.get(), L.v.get()};
@@ -151,22 +167,34 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
       be.RmsNorm(q, n * heads, hd, L.q_norm.data(), eps, q);
       be.RmsNorm(k, n * kv_heads, hd, L.k_norm.data(), eps, k);
     }
-    const float* inv_freq = w.rope_inv_freq.data();
-    be.Rope(q, n, heads, hd, positions, inv_freq, w.rope.attention_factor);
-    be.Rope(k, n, kv_heads, hd, positions, inv_freq, w.rope.attention_factor);
+    const float* inv_freq = L.rope_inv_freq.data();
+    be.Rope(q, n, heads, hd, positions, inv_freq, L.rope_attention_factor);
+    be.Rope(k, n, kv_heads, hd, positions, inv_freq, L.rope_attention_factor);
     float* attn = Buf::Need(be, ws.attn, n * qdim, "the attention output");  // [n, heads, hd]
     for (const Segment& s : segments) {
       s.cache->Append(l, k + s.begin * kvdim, v + s.begin * kvdim, s.count);
       s.cache->Attend(l, q + s.begin * qdim, s.count, attn + s.begin * qdim);
     }
     L.o->MatMul(be, attn, n, y);  // [n, hidden]
+    if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_attn_norm.data(), eps, y);
     be.Add(x, y, n * hidden);
     // --- feed-forward ---
     be.RmsNorm(x, n, hidden, L.ffn_norm.data(), eps, h);
     if (L.moe) {
       MoeForward(be, *L.moe, h, n, hidden, x, ws);
+      if (L.shared) {  // the shared expert (qwen2_moe), × sigmoid(h · w_gate) when gated
+        GatedMlpForward(be, *L.shared, S.ffn.act, h, n, ws, y);
+        if (L.shared_gate) {
+          float* g = Buf::Need(be, ws.shared_gate, n, "the shared-expert gate");  // [n, 1]
+          L.shared_gate->MatMul(be, h, n, g);
+          be.SigmoidGateRows(y, g, n, hidden);
+        }
+        be.Add(x, y, n * hidden);
+      }
     } else {
-      GatedMlpForward(be, *L.mlp, h, n, x, ws, y);
+      GatedMlpForward(be, *L.mlp, S.ffn.act, h, n, ws, y);
+      if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_ffn_norm.data(), eps, y);
+      be.Add(x, y, n * hidden);
     }
   }
 
@@ -181,6 +209,7 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     const bool host = be.memory_space() == MemorySpace::kHost;
     float* out = host ? logits : Buf::Need(be, ws.logits, m * c.vocab_size, "the logits");
     w.lm_head->MatMul(be, h, m, out);  // [m, vocab]
+    if (spec.final_logit_softcap > 0) be.Softcap(out, m * c.vocab_size, spec.final_logit_softcap);
     if (!host) be.Download(logits, out, size_t(m * c.vocab_size) * sizeof(float));
   } else {
     be.Synchronize();

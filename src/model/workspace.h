@@ -33,6 +33,7 @@ struct ForwardWorkspace {
   DeviceBuffer slot_weight;   // [n * top_k]
   DeviceBuffer expert_in;     // [rows of one expert, hidden] gathered inputs
   DeviceBuffer expert_out;    // [rows of one expert, hidden] expert outputs
+  DeviceBuffer shared_gate;   // [n] shared-expert gate logits (qwen2_moe)
 
   // Host side.
   std::vector<int64_t> positions_host;   // [n]
