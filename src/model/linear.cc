@@ -84,13 +84,20 @@ std::unique_ptr<Linear> LoadLinearRows(const Checkpoint& ckpt, const std::string
                                        int64_t total, int64_t row0, int64_t rows, int64_t in,
                                        bool bias, PackedCheckpointInfo* packed) {
   const std::string name = prefix + ".weight", where = "checkpoint " + ckpt.dir();
-  (void)packed;
-  TQ_CHECK(ckpt.Has(name) || !ckpt.Has(prefix + ".codes"), where,
-           "'{}.codes' is a fused projection stored packed; TurboQuant checkpoints store fused "
-           "projections split (convert again with this turboquant)",
-           prefix);
   TQ_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= total, where, "rows {}..{} of '{}' ({} rows)",
            row0, row0 + rows, name, total);
+  auto bias_rows = [&] {
+    std::vector<float> b;
+    if (bias) {
+      const std::vector<float> all = LoadVector(ckpt, prefix + ".bias", total);
+      b.assign(all.begin() + row0, all.begin() + row0 + rows);
+    }
+    return b;
+  };
+  if (!ckpt.Has(name) && ckpt.Has(prefix + ".codes")) {  // packed: rows are packed on their own
+    const std::unique_ptr<Linear> full = LoadLinear(ckpt, prefix, total, in, false, packed);
+    return SlicePackedRows(*full->AsPacked(), row0, rows, bias_rows());
+  }
   TensorView w = ckpt.View(name);
   TQ_CHECK(w.rank() == 2 && w.dim(0) == total && w.dim(1) == in, where,
            "tensor '{}' has shape {}, expected [{}, {}]", name, ShapeToString(w.shape), total, in);
@@ -98,12 +105,7 @@ std::unique_ptr<Linear> LoadLinearRows(const Checkpoint& ckpt, const std::string
            "tensor '{}' is {}, expected F32, F16 or BF16", name, DTypeName(w.dtype));
   w.data = w.bytes() + size_t(row0 * in) * DTypeSize(w.dtype);
   w.shape = {rows, in};
-  std::vector<float> b;
-  if (bias) {
-    const std::vector<float> all = LoadVector(ckpt, prefix + ".bias", total);
-    b.assign(all.begin() + row0, all.begin() + row0 + rows);
-  }
-  return std::make_unique<DenseLinear>(w, std::move(b));
+  return std::make_unique<DenseLinear>(w, bias_rows());
 }
 
 }  // namespace tq

@@ -74,9 +74,8 @@ std::unique_ptr<Linear> LoadLinear(const Checkpoint& ckpt, const std::string& pr
                                    int64_t in, bool bias, PackedCheckpointInfo* packed = nullptr);
 
 // Rows [row0, row0 + rows) of the fused linear `<prefix>` ([total, in]: phi3's qkv_proj and
-// gate_up_proj) as a linear of its own: a view of the checkpoint's rows (and bias), no copy.
-// A TurboQuant checkpoint stores fused projections split (convert does it), so a packed fused
-// tensor is an error naming it.
+// gate_up_proj) as a linear of its own: a view of the checkpoint's rows (and bias), no copy;
+// packed (TurboQuant) rows likewise (SlicePackedRows).
 std::unique_ptr<Linear> LoadLinearRows(const Checkpoint& ckpt, const std::string& prefix,
                                        int64_t total, int64_t row0, int64_t rows, int64_t in,
                                        bool bias, PackedCheckpointInfo* packed = nullptr);
