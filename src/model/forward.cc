@@ -22,6 +22,7 @@
 // are reading the chosen experts (MoE layers) and the logits at the end.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "core/error.h"
 #include "kernels/backend.h"
@@ -92,7 +93,8 @@ void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int
       const int64_t e = ws.chosen_host[size_t(r * top_k + j)];
       const int64_t s = fill[size_t(e)]++;
       ws.slot_row_host[size_t(s)] = int32_t(r);
-      ws.slot_weight_host[size_t(s)] = ws.chosen_weight_host[size_t(r * top_k + j)];
+      ws.slot_weight_host[size_t(s)] =
+          ws.chosen_weight_host[size_t(r * top_k + j)] * moe.routed_scale;  // deepseek
     }
   }
   const int32_t* slot_row =
@@ -127,8 +129,9 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   const ModelSpec& spec = w.spec;
   Buf& ws = *ws_;
   Backend& be = *backend_;
-  const int64_t n = int64_t(tokens.size()), hidden = c.hidden_size, hd = c.head_dim;
-  const int64_t heads = c.num_heads, kv_heads = c.num_kv_heads;
+  const CacheGeometry geo = CacheGeometryOf(spec);
+  const int64_t n = int64_t(tokens.size()), hidden = c.hidden_size, hd = geo.head_dim;
+  const int64_t heads = geo.heads, kv_heads = geo.kv_heads;
   const int64_t qdim = heads * hd, kvdim = kv_heads * hd;
   const float eps = float(c.rms_norm_eps);
 
@@ -154,12 +157,8 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   }
 
   if (spec.embed_scale != 1.0f) be.Scale(x, n * hidden, spec.embed_scale);  // gemma
-
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& L = w.layers[size_t(l)];
-    const LayerSpec& S = spec.layers[size_t(l)];
-    // --- self-attention ---
-    be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
+  // Softmax attention: y [n, hidden] = o(attend(RoPE(q(h)), RoPE(k(h)), v(h))).
+  auto attention = [&](const LayerWeights& L, int64_t l) {
     const Linear* qkv[] = {L.q.get(), L.k.get(), L.v.get()};
     float* qkv_out[] = {q, k, v};
     MatMulShared(be, qkv, h, n, qkv_out);
@@ -176,6 +175,114 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
       s.cache->Attend(l, q + s.begin * qdim, s.count, attn + s.begin * qdim);
     }
     L.o->MatMul(be, attn, n, y);  // [n, hidden]
+  };
+
+  // Multi-head latent attention (deepseek), on a cache of expanded keys and zero-padded values
+  // (hd = nope + rope per head). Layout work is gathers from one staging buffer B (floats):
+  //   [q n·H·hd | q_pe n·H·rope | kv_b out n·H·(nope+v) | k_pe n·rope | zeros c]
+  // in chunks of c = gcd(nope, rope, v) floats; the rope parts are gathered element by element
+  // and de-interleaved (HF's pairs (2i, 2i+1) -> rotate_half pairs (i, i + rope/2): the same
+  // permutation of q_pe and k_pe leaves q·k unchanged), then rotated with the Rope op.
+  const bool mla = spec.layers[0].mixer == MixerKind::kMla;
+  const MlaSpec& M = spec.layers[0].mla;
+  const int64_t dn = M.nope_dim, dr = M.rope_dim, dv = M.v_dim, H = heads;
+  const int64_t chunk = mla ? std::gcd(std::gcd(dn, dr), dv) : 1;
+  const int64_t b_q = 0, b_qpe = n * H * hd, b_kvb = b_qpe + n * H * dr;
+  const int64_t b_kpe = b_kvb + n * H * (dn + dv), b_zero = b_kpe + n * dr;
+  const int32_t* idx = nullptr;  // [qpe | kpe | q | k | v | o] gather lists
+  int64_t i_kpe = 0, i_q = 0, i_k = 0, i_v = 0, i_o = 0;
+  const int64_t* pos_rep = nullptr;  // [n * H] each token's position per head
+  if (mla) {
+    std::vector<int32_t>& I = ws.mla_idx_host;
+    I.clear();
+    const bool inter = spec.layers[0].attn.rope.interleaved;
+    auto perm = [&](int64_t j) { return inter ? (j < dr / 2 ? 2 * j : 2 * (j - dr / 2) + 1) : j; };
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t hh = 0; hh < H; ++hh)
+        for (int64_t j = 0; j < dr; ++j)
+          I.push_back(int32_t(b_q + (t * H + hh) * hd + dn + perm(j)));
+    i_kpe = int64_t(I.size());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < dr; ++j)
+        I.push_back(int32_t(t * dr + perm(j)));  // from the k_pe proj
+    const int64_t cq = hd / chunk;
+    i_q = int64_t(I.size());
+    for (int64_t r = 0; r < n * H; ++r) {
+      for (int64_t i = 0; i < dn / chunk; ++i) I.push_back(int32_t((b_q + r * hd) / chunk + i));
+      for (int64_t i = 0; i < dr / chunk; ++i) I.push_back(int32_t((b_qpe + r * dr) / chunk + i));
+    }
+    i_k = int64_t(I.size());
+    for (int64_t r = 0; r < n * H; ++r) {
+      const int64_t t = r / H;
+      for (int64_t i = 0; i < dn / chunk; ++i)
+        I.push_back(int32_t((b_kvb + r * (dn + dv)) / chunk + i));
+      for (int64_t i = 0; i < dr / chunk; ++i) I.push_back(int32_t((b_kpe + t * dr) / chunk + i));
+    }
+    i_v = int64_t(I.size());
+    for (int64_t r = 0; r < n * H; ++r) {
+      for (int64_t i = 0; i < dv / chunk; ++i)
+        I.push_back(int32_t((b_kvb + r * (dn + dv) + dn) / chunk + i));
+      for (int64_t i = dv / chunk; i < cq; ++i) I.push_back(int32_t(b_zero / chunk));
+    }
+    i_o = int64_t(I.size());
+    for (int64_t r = 0; r < n * H; ++r)
+      for (int64_t i = 0; i < dv / chunk; ++i) I.push_back(int32_t(r * cq + i));
+    idx = Buf::Stage(be, ws.mla_idx, I.data(), int64_t(I.size()), "the MLA gather lists");
+    ws.mla_pos_host.resize(size_t(n * H));
+    for (int64_t r = 0; r < n * H; ++r)
+      ws.mla_pos_host[size_t(r)] = ws.positions_host[size_t(r / H)];
+    pos_rep = Buf::Stage(be, ws.mla_pos, ws.mla_pos_host.data(), n * H, "the MLA positions");
+  }
+  auto mla_attention = [&](const LayerWeights& L, const MlaSpec& Ms, int64_t l) {
+    float* B = Buf::Need(be, ws.mla_buf, b_zero + chunk, "the MLA workspace");
+    float* cl = Buf::Need(be, ws.mla_c, n * Ms.kv_lora_rank, "the MLA latent");  // [n, kv_lora]
+    float* kpe = Buf::Need(be, ws.mla_kpe, n * dr, "the MLA rope key");          // [n, rope]
+    ws.mla_zero_host.assign(size_t(chunk), 0.0f);
+    be.CopyToDevice(B + b_zero, ws.mla_zero_host.data(), size_t(chunk) * sizeof(float));
+    if (L.mla_q_a) {
+      float* qa = Buf::Need(be, ws.mla_qa, n * Ms.q_lora_rank, "the MLA query latent");
+      const Linear* group[] = {L.mla_q_a.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get()};
+      float* outs[] = {qa, cl, kpe};
+      MatMulShared(be, group, h, n, outs);
+      be.RmsNorm(qa, n, Ms.q_lora_rank, L.mla_q_a_norm.data(), eps, qa);
+      L.mla_q_b->MatMul(be, qa, n, B + b_q);
+    } else {
+      const Linear* group[] = {L.q.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get()};
+      float* outs[] = {B + b_q, cl, kpe};
+      MatMulShared(be, group, h, n, outs);
+    }
+    be.RmsNorm(cl, n, Ms.kv_lora_rank, L.mla_kv_a_norm.data(), eps, cl);
+    L.mla_kv_b->MatMul(be, cl, n, B + b_kvb);  // [n, H, nope + v]
+    // RoPE on the (de-interleaved) rope parts.
+    be.GatherRows(B, idx, n * H * dr, 1, B + b_qpe);
+    be.GatherRows(kpe, idx + i_kpe, n * dr, 1, B + b_kpe);
+    const float* inv_freq = L.rope_inv_freq.data();
+    be.Rope(B + b_qpe, n * H, 1, dr, pos_rep, inv_freq, L.rope_attention_factor);
+    be.Rope(B + b_kpe, n, 1, dr, positions, inv_freq, L.rope_attention_factor);
+    // Assemble q, k [n, H, hd] and v [n, H, hd] (zero-padded), attend, compact to [n, H, v].
+    const int64_t per = n * H * hd / chunk;
+    be.GatherRows(B, idx + i_q, per, chunk, q);
+    be.GatherRows(B, idx + i_k, per, chunk, k);
+    be.GatherRows(B, idx + i_v, per, chunk, v);
+    float* attn = Buf::Need(be, ws.attn, n * qdim, "the attention output");  // [n, H, hd]
+    for (const Segment& s : segments) {
+      s.cache->Append(l, k + s.begin * kvdim, v + s.begin * kvdim, s.count);
+      s.cache->Attend(l, q + s.begin * qdim, s.count, attn + s.begin * qdim);
+    }
+    be.GatherRows(attn, idx + i_o, n * H * dv / chunk, chunk, B);  // [n, H * v]
+    L.o->MatMul(be, B, n, y);
+  };
+
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    const LayerSpec& S = spec.layers[size_t(l)];
+    // --- self-attention ---
+    be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
+    if (mla) {
+      mla_attention(L, S.mla, l);
+    } else {
+      attention(L, l);
+    }
     if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_attn_norm.data(), eps, y);
     be.Add(x, y, n * hidden);
     // --- feed-forward ---

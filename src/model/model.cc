@@ -76,7 +76,11 @@ int64_t Model::WeightBytes() const {
   for (const LayerWeights& L : w.layers) {
     bytes += int64_t((L.attn_norm.size() + L.ffn_norm.size() + L.q_norm.size() + L.k_norm.size()) *
                      sizeof(float));
-    bytes += L.q->WeightBytes() + L.k->WeightBytes() + L.v->WeightBytes() + L.o->WeightBytes();
+    for (const Linear* lin :
+         {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(), L.mla_q_b.get(),
+          L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get(), L.shared_gate.get()})
+      if (lin) bytes += lin->WeightBytes();
+    if (L.shared) bytes += mlp_bytes(*L.shared);
     if (L.mlp) bytes += mlp_bytes(*L.mlp);
     if (L.moe) {
       bytes += L.moe->router->WeightBytes();
@@ -89,9 +93,10 @@ int64_t Model::WeightBytes() const {
 KvLayout Model::kv_layout() const {
   KvLayout l;
   l.num_layers = config_.num_layers;
-  l.num_heads = config_.num_heads;
-  l.num_kv_heads = config_.num_kv_heads;
-  l.head_dim = config_.head_dim;
+  const CacheGeometry g = CacheGeometryOf(weights_->spec);
+  l.num_heads = g.heads;
+  l.num_kv_heads = g.kv_heads;
+  l.head_dim = g.head_dim;
   // One scale and soft-cap for all layers (every family that runs has them uniform; the spec
   // check at load refuses others).
   const ModelSpec& spec = weights_->spec;
@@ -110,8 +115,9 @@ std::unique_ptr<KvCache> Model::NewCache(const KvCacheOptions& opts) const {
 
 void Model::CheckCache(const KvCache& cache, int64_t n) const {
   const KvLayout& l = cache.layout();
-  TQ_CHECK(l.num_layers == config_.num_layers && l.num_kv_heads == config_.num_kv_heads &&
-               l.num_heads == config_.num_heads && l.head_dim == config_.head_dim,
+  const CacheGeometry g = CacheGeometryOf(weights_->spec);
+  TQ_CHECK(l.num_layers == config_.num_layers && l.num_kv_heads == g.kv_heads &&
+               l.num_heads == g.heads && l.head_dim == g.head_dim,
            "model forward", "the KV cache was made for another model ({} layers, {} kv heads)",
            l.num_layers, l.num_kv_heads);
   TQ_CHECK(&cache.backend() == backend_, "model forward",

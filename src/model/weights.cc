@@ -158,16 +158,14 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
   for (int64_t l = 0; l < c.num_layers; ++l) {
     auto name = [&](const std::string& pattern) { return TensorName(pattern, l); };
     const LayerSpec& S = spec.layers[size_t(l)];
-    TQ_CHECK(S.mixer == MixerKind::kAttention && S.attn.head_dim == hd && S.attn.v_head_dim == hd &&
-                 S.attn.rope.rotary_dim == hd && !S.attn.output_gate && !S.attn.v_norm &&
-                 !S.per_layer_input,
-             where, "{} layer {}: this layer kind ({} mixer) does not run yet", c.model_type, l,
-             MixerKindName(S.mixer));
     const AttentionSpec& A = S.attn;
     const AttentionSpec& A0 = spec.layers[0].attn;
-    TQ_CHECK(A.scale == A0.scale && A.logit_softcap == A0.logit_softcap, where,
-             "{} layer {}: a per-layer attention scale or soft-cap does not run yet", c.model_type,
-             l);
+    TQ_CHECK(S.mixer == spec.layers[0].mixer && A.scale == A0.scale &&
+                 A.logit_softcap == A0.logit_softcap && A.head_dim == A0.head_dim,
+             where,
+             "{} layer {}: a per-layer mixer, head size, attention scale or soft-cap does not run "
+             "yet",
+             c.model_type, l);
     LayerWeights& L = w->layers.emplace_back();
     L.attn_norm = norm(name(nm.attn_norm), hidden);
     L.ffn_norm = norm(name(nm.ffn_norm), hidden);
@@ -175,25 +173,54 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       L.post_attn_norm = norm(name(nm.post_attn_norm), hidden);
       L.post_ffn_norm = norm(name(nm.post_ffn_norm), hidden);
     }
-    const int64_t qdim = A.num_heads * hd, kvdim = A.num_kv_heads * hd;
-    if (A.fused_qkv) {
-      const std::string qkv = name(nm.qkv);
-      const int64_t rows = qdim + 2 * kvdim;
-      L.q = LoadLinearRows(ckpt, qkv, rows, 0, qdim, hidden, A.qkv_bias, packed);
-      L.k = LoadLinearRows(ckpt, qkv, rows, qdim, kvdim, hidden, A.qkv_bias, packed);
-      L.v = LoadLinearRows(ckpt, qkv, rows, qdim + kvdim, kvdim, hidden, A.qkv_bias, packed);
+    if (S.mixer == MixerKind::kMla) {
+      const MlaSpec& M = S.mla;
+      const int64_t H = A.num_heads, qk = M.nope_dim + M.rope_dim;
+      TQ_CHECK(M.v_dim <= qk && !A.qkv_bias && !A.o_bias, where,
+               "{} layer {}: MLA with v_head_dim {} > qk_head_dim {} (or biases) does not run "
+               "yet",
+               c.model_type, l, M.v_dim, qk);
+      if (M.q_lora_rank > 0) {
+        L.mla_q_a = linear(name(nm.mla_q_a), M.q_lora_rank, hidden, false);
+        L.mla_q_a_norm = norm(name(nm.mla_q_a_norm), M.q_lora_rank);
+        L.mla_q_b = linear(name(nm.mla_q_b), H * qk, M.q_lora_rank, false);
+      } else {
+        L.q = linear(name(nm.q), H * qk, hidden, false);
+      }
+      const std::string kv_a = name(nm.mla_kv_a);
+      const int64_t kv_a_rows = M.kv_lora_rank + M.rope_dim;
+      L.mla_kv_a_c =
+          LoadLinearRows(ckpt, kv_a, kv_a_rows, 0, M.kv_lora_rank, hidden, false, packed);
+      L.mla_kv_a_pe =
+          LoadLinearRows(ckpt, kv_a, kv_a_rows, M.kv_lora_rank, M.rope_dim, hidden, false, packed);
+      L.mla_kv_a_norm = norm(name(nm.mla_kv_a_norm), M.kv_lora_rank);
+      L.mla_kv_b = linear(name(nm.mla_kv_b), H * (M.nope_dim + M.v_dim), M.kv_lora_rank, false);
+      L.o = linear(name(nm.o), hidden, H * M.v_dim, false);
     } else {
-      L.q = linear(name(nm.q), qdim, hidden, A.qkv_bias);
-      L.k = linear(name(nm.k), kvdim, hidden, A.qkv_bias);
-      L.v = linear(name(nm.v), kvdim, hidden, A.qkv_bias);
-    }
-    L.o = linear(name(nm.o), hidden, qdim, A.o_bias);
-    if (A.qk_norm) {
-      L.q_norm = norm(name(nm.q_norm), hd);
-      L.k_norm = norm(name(nm.k_norm), hd);
+      TQ_CHECK(S.mixer == MixerKind::kAttention && A.head_dim == hd && A.v_head_dim == hd &&
+                   A.rope.rotary_dim == hd && !A.output_gate && !A.v_norm && !S.per_layer_input,
+               where, "{} layer {}: this layer kind ({} mixer) does not run yet", c.model_type, l,
+               MixerKindName(S.mixer));
+      const int64_t qdim = A.num_heads * hd, kvdim = A.num_kv_heads * hd;
+      if (A.fused_qkv) {
+        const std::string qkv = name(nm.qkv);
+        const int64_t rows = qdim + 2 * kvdim;
+        L.q = LoadLinearRows(ckpt, qkv, rows, 0, qdim, hidden, A.qkv_bias, packed);
+        L.k = LoadLinearRows(ckpt, qkv, rows, qdim, kvdim, hidden, A.qkv_bias, packed);
+        L.v = LoadLinearRows(ckpt, qkv, rows, qdim + kvdim, kvdim, hidden, A.qkv_bias, packed);
+      } else {
+        L.q = linear(name(nm.q), qdim, hidden, A.qkv_bias);
+        L.k = linear(name(nm.k), kvdim, hidden, A.qkv_bias);
+        L.v = linear(name(nm.v), kvdim, hidden, A.qkv_bias);
+      }
+      L.o = linear(name(nm.o), hidden, qdim, A.o_bias);
+      if (A.qk_norm) {
+        L.q_norm = norm(name(nm.q_norm), hd);
+        L.k_norm = norm(name(nm.k_norm), hd);
+      }
+      if (A.sinks) L.sinks = LoadVector(ckpt, name(nm.sinks), A.num_heads);
     }
     L.window = A.window;
-    if (A.sinks) L.sinks = LoadVector(ckpt, name(nm.sinks), A.num_heads);
     {
       // The layer's RoPE table: config's with the layer's base and scaling (gemma3 local layers).
       ModelConfig rc = c;
@@ -210,13 +237,14 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
                "num_experts_per_tok = {} with {} experts", M.top_k, M.num_experts);
       // Softmax over the top-k logits = softmax over all, top-k, renormalised (mixtral).
       const bool softmax = M.router == Router::kSoftmaxTopK || M.router == Router::kTopKSoftmax;
-      TQ_CHECK(softmax && !M.correction_bias && M.routed_scale == 1.0f &&
+      TQ_CHECK(softmax && !M.correction_bias &&
                    (F.act == Activation::kSilu || F.act == Activation::kClampedSwiglu),
                where, "{} layer {}: router '{}' does not run yet", c.model_type, l,
                RouterName(M.router));
       L.moe = std::make_unique<MoeBlock>();
       L.moe->router = linear(name(nm.router), M.num_experts, hidden, M.router_bias);
       L.moe->act = F.act;
+      L.moe->routed_scale = M.routed_scale;
       L.moe->top_k = M.top_k;
       L.moe->renormalize = M.renormalize || M.router == Router::kTopKSoftmax;
       if (M.fused_experts) {
@@ -281,10 +309,13 @@ void UploadWeights(ModelWeights& w, kernels::Backend& be) {
   for (size_t l = 0; l < w.layers.size(); ++l) {
     LayerWeights& L = w.layers[l];
     const std::string what = fmt::format("layer {}", l);
-    for (FloatParam* p : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm,
-                          &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks})
+    for (FloatParam* p :
+         {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm, &L.post_ffn_norm,
+          &L.rope_inv_freq, &L.sinks, &L.mla_q_a_norm, &L.mla_kv_a_norm})
       p->Upload(be, what);
-    for (Linear* lin : {L.q.get(), L.k.get(), L.v.get(), L.o.get()}) lin->Upload(be, what);
+    for (Linear* lin : {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(),
+                        L.mla_q_b.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get()})
+      if (lin) lin->Upload(be, what);
     if (L.mlp) mlp(*L.mlp, what);
     if (L.moe) {
       L.moe->router->Upload(be, what);

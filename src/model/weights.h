@@ -29,6 +29,7 @@ struct MoeBlock {
   int64_t top_k = 0;
   bool renormalize = true;             // divide the top-k probabilities by their sum
   Activation act = Activation::kSilu;  // of the experts (gpt_oss: clamped SwiGLU)
+  float routed_scale = 1.0f;           // the routed experts' sum × this (deepseek)
 };
 
 struct LayerWeights {
@@ -47,6 +48,12 @@ struct LayerWeights {
   std::unique_ptr<GatedMlp> shared;
   std::unique_ptr<Linear> shared_gate;  // [1, hidden] (null: ungated)
   FloatParam sinks;                     // [heads] per-head sink logits (gpt_oss)
+  // Multi-head latent attention (deepseek): q = q_b(norm(q_a(h))) (q_lora_rank 0: q(h));
+  // latent c = norm(kv_a_c(h)) [kv_lora]; k_pe = RoPE(kv_a_pe(h)) [rope], one head shared by all;
+  // per head [k_nope | v] = kv_b(c). (kv_a_c and kv_a_pe are the row blocks of
+  // kv_a_proj_with_mqa.)
+  std::unique_ptr<Linear> mla_q_a, mla_q_b, mla_kv_a_c, mla_kv_a_pe, mla_kv_b;
+  FloatParam mla_q_a_norm, mla_kv_a_norm;
 };
 
 class PackedLinear;
@@ -69,6 +76,19 @@ struct ModelWeights {
   // the checkpoint's dtype): the linears view these.
   std::vector<std::vector<uint8_t>> owned;
 };
+
+// The attention geometry of the KV cache (every layer has the same mixer: LoadWeights checks):
+// query heads, kv heads and head size. MLA layers cache the expanded keys (nope + rope per head)
+// and their values zero-padded to the same size.
+struct CacheGeometry {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+};
+inline CacheGeometry CacheGeometryOf(const ModelSpec& s) {
+  const LayerSpec& L = s.layers.at(0);
+  if (L.mixer == MixerKind::kMla)
+    return {L.attn.num_heads, L.attn.num_heads, L.mla.nope_dim + L.mla.rope_dim};
+  return {L.attn.num_heads, L.attn.num_kv_heads, L.attn.head_dim};
+}
 
 std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& config,
                                           const Architecture& arch);

@@ -153,7 +153,8 @@ TEST_P(ArchGolden, F16CacheStaysClose) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ArchGolden,
-                         ::testing::Values("gemma2", "gemma3-text", "phi3", "qwen2-moe", "gpt-oss"),
+                         ::testing::Values("gemma2", "gemma3-text", "phi3", "qwen2-moe", "gpt-oss",
+                                           "deepseek-v2"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)
