@@ -27,6 +27,7 @@
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "model/moe_routing.h"
 #include "model/packed_linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
@@ -70,14 +71,24 @@ void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int
   const int64_t num_experts = int64_t(moe.experts.size()), top_k = moe.top_k;
   float* probs = Buf::Need(be, ws.router_probs, n * num_experts, "the MoE router");  // [n, E]
   moe.router->MatMul(be, h, n, probs);
-  int32_t* chosen = Buf::Need<int32_t>(be, ws.chosen, n * top_k, "the MoE router");
-  float* chosen_w = Buf::Need(be, ws.chosen_weight, n * top_k, "the MoE router");
-  be.MoeRoute(probs, n, {num_experts, top_k, moe.renormalize}, chosen, chosen_w);
-  // Grouping by expert on the host (a device waits here for the n * top_k choices).
-  ws.chosen_host.resize(size_t(n * top_k));
-  ws.chosen_weight_host.resize(size_t(n * top_k));
-  be.Download(ws.chosen_host.data(), chosen, size_t(n * top_k) * sizeof(int32_t));
-  be.Download(ws.chosen_weight_host.data(), chosen_w, size_t(n * top_k) * sizeof(float));
+  if (moe.router_kind == Router::kSigmoidGroupTopK) {
+    // deepseek_v3: routed on the host from the logits (moe_routing.h).
+    ws.router_logits_host.resize(size_t(n * num_experts));
+    be.Download(ws.router_logits_host.data(), probs, size_t(n * num_experts) * sizeof(float));
+    GroupTopKRule rule{num_experts, top_k, moe.n_group, moe.topk_group, moe.renormalize,
+                       moe.correction_bias.empty() ? nullptr : moe.correction_bias.data()};
+    SigmoidGroupTopK(ws.router_logits_host.data(), n, rule, ws.chosen_host,
+                     ws.chosen_weight_host);
+  } else {
+    int32_t* chosen = Buf::Need<int32_t>(be, ws.chosen, n * top_k, "the MoE router");
+    float* chosen_w = Buf::Need(be, ws.chosen_weight, n * top_k, "the MoE router");
+    be.MoeRoute(probs, n, {num_experts, top_k, moe.renormalize}, chosen, chosen_w);
+    // Grouping by expert on the host (a device waits here for the n * top_k choices).
+    ws.chosen_host.resize(size_t(n * top_k));
+    ws.chosen_weight_host.resize(size_t(n * top_k));
+    be.Download(ws.chosen_host.data(), chosen, size_t(n * top_k) * sizeof(int32_t));
+    be.Download(ws.chosen_weight_host.data(), chosen_w, size_t(n * top_k) * sizeof(float));
+  }
   ws.expert_count.assign(size_t(num_experts), 0);
   for (int32_t e : ws.chosen_host) ++ws.expert_count[size_t(e)];
   // Counting sort of (row, weight) slots by expert.

@@ -237,14 +237,22 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
                "num_experts_per_tok = {} with {} experts", M.top_k, M.num_experts);
       // Softmax over the top-k logits = softmax over all, top-k, renormalised (mixtral).
       const bool softmax = M.router == Router::kSoftmaxTopK || M.router == Router::kTopKSoftmax;
-      TQ_CHECK(softmax && !M.correction_bias &&
-                   (F.act == Activation::kSilu || F.act == Activation::kClampedSwiglu),
-               where, "{} layer {}: router '{}' does not run yet", c.model_type, l,
-               RouterName(M.router));
+      TQ_CHECK((softmax && !M.correction_bias) || M.router == Router::kSigmoidGroupTopK,
+               where, "{} layer {}: router '{}' with a correction bias does not run yet",
+               c.model_type, l, RouterName(M.router));
+      TQ_CHECK(F.act == Activation::kSilu || F.act == Activation::kClampedSwiglu, where,
+               "{} layer {}: MoE experts with the {} activation do not run yet", c.model_type, l,
+               ActivationName(F.act));
       L.moe = std::make_unique<MoeBlock>();
       L.moe->router = linear(name(nm.router), M.num_experts, hidden, M.router_bias);
       L.moe->act = F.act;
       L.moe->routed_scale = M.routed_scale;
+      L.moe->router_kind = M.router == Router::kSigmoidGroupTopK ? M.router : Router::kSoftmaxTopK;
+      L.moe->n_group = M.n_group;
+      L.moe->topk_group = M.topk_group;
+      if (M.correction_bias)
+        L.moe->correction_bias =
+            LoadVector(ckpt, name(nm.router_correction_bias), M.num_experts);
       L.moe->top_k = M.top_k;
       L.moe->renormalize = M.renormalize || M.router == Router::kTopKSoftmax;
       if (M.fused_experts) {

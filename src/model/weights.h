@@ -30,6 +30,10 @@ struct MoeBlock {
   bool renormalize = true;             // divide the top-k probabilities by their sum
   Activation act = Activation::kSilu;  // of the experts (gpt_oss: clamped SwiGLU)
   float routed_scale = 1.0f;           // the routed experts' sum × this (deepseek)
+  // The routing rule (kSigmoidGroupTopK: deepseek_v3, routed on the host with these).
+  Router router_kind = Router::kSoftmaxTopK;
+  int64_t n_group = 1, topk_group = 1;
+  std::vector<float> correction_bias;  // [experts], selection only
 };
 
 struct LayerWeights {
@@ -76,19 +80,6 @@ struct ModelWeights {
   // the checkpoint's dtype): the linears view these.
   std::vector<std::vector<uint8_t>> owned;
 };
-
-// The attention geometry of the KV cache (every layer has the same mixer: LoadWeights checks):
-// query heads, kv heads and head size. MLA layers cache the expanded keys (nope + rope per head)
-// and their values zero-padded to the same size.
-struct CacheGeometry {
-  int64_t heads = 0, kv_heads = 0, head_dim = 0;
-};
-inline CacheGeometry CacheGeometryOf(const ModelSpec& s) {
-  const LayerSpec& L = s.layers.at(0);
-  if (L.mixer == MixerKind::kMla)
-    return {L.attn.num_heads, L.attn.num_heads, L.mla.nope_dim + L.mla.rope_dim};
-  return {L.attn.num_heads, L.attn.num_kv_heads, L.attn.head_dim};
-}
 
 std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& config,
                                           const Architecture& arch);

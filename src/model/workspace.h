@@ -46,6 +46,7 @@ struct ForwardWorkspace {
   std::vector<int64_t> expert_count, expert_begin;  // [experts]
   std::vector<int32_t> slot_row_host;    // [n * top_k]
   std::vector<float> slot_weight_host;   // [n * top_k]
+  std::vector<float> router_logits_host;  // [n, experts] (host-routed rules)
   std::vector<int32_t> mla_idx_host;     // MLA gather lists of the step
   std::vector<int64_t> mla_pos_host;     // [n * heads]
   std::vector<float> mla_zero_host;      // one zero chunk

