@@ -10,6 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
 
 namespace tq::kernels {
 
@@ -34,11 +37,20 @@ struct MlaParams {
   float scale = 1.0f;
 };
 
+// Keys and values of positions 0 .. count-1 of a plain cache (KvView: [kv_heads, slots,
+// head_dim] of F32/F16/BF16) as fp32 [kv_heads, count, head_dim] in k, v (resized): how the
+// variants read an f16/bf16 cache (an f32 one is read in place).
+void KvToF32(const KvView& kv, int64_t kv_heads, int64_t head_dim, int64_t count,
+             std::vector<float>& k, std::vector<float>& v);
+
 namespace ref {
 void AttentionSinkSoftcap(const float* q, int64_t n, int64_t pos0, const float* k, const float* v,
                           const SinkAttentionParams& p, float* out);
 void MlaAttention(const float* q, int64_t n, int64_t pos0, const float* latent, const float* w_kv_b,
                   const MlaParams& p, float* out);
+// AttentionSinkSoftcap over a plain cache (v_head_dim = head_dim; the strides come from kv).
+void AttentionVariantKv(const float* q, int64_t n, int64_t pos0, const KvView& kv,
+                        const SinkAttentionParams& p, float* out);
 }  // namespace ref
 
 namespace cpu {
@@ -46,6 +58,8 @@ void AttentionSinkSoftcap(const float* q, int64_t n, int64_t pos0, const float* 
                           const SinkAttentionParams& p, float* out);
 void MlaAttention(const float* q, int64_t n, int64_t pos0, const float* latent, const float* w_kv_b,
                   const MlaParams& p, float* out);
+void AttentionVariantKv(const float* q, int64_t n, int64_t pos0, const KvView& kv,
+                        const SinkAttentionParams& p, float* out);
 }  // namespace cpu
 
 }  // namespace tq::kernels

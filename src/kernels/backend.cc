@@ -38,6 +38,50 @@ std::string_view OpName(Op op) {
   return "?";
 }
 
+std::string_view FamilyOpName(FamilyOp op) {
+  switch (op) {
+    case FamilyOp::kScale:
+      return "scale";
+    case FamilyOp::kGeluTanhMul:
+      return "gelu_tanh_mul";
+    case FamilyOp::kClampedSwiglu:
+      return "clamped_swiglu";
+    case FamilyOp::kSoftcap:
+      return "softcap";
+    case FamilyOp::kSigmoidGateRows:
+      return "sigmoid_gate_rows";
+    case FamilyOp::kAttentionVariant:
+      return "attention_variant (soft-cap / sinks)";
+    case FamilyOp::kCount:
+      break;
+  }
+  return "?";
+}
+
+namespace {
+[[noreturn]] void Unsupported(const Backend& be, FamilyOp op) {
+  Fail(std::string(be.name()),
+       "op '{}' is not supported on this backend yet (run with --device cpu)", FamilyOpName(op));
+}
+}  // namespace
+
+void Backend::Scale(float*, int64_t, float) { Unsupported(*this, FamilyOp::kScale); }
+void Backend::GeluTanhMul(const float*, const float*, int64_t, float*) {
+  Unsupported(*this, FamilyOp::kGeluTanhMul);
+}
+void Backend::ClampedSwiglu(const float*, const float*, int64_t, const ClampedSwigluParams&,
+                            float*) {
+  Unsupported(*this, FamilyOp::kClampedSwiglu);
+}
+void Backend::Softcap(float*, int64_t, float) { Unsupported(*this, FamilyOp::kSoftcap); }
+void Backend::SigmoidGateRows(float*, const float*, int64_t, int64_t) {
+  Unsupported(*this, FamilyOp::kSigmoidGateRows);
+}
+void Backend::AttentionVariant(const float*, int64_t, int64_t, const KvView&,
+                               const SinkAttentionParams&, float*) {
+  Unsupported(*this, FamilyOp::kAttentionVariant);
+}
+
 bool BuiltWithCudaBackend() {
 #if TQ_WITH_CUDA
   return true;

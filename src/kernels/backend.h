@@ -25,6 +25,8 @@
 
 #include "core/device_buffer.h"
 #include "core/tensor.h"
+#include "kernels/activation_ops.h"
+#include "kernels/attention_variant_ops.h"
 #include "kernels/kv_ops.h"
 #include "kernels/ops.h"
 #include "kernels/packed_ops.h"
@@ -54,6 +56,20 @@ enum class Op : uint8_t {
   kCount
 };
 std::string_view OpName(Op op);
+
+// Ops of the newer families (gemma, phi3, qwen2_moe, gpt_oss, ...), asked for with
+// SupportsFamilyOp: a backend that lacks one says no (the default), and Model::Load refuses a
+// model that needs it with an error naming the op and the backend.
+enum class FamilyOp : uint8_t {
+  kScale,             // x *= s
+  kGeluTanhMul,       // gelu_tanh(gate) * up
+  kClampedSwiglu,     // gpt_oss
+  kSoftcap,           // x = cap * tanh(x / cap)
+  kSigmoidGateRows,   // x[r, :] *= sigmoid(g[r])
+  kAttentionVariant,  // attention on a plain cache with soft-capped scores and/or sinks
+  kCount
+};
+std::string_view FamilyOpName(FamilyOp op);
 
 // One blockwise randomized Hadamard rotation as kernels see it (quant/hadamard.h):
 //   R x = blockdiag(H_b, ..., H_b) · diag(s) · x / √b,   s = signs[0..dim) (each ±1).
@@ -140,6 +156,25 @@ class Backend {
   virtual void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) = 0;
   // memmove within backend memory.
   virtual void Copy(void* dst, const void* src, size_t bytes) = 0;
+
+  // --- family ops (SupportsFamilyOp; the defaults throw "[<backend>] op X is not supported") ---
+  virtual bool SupportsFamilyOp(FamilyOp) const { return false; }
+  // x[i] *= s, i < n.
+  virtual void Scale(float* x, int64_t n, float s);
+  // out[i] = gelu_tanh(gate[i]) * up[i] (out may alias gate).
+  virtual void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
+  // GPT-OSS's clamped SwiGLU (activation_ops.h), out may alias gate.
+  virtual void ClampedSwiglu(const float* gate, const float* up, int64_t n,
+                             const ClampedSwigluParams& p, float* out);
+  // x[i] = cap * tanh(x[i] / cap) in place.
+  virtual void Softcap(float* x, int64_t n, float cap);
+  // x [rows, dim]: row r scaled by sigmoid(g[r]) (qwen2_moe's shared-expert gate).
+  virtual void SigmoidGateRows(float* x, const float* g, int64_t rows, int64_t dim);
+  // Attention as Attention() with p.softcap (scores -> softcap · tanh(s / softcap) after
+  // scaling) and p.sinks (a per-head logit in the softmax denominator); reads p.num_heads,
+  // num_kv_heads, head_dim (= v_head_dim), scale, window from p; kv as for Attention().
+  virtual void AttentionVariant(const float* q, int64_t n, int64_t pos0, const KvView& kv,
+                                const SinkAttentionParams& p, float* out);
 
   // Scratch floats for a packed group's rotated input, valid until the next call (grown on
   // demand, reserved once in practice so device addresses stay stable).

@@ -1,11 +1,14 @@
 #include "kernels/host_backend.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "kernels/activation_ops.h"
+#include "kernels/attention_variant_ops.h"
 #include "quant/hadamard.h"
 
 namespace tq::kernels {
@@ -122,6 +125,56 @@ float* HostBackend::RotationScratch(int64_t count) {
   thread_local AlignedBuffer<float> buf;
   if (buf.size() < size_t(count)) buf.resize(size_t(count));
   return buf.data();
+}
+
+// --- family ops ---
+
+void HostBackend::Scale(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void HostBackend::GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  if (name() == "ref") {
+    ref::GeluTanhMul(gate, up, n, out);
+  } else {
+    cpu::GeluTanhMul(gate, up, n, out);
+  }
+}
+
+void HostBackend::ClampedSwiglu(const float* gate, const float* up, int64_t n,
+                                const ClampedSwigluParams& p, float* out) {
+  if (name() == "ref") {
+    ref::ClampedSwiglu(gate, up, n, p, out);
+  } else {
+    cpu::ClampedSwiglu(gate, up, n, p, out);
+  }
+}
+
+void HostBackend::Softcap(float* x, int64_t n, float cap) {
+  if (name() == "ref") {
+    ref::Softcap(x, n, cap);
+  } else {
+    cpu::Softcap(x, n, cap);
+  }
+}
+
+void HostBackend::SigmoidGateRows(float* x, const float* g, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = 1.0f / (1.0f + std::exp(-g[r]));
+    for (int64_t i = 0; i < dim; ++i) x[r * dim + i] *= s;
+  }
+}
+
+void HostBackend::AttentionVariant(const float* q, int64_t n, int64_t pos0, const KvView& kv,
+                                   const SinkAttentionParams& p, float* out) {
+  TQ_CHECK(p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 && p.head_dim > 0,
+           "attention variant", "bad head counts {} / {} (head_dim {})", p.num_heads,
+           p.num_kv_heads, p.head_dim);
+  if (name() == "ref") {
+    ref::AttentionVariantKv(q, n, pos0, kv, p, out);
+  } else {
+    cpu::AttentionVariantKv(q, n, pos0, kv, p, out);
+  }
 }
 
 }  // namespace tq::kernels

@@ -39,6 +39,20 @@ class HostBackend : public Backend {
   void Argmax(const float* x, int64_t rows, int64_t n, int32_t* out) override;
   float* RotationScratch(int64_t count) override;
 
+  // The family ops: the scalar references on `ref`, the fast CPU paths on `cpu`
+  // (activation_ops.h, attention_variant_ops.h; chosen by name() so neither backend file
+  // changes).
+  bool SupportsFamilyOp(FamilyOp op) const override { return op != FamilyOp::kCount; }
+  void Scale(float* x, int64_t n, float s) override;
+  void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) override;
+  void ClampedSwiglu(const float* gate, const float* up, int64_t n, const ClampedSwigluParams& p,
+                     float* out) override;
+  void Softcap(float* x, int64_t n, float cap) override;
+  void SigmoidGateRows(float* x, const float* g, int64_t rows, int64_t dim) override;
+  void AttentionVariant(const float* q, int64_t n, int64_t pos0, const KvView& kv,
+                        const SinkAttentionParams& p, float* out) override;
+
+
  protected:
   // Rows r0 .. r0+count-1 of the dequantized packed matrix (the ref or the cpu decoder).
   virtual void DequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, float* out) = 0;

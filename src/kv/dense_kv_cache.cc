@@ -96,6 +96,18 @@ class DenseKvCache final : public KvCache {
     // Slot j holds position base + j; the kernel's positions are slots. Queries at slots
     // size-base .. see slots (p-window+1 .. p), all held since base <= size-window+1: the same
     // keys as at absolute positions.
+    if (layout_.HasVariant(layer)) {
+      kernels::SinkAttentionParams sp;
+      sp.num_heads = p.num_heads;
+      sp.num_kv_heads = p.num_kv_heads;
+      sp.head_dim = sp.v_head_dim = p.head_dim;
+      sp.scale = p.scale;
+      sp.window = p.window;
+      sp.softcap = layout_.softcap;
+      sp.sinks = size_t(layer) < layout_.sinks.size() ? layout_.sinks[size_t(layer)] : nullptr;
+      backend_->AttentionVariant(q, n, size_ - y.base, view, sp, out);
+      return;
+    }
     backend_->Attention(q, n, size_ - y.base, view, p, out);
   }
 
@@ -141,7 +153,15 @@ class DenseKvCache final : public KvCache {
 
 std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts,
                                      kernels::Backend& backend) {
-  if (opts.compressed()) return MakeTurboQuantKvCache(layout, opts, backend);
+  if (opts.compressed()) {
+    for (int64_t l = 0; l < layout.num_layers; ++l)
+      TQ_CHECK(!layout.HasVariant(l), "kv cache",
+               "the TurboQuant KV cache does not support {} yet: use a plain cache (--kv-dtype "
+               "f16/bf16/f32 without --kv-bits)",
+               layout.softcap > 0 ? "soft-capped attention scores (gemma2)"
+                                  : "attention sinks (gpt_oss)");
+    return MakeTurboQuantKvCache(layout, opts, backend);
+  }
   return std::make_unique<DenseKvCache>(layout, opts, backend);
 }
 

@@ -101,6 +101,15 @@ struct KvLayout {
   int64_t head_dim = 0;
   float scale = 1.0f;           // softmax scale on q·k (1/sqrt(head_dim) for every model here)
   std::vector<int64_t> window;  // per layer: sliding window in tokens, 0 = full attention
+  // Attention variants of the newer families: scores soft-capped as softcap · tanh(s / softcap)
+  // (gemma2; 0 = none) and per-layer sink logits ([num_heads] in the backend's memory, gpt_oss;
+  // empty or null = none). A plain cache attends with Backend::AttentionVariant; the TurboQuant
+  // cache refuses them (MakeKvCache says so).
+  float softcap = 0;
+  std::vector<const float*> sinks;
+  bool HasVariant(int64_t layer) const {
+    return softcap > 0 || (size_t(layer) < sinks.size() && sinks[size_t(layer)] != nullptr);
+  }
 };
 
 // Positions a layer of a cache made with `opts` stores: max_tokens for full attention

@@ -8,7 +8,6 @@ const Architecture& DeepseekV3Architecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "deepseek_v3";
-    a.runnable = false;
     a.moe = true;
     a.names.shared_gate = "model.layers.{L}.mlp.shared_experts.gate_proj";
     a.names.shared_up = "model.layers.{L}.mlp.shared_experts.up_proj";

@@ -8,7 +8,6 @@ const Architecture& Gemma2Architecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "gemma2";
-    a.runnable = false;
     a.sliding_window = true;
     a.norm_plus_one = true;
     a.embed_scale_sqrt_hidden = true;

@@ -8,7 +8,6 @@ const Architecture& Gemma3TextArchitecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "gemma3_text";
-    a.runnable = false;
     a.sliding_window = true;
     a.qk_norm = true;
     a.norm_plus_one = true;

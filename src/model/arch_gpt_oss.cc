@@ -9,7 +9,6 @@ const Architecture& GptOssArchitecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "gpt_oss";
-    a.runnable = false;
     a.sliding_window = true;
     a.moe = true;
     a.attn_sinks = true;

@@ -8,7 +8,6 @@ const Architecture& Phi3Architecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "phi3";
-    a.runnable = false;
     a.sliding_window = true;
     a.fused_qkv = true;
     a.fused_gate_up = true;

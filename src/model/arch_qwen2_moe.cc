@@ -8,7 +8,6 @@ const Architecture& Qwen2MoeArchitecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "qwen2_moe";
-    a.runnable = false;
     a.qkv_bias = true;
     a.o_bias_follows_config = false;
     a.sliding_window = true;

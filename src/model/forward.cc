@@ -1,14 +1,16 @@
-// The generic decoder forward pass, written once for every architecture:
+// The generic decoder forward pass, written once for every architecture and driven by the
+// per-layer spec (layer_spec.h; norms of RMSNorm × (1 + w) families are stored plus one):
 //
-//   x = embed(tokens)
+//   x = embed(tokens) [× embed_scale: gemma]
 //   for each layer:
-//     h = RMSNorm(x);  q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ  (+ biases: qwen2)
-//     q, k = RMSNorm_per_head(q), RMSNorm_per_head(k)   (qwen3)
-//     q, k = RoPE(q, pos), RoPE(k, pos)
-//     cache ← (k, v);  a = softmax(q·kᵀ·scale, causal [, window]) · v
-//     x += a·Woᵀ
-//     h = RMSNorm(x);  x += MLP(h)  or  MoE(h)
-//   logits = RMSNorm(x)·W_lmᵀ
+//     h = RMSNorm(x);  q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ  (+ biases: qwen2; fused qkv: phi3 rows)
+//     q, k = RMSNorm_per_head(q), RMSNorm_per_head(k)   (qwen3, gemma3)
+//     q, k = RoPE(q, pos), RoPE(k, pos)                 (the layer's table: gemma3 local/global)
+//     cache ← (k, v);  a = softmax(softcap(q·kᵀ·scale) [, sink], causal [, window]) · v
+//     y = a·Woᵀ [→ RMSNorm: sandwich];  x += y
+//     h = RMSNorm(x);  y = MLP(h) [→ RMSNorm: sandwich]  or  MoE(h) [+ gated shared expert]
+//     x += y        (MLP activation: SiLU, GELU-tanh, gpt_oss's clamped SwiGLU)
+//   logits = softcap(RMSNorm(x)·W_lmᵀ)
 //
 // A batch is a list of rows; consecutive rows form a segment belonging to one sequence (one KV
 // cache): a prompt chunk is one segment of n rows, a continuous-batching decode step is one
@@ -20,10 +22,12 @@
 // are reading the chosen experts (MoE layers) and the logits at the end.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "model/moe_routing.h"
 #include "model/packed_linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
@@ -34,18 +38,28 @@ namespace {
 using Buf = ForwardWorkspace;
 using kernels::Backend;
 
-// x [n, hidden] += down(silu(gate(h)) * up(h)); y: [n, hidden] scratch.
-void GatedMlpForward(Backend& be, const GatedMlp& m, const float* h, int64_t n, float* x, Buf& ws,
-                     float* y) {
-  const int64_t ffn = m.gate->out_features(), hidden = m.down->out_features();
+// act(gate) * up into g (the layer's activation: SiLU, GELU-tanh or gpt_oss's clamped SwiGLU).
+void GatedAct(Backend& be, Activation act, float* g, const float* u, int64_t count) {
+  if (act == Activation::kGeluTanh) {
+    be.GeluTanhMul(g, u, count, g);
+  } else if (act == Activation::kClampedSwiglu) {
+    be.ClampedSwiglu(g, u, count, {}, g);
+  } else {
+    be.SiluMul(g, u, count, g);
+  }
+}
+
+// y [n, hidden] = down(act(gate(h)) * up(h)).
+void GatedMlpForward(Backend& be, const GatedMlp& m, Activation act, const float* h, int64_t n,
+                     Buf& ws, float* y) {
+  const int64_t ffn = m.gate->out_features();
   float* g = Buf::Need(be, ws.gate, n * ffn, "the MLP workspace");  // [n, ffn]
   float* u = Buf::Need(be, ws.up, n * ffn, "the MLP workspace");    // [n, ffn]
   const Linear* group[] = {m.gate.get(), m.up.get()};
   float* outs[] = {g, u};
   MatMulShared(be, group, h, n, outs);
-  be.SiluMul(g, u, n * ffn, g);
+  GatedAct(be, act, g, u, n * ffn);
   m.down->MatMul(be, g, n, y);  // [n, hidden]
-  be.Add(x, y, n * hidden);
 }
 
 // x [n, hidden] += Σ_{e in top-k(router(h))} p_e · expert_e(h). Tokens are grouped by expert so
@@ -57,14 +71,24 @@ void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int
   const int64_t num_experts = int64_t(moe.experts.size()), top_k = moe.top_k;
   float* probs = Buf::Need(be, ws.router_probs, n * num_experts, "the MoE router");  // [n, E]
   moe.router->MatMul(be, h, n, probs);
-  int32_t* chosen = Buf::Need<int32_t>(be, ws.chosen, n * top_k, "the MoE router");
-  float* chosen_w = Buf::Need(be, ws.chosen_weight, n * top_k, "the MoE router");
-  be.MoeRoute(probs, n, {num_experts, top_k, moe.renormalize}, chosen, chosen_w);
-  // Grouping by expert on the host (a device waits here for the n * top_k choices).
-  ws.chosen_host.resize(size_t(n * top_k));
-  ws.chosen_weight_host.resize(size_t(n * top_k));
-  be.Download(ws.chosen_host.data(), chosen, size_t(n * top_k) * sizeof(int32_t));
-  be.Download(ws.chosen_weight_host.data(), chosen_w, size_t(n * top_k) * sizeof(float));
+  if (moe.router_kind == Router::kSigmoidGroupTopK) {
+    // deepseek_v3: routed on the host from the logits (moe_routing.h).
+    ws.router_logits_host.resize(size_t(n * num_experts));
+    be.Download(ws.router_logits_host.data(), probs, size_t(n * num_experts) * sizeof(float));
+    GroupTopKRule rule{num_experts, top_k, moe.n_group, moe.topk_group, moe.renormalize,
+                       moe.correction_bias.empty() ? nullptr : moe.correction_bias.data()};
+    SigmoidGroupTopK(ws.router_logits_host.data(), n, rule, ws.chosen_host,
+                     ws.chosen_weight_host);
+  } else {
+    int32_t* chosen = Buf::Need<int32_t>(be, ws.chosen, n * top_k, "the MoE router");
+    float* chosen_w = Buf::Need(be, ws.chosen_weight, n * top_k, "the MoE router");
+    be.MoeRoute(probs, n, {num_experts, top_k, moe.renormalize}, chosen, chosen_w);
+    // Grouping by expert on the host (a device waits here for the n * top_k choices).
+    ws.chosen_host.resize(size_t(n * top_k));
+    ws.chosen_weight_host.resize(size_t(n * top_k));
+    be.Download(ws.chosen_host.data(), chosen, size_t(n * top_k) * sizeof(int32_t));
+    be.Download(ws.chosen_weight_host.data(), chosen_w, size_t(n * top_k) * sizeof(float));
+  }
   ws.expert_count.assign(size_t(num_experts), 0);
   for (int32_t e : ws.chosen_host) ++ws.expert_count[size_t(e)];
   // Counting sort of (row, weight) slots by expert.
@@ -80,7 +104,8 @@ void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int
       const int64_t e = ws.chosen_host[size_t(r * top_k + j)];
       const int64_t s = fill[size_t(e)]++;
       ws.slot_row_host[size_t(s)] = int32_t(r);
-      ws.slot_weight_host[size_t(s)] = ws.chosen_weight_host[size_t(r * top_k + j)];
+      ws.slot_weight_host[size_t(s)] =
+          ws.chosen_weight_host[size_t(r * top_k + j)] * moe.routed_scale;  // deepseek
     }
   }
   const int32_t* slot_row =
@@ -100,7 +125,7 @@ void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int
     const Linear* group[] = {m.gate.get(), m.up.get()};
     float* outs[] = {g, u};
     MatMulShared(be, group, xg, c, outs);
-    be.SiluMul(g, u, c * ffn, g);
+    GatedAct(be, moe.act, g, u, c * ffn);
     m.down->MatMul(be, g, c, yg);
     be.ScatterAddRows(yg, slot_row + b, slot_weight + b, c, hidden, x);
   }
@@ -112,10 +137,12 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
                 std::span<const int64_t> logit_rows, float* logits) {
   const ModelConfig& c = config_;
   const ModelWeights& w = *weights_;
+  const ModelSpec& spec = w.spec;
   Buf& ws = *ws_;
   Backend& be = *backend_;
-  const int64_t n = int64_t(tokens.size()), hidden = c.hidden_size, hd = c.head_dim;
-  const int64_t heads = c.num_heads, kv_heads = c.num_kv_heads;
+  const CacheGeometry geo = CacheGeometryOf(spec);
+  const int64_t n = int64_t(tokens.size()), hidden = c.hidden_size, hd = geo.head_dim;
+  const int64_t heads = geo.heads, kv_heads = geo.kv_heads;
   const int64_t qdim = heads * hd, kvdim = kv_heads * hd;
   const float eps = float(c.rms_norm_eps);
 
@@ -140,10 +167,9 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     be.EmbedRows(w.embed_device, ids, n, x);
   }
 
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& L = w.layers[size_t(l)];
-    // --- self-attention ---
-    be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
+  if (spec.embed_scale != 1.0f) be.Scale(x, n * hidden, spec.embed_scale);  // gemma
+  // Softmax attention: y [n, hidden] = o(attend(RoPE(q(h)), RoPE(k(h)), v(h))).
+  auto attention = [&](const LayerWeights& L, int64_t l) {
     const Linear* qkv[] = {L.q.get(), L.k.get(), L.v.get()};
     float* qkv_out[] = {q, k, v};
     MatMulShared(be, qkv, h, n, qkv_out);
@@ -151,22 +177,142 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
       be.RmsNorm(q, n * heads, hd, L.q_norm.data(), eps, q);
       be.RmsNorm(k, n * kv_heads, hd, L.k_norm.data(), eps, k);
     }
-    const float* inv_freq = w.rope_inv_freq.data();
-    be.Rope(q, n, heads, hd, positions, inv_freq, w.rope.attention_factor);
-    be.Rope(k, n, kv_heads, hd, positions, inv_freq, w.rope.attention_factor);
+    const float* inv_freq = L.rope_inv_freq.data();
+    be.Rope(q, n, heads, hd, positions, inv_freq, L.rope_attention_factor);
+    be.Rope(k, n, kv_heads, hd, positions, inv_freq, L.rope_attention_factor);
     float* attn = Buf::Need(be, ws.attn, n * qdim, "the attention output");  // [n, heads, hd]
     for (const Segment& s : segments) {
       s.cache->Append(l, k + s.begin * kvdim, v + s.begin * kvdim, s.count);
       s.cache->Attend(l, q + s.begin * qdim, s.count, attn + s.begin * qdim);
     }
     L.o->MatMul(be, attn, n, y);  // [n, hidden]
+  };
+
+  // Multi-head latent attention (deepseek), on a cache of expanded keys and zero-padded values
+  // (hd = nope + rope per head). Layout work is gathers from one staging buffer B (floats):
+  //   [q n·H·hd | q_pe n·H·rope | kv_b out n·H·(nope+v) | k_pe n·rope | zeros c]
+  // in chunks of c = gcd(nope, rope, v) floats; the rope parts are gathered element by element
+  // and de-interleaved (HF's pairs (2i, 2i+1) -> rotate_half pairs (i, i + rope/2): the same
+  // permutation of q_pe and k_pe leaves q·k unchanged), then rotated with the Rope op.
+  const bool mla = spec.layers[0].mixer == MixerKind::kMla;
+  const MlaSpec& M = spec.layers[0].mla;
+  const int64_t dn = M.nope_dim, dr = M.rope_dim, dv = M.v_dim, H = heads;
+  const int64_t chunk = mla ? std::gcd(std::gcd(dn, dr), dv) : 1;
+  const int64_t b_q = 0, b_qpe = n * H * hd, b_kvb = b_qpe + n * H * dr;
+  const int64_t b_kpe = b_kvb + n * H * (dn + dv), b_zero = b_kpe + n * dr;
+  const int32_t* idx = nullptr;  // [qpe | kpe | q | k | v | o] gather lists
+  int64_t i_kpe = 0, i_q = 0, i_k = 0, i_v = 0, i_o = 0;
+  const int64_t* pos_rep = nullptr;  // [n * H] each token's position per head
+  if (mla) {
+    std::vector<int32_t>& I = ws.mla_idx_host;
+    I.clear();
+    const bool inter = spec.layers[0].attn.rope.interleaved;
+    auto perm = [&](int64_t j) { return inter ? (j < dr / 2 ? 2 * j : 2 * (j - dr / 2) + 1) : j; };
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t hh = 0; hh < H; ++hh)
+        for (int64_t j = 0; j < dr; ++j)
+          I.push_back(int32_t(b_q + (t * H + hh) * hd + dn + perm(j)));
+    i_kpe = int64_t(I.size());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t j = 0; j < dr; ++j)
+        I.push_back(int32_t(t * dr + perm(j)));  // from the k_pe proj
+    const int64_t cq = hd / chunk;
+    i_q = int64_t(I.size());
+    for (int64_t r = 0; r < n * H; ++r) {
+      for (int64_t i = 0; i < dn / chunk; ++i) I.push_back(int32_t((b_q + r * hd) / chunk + i));
+      for (int64_t i = 0; i < dr / chunk; ++i) I.push_back(int32_t((b_qpe + r * dr) / chunk + i));
+    }
+    i_k = int64_t(I.size());
+    for (int64_t r = 0; r < n * H; ++r) {
+      const int64_t t = r / H;
+      for (int64_t i = 0; i < dn / chunk; ++i)
+        I.push_back(int32_t((b_kvb + r * (dn + dv)) / chunk + i));
+      for (int64_t i = 0; i < dr / chunk; ++i) I.push_back(int32_t((b_kpe + t * dr) / chunk + i));
+    }
+    i_v = int64_t(I.size());
+    for (int64_t r = 0; r < n * H; ++r) {
+      for (int64_t i = 0; i < dv / chunk; ++i)
+        I.push_back(int32_t((b_kvb + r * (dn + dv) + dn) / chunk + i));
+      for (int64_t i = dv / chunk; i < cq; ++i) I.push_back(int32_t(b_zero / chunk));
+    }
+    i_o = int64_t(I.size());
+    for (int64_t r = 0; r < n * H; ++r)
+      for (int64_t i = 0; i < dv / chunk; ++i) I.push_back(int32_t(r * cq + i));
+    idx = Buf::Stage(be, ws.mla_idx, I.data(), int64_t(I.size()), "the MLA gather lists");
+    ws.mla_pos_host.resize(size_t(n * H));
+    for (int64_t r = 0; r < n * H; ++r)
+      ws.mla_pos_host[size_t(r)] = ws.positions_host[size_t(r / H)];
+    pos_rep = Buf::Stage(be, ws.mla_pos, ws.mla_pos_host.data(), n * H, "the MLA positions");
+  }
+  auto mla_attention = [&](const LayerWeights& L, const MlaSpec& Ms, int64_t l) {
+    float* B = Buf::Need(be, ws.mla_buf, b_zero + chunk, "the MLA workspace");
+    float* cl = Buf::Need(be, ws.mla_c, n * Ms.kv_lora_rank, "the MLA latent");  // [n, kv_lora]
+    float* kpe = Buf::Need(be, ws.mla_kpe, n * dr, "the MLA rope key");          // [n, rope]
+    ws.mla_zero_host.assign(size_t(chunk), 0.0f);
+    be.CopyToDevice(B + b_zero, ws.mla_zero_host.data(), size_t(chunk) * sizeof(float));
+    if (L.mla_q_a) {
+      float* qa = Buf::Need(be, ws.mla_qa, n * Ms.q_lora_rank, "the MLA query latent");
+      const Linear* group[] = {L.mla_q_a.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get()};
+      float* outs[] = {qa, cl, kpe};
+      MatMulShared(be, group, h, n, outs);
+      be.RmsNorm(qa, n, Ms.q_lora_rank, L.mla_q_a_norm.data(), eps, qa);
+      L.mla_q_b->MatMul(be, qa, n, B + b_q);
+    } else {
+      const Linear* group[] = {L.q.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get()};
+      float* outs[] = {B + b_q, cl, kpe};
+      MatMulShared(be, group, h, n, outs);
+    }
+    be.RmsNorm(cl, n, Ms.kv_lora_rank, L.mla_kv_a_norm.data(), eps, cl);
+    L.mla_kv_b->MatMul(be, cl, n, B + b_kvb);  // [n, H, nope + v]
+    // RoPE on the (de-interleaved) rope parts.
+    be.GatherRows(B, idx, n * H * dr, 1, B + b_qpe);
+    be.GatherRows(kpe, idx + i_kpe, n * dr, 1, B + b_kpe);
+    const float* inv_freq = L.rope_inv_freq.data();
+    be.Rope(B + b_qpe, n * H, 1, dr, pos_rep, inv_freq, L.rope_attention_factor);
+    be.Rope(B + b_kpe, n, 1, dr, positions, inv_freq, L.rope_attention_factor);
+    // Assemble q, k [n, H, hd] and v [n, H, hd] (zero-padded), attend, compact to [n, H, v].
+    const int64_t per = n * H * hd / chunk;
+    be.GatherRows(B, idx + i_q, per, chunk, q);
+    be.GatherRows(B, idx + i_k, per, chunk, k);
+    be.GatherRows(B, idx + i_v, per, chunk, v);
+    float* attn = Buf::Need(be, ws.attn, n * qdim, "the attention output");  // [n, H, hd]
+    for (const Segment& s : segments) {
+      s.cache->Append(l, k + s.begin * kvdim, v + s.begin * kvdim, s.count);
+      s.cache->Attend(l, q + s.begin * qdim, s.count, attn + s.begin * qdim);
+    }
+    be.GatherRows(attn, idx + i_o, n * H * dv / chunk, chunk, B);  // [n, H * v]
+    L.o->MatMul(be, B, n, y);
+  };
+
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = w.layers[size_t(l)];
+    const LayerSpec& S = spec.layers[size_t(l)];
+    // --- self-attention ---
+    be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
+    if (mla) {
+      mla_attention(L, S.mla, l);
+    } else {
+      attention(L, l);
+    }
+    if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_attn_norm.data(), eps, y);
     be.Add(x, y, n * hidden);
     // --- feed-forward ---
     be.RmsNorm(x, n, hidden, L.ffn_norm.data(), eps, h);
     if (L.moe) {
       MoeForward(be, *L.moe, h, n, hidden, x, ws);
+      if (L.shared) {  // the shared expert (qwen2_moe), × sigmoid(h · w_gate) when gated
+        GatedMlpForward(be, *L.shared, S.ffn.act, h, n, ws, y);
+        if (L.shared_gate) {
+          float* g = Buf::Need(be, ws.shared_gate, n, "the shared-expert gate");  // [n, 1]
+          L.shared_gate->MatMul(be, h, n, g);
+          be.SigmoidGateRows(y, g, n, hidden);
+        }
+        be.Add(x, y, n * hidden);
+      }
     } else {
-      GatedMlpForward(be, *L.mlp, h, n, x, ws, y);
+      GatedMlpForward(be, *L.mlp, S.ffn.act, h, n, ws, y);
+      if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_ffn_norm.data(), eps, y);
+      be.Add(x, y, n * hidden);
     }
   }
 
@@ -181,6 +327,7 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     const bool host = be.memory_space() == MemorySpace::kHost;
     float* out = host ? logits : Buf::Need(be, ws.logits, m * c.vocab_size, "the logits");
     w.lm_head->MatMul(be, h, m, out);  // [m, vocab]
+    if (spec.final_logit_softcap > 0) be.Softcap(out, m * c.vocab_size, spec.final_logit_softcap);
     if (!host) be.Download(logits, out, size_t(m * c.vocab_size) * sizeof(float));
   } else {
     be.Synchronize();

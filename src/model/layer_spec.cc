@@ -19,7 +19,9 @@ Activation ParseActivation(const std::string& name, const std::string& model_typ
     return Activation::kGeluTanh;
   if (name == "relu2") return Activation::kRelu2;
   if (name == "gpt_oss_swiglu") return Activation::kClampedSwiglu;
-  Fail(kWhere, "{}: unsupported activation '{}' (supported: silu, gelu_pytorch_tanh, relu2)",
+  Fail(kWhere,
+       "{}: unsupported activation '{}' (config.json hidden_act / hidden_activation; supported: "
+       "silu, gelu_pytorch_tanh, relu2)",
        model_type, name);
 }
 

@@ -159,6 +159,19 @@ struct ModelSpec {
   bool HasRecurrentLayers() const;
 };
 
+// The attention geometry of the KV cache (every layer has the same mixer: LoadWeights checks):
+// query heads, kv heads and head size. MLA layers cache the expanded keys (nope + rope per head)
+// and their values zero-padded to the same size.
+struct CacheGeometry {
+  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+};
+inline CacheGeometry CacheGeometryOf(const ModelSpec& s) {
+  const LayerSpec& L = s.layers.at(0);
+  if (L.mixer == MixerKind::kMla)
+    return {L.attn.num_heads, L.attn.num_heads, L.mla.nope_dim + L.mla.rope_dim};
+  return {L.attn.num_heads, L.attn.num_kv_heads, L.attn.head_dim};
+}
+
 // The spec for `config` as `arch` builds it. Throws tq::Error("[layer spec] ...") for settings
 // it cannot express (an unknown activation, a rotary dimension that is odd or exceeds head_dim).
 ModelSpec BuildModelSpec(const ModelConfig& config, const Architecture& arch);

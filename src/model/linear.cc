@@ -80,4 +80,32 @@ std::unique_ptr<Linear> LoadLinear(const Checkpoint& ckpt, const std::string& pr
   return std::make_unique<DenseLinear>(w, std::move(b));
 }
 
+std::unique_ptr<Linear> LoadLinearRows(const Checkpoint& ckpt, const std::string& prefix,
+                                       int64_t total, int64_t row0, int64_t rows, int64_t in,
+                                       bool bias, PackedCheckpointInfo* packed) {
+  const std::string name = prefix + ".weight", where = "checkpoint " + ckpt.dir();
+  TQ_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= total, where, "rows {}..{} of '{}' ({} rows)",
+           row0, row0 + rows, name, total);
+  auto bias_rows = [&] {
+    std::vector<float> b;
+    if (bias) {
+      const std::vector<float> all = LoadVector(ckpt, prefix + ".bias", total);
+      b.assign(all.begin() + row0, all.begin() + row0 + rows);
+    }
+    return b;
+  };
+  if (!ckpt.Has(name) && ckpt.Has(prefix + ".codes")) {  // packed: rows are packed on their own
+    const std::unique_ptr<Linear> full = LoadLinear(ckpt, prefix, total, in, false, packed);
+    return SlicePackedRows(*full->AsPacked(), row0, rows, bias_rows());
+  }
+  TensorView w = ckpt.View(name);
+  TQ_CHECK(w.rank() == 2 && w.dim(0) == total && w.dim(1) == in, where,
+           "tensor '{}' has shape {}, expected [{}, {}]", name, ShapeToString(w.shape), total, in);
+  TQ_CHECK(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16, where,
+           "tensor '{}' is {}, expected F32, F16 or BF16", name, DTypeName(w.dtype));
+  w.data = w.bytes() + size_t(row0 * in) * DTypeSize(w.dtype);
+  w.shape = {rows, in};
+  return std::make_unique<DenseLinear>(w, bias_rows());
+}
+
 }  // namespace tq

@@ -73,6 +73,13 @@ void MatMulShared(kernels::Backend& be, std::span<const Linear* const> group, co
 std::unique_ptr<Linear> LoadLinear(const Checkpoint& ckpt, const std::string& prefix, int64_t out,
                                    int64_t in, bool bias, PackedCheckpointInfo* packed = nullptr);
 
+// Rows [row0, row0 + rows) of the fused linear `<prefix>` ([total, in]: phi3's qkv_proj and
+// gate_up_proj) as a linear of its own: a view of the checkpoint's rows (and bias), no copy;
+// packed (TurboQuant) rows likewise (SlicePackedRows).
+std::unique_ptr<Linear> LoadLinearRows(const Checkpoint& ckpt, const std::string& prefix,
+                                       int64_t total, int64_t row0, int64_t rows, int64_t in,
+                                       bool bias, PackedCheckpointInfo* packed = nullptr);
+
 // A float vector tensor (norm weights, biases) of `size` elements as fp32; errors name it.
 std::vector<float> LoadVector(const Checkpoint& ckpt, const std::string& name, int64_t size);
 

@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
@@ -13,8 +14,6 @@ namespace tq {
 namespace {
 
 void ValidateConfig(const ModelConfig& c, const std::string& where) {
-  TQ_CHECK(c.hidden_act == "silu", where, "hidden_act '{}' is not supported (only silu)",
-           c.hidden_act);
   TQ_CHECK(c.vocab_size > 0 && c.hidden_size > 0 && c.num_layers > 0 && c.num_heads > 0 &&
                c.intermediate_size >= 0,
            where,
@@ -25,6 +24,26 @@ void ValidateConfig(const ModelConfig& c, const std::string& where) {
            c.num_kv_heads);
   TQ_CHECK(c.head_dim > 0 && c.head_dim % 2 == 0, where, "head_dim must be even, got {}",
            c.head_dim);
+}
+
+// The family ops (kernels::FamilyOp) the spec needs, so that a backend without one is refused at
+// load with the op's name instead of failing in the middle of a forward pass.
+void CheckBackendSupports(const ModelSpec& spec, const kernels::Backend& be) {
+  using kernels::FamilyOp;
+  std::vector<FamilyOp> need;
+  if (spec.embed_scale != 1.0f) need.push_back(FamilyOp::kScale);
+  if (spec.final_logit_softcap > 0) need.push_back(FamilyOp::kSoftcap);
+  for (const LayerSpec& L : spec.layers) {
+    if (L.ffn.act == Activation::kGeluTanh) need.push_back(FamilyOp::kGeluTanhMul);
+    if (L.ffn.act == Activation::kClampedSwiglu) need.push_back(FamilyOp::kClampedSwiglu);
+    if (L.attn.logit_softcap > 0 || L.attn.sinks) need.push_back(FamilyOp::kAttentionVariant);
+    if (L.ffn.kind == FfnKind::kMoe && L.ffn.moe.shared_gate)
+      need.push_back(FamilyOp::kSigmoidGateRows);
+  }
+  for (FamilyOp op : need)
+    TQ_CHECK(be.SupportsFamilyOp(op), std::string(be.name()),
+             "{} needs op '{}', which this backend does not have yet (run with --device cpu)",
+             spec.model_type, kernels::FamilyOpName(op));
 }
 
 }  // namespace
@@ -41,6 +60,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const ModelLoadOption
       &kernels::GetBackend(opts.device.empty() ? kernels::DefaultDeviceName() : opts.device);
   m->checkpoint_ = Checkpoint::Open(dir);
   m->weights_ = LoadWeights(*m->checkpoint_, m->config_, *m->arch_);
+  CheckBackendSupports(m->weights_->spec, *m->backend_);
   UploadWeights(*m->weights_, *m->backend_);
   return m;
 }
@@ -56,7 +76,11 @@ int64_t Model::WeightBytes() const {
   for (const LayerWeights& L : w.layers) {
     bytes += int64_t((L.attn_norm.size() + L.ffn_norm.size() + L.q_norm.size() + L.k_norm.size()) *
                      sizeof(float));
-    bytes += L.q->WeightBytes() + L.k->WeightBytes() + L.v->WeightBytes() + L.o->WeightBytes();
+    for (const Linear* lin :
+         {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(), L.mla_q_b.get(),
+          L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get(), L.shared_gate.get()})
+      if (lin) bytes += lin->WeightBytes();
+    if (L.shared) bytes += mlp_bytes(*L.shared);
     if (L.mlp) bytes += mlp_bytes(*L.mlp);
     if (L.moe) {
       bytes += L.moe->router->WeightBytes();
@@ -69,11 +93,19 @@ int64_t Model::WeightBytes() const {
 KvLayout Model::kv_layout() const {
   KvLayout l;
   l.num_layers = config_.num_layers;
-  l.num_heads = config_.num_heads;
-  l.num_kv_heads = config_.num_kv_heads;
-  l.head_dim = config_.head_dim;
-  l.scale = float(1.0 / std::sqrt(double(config_.head_dim)));
-  for (const LayerWeights& L : weights_->layers) l.window.push_back(L.window);
+  const CacheGeometry g = CacheGeometryOf(weights_->spec);
+  l.num_heads = g.heads;
+  l.num_kv_heads = g.kv_heads;
+  l.head_dim = g.head_dim;
+  // One scale and soft-cap for all layers (every family that runs has them uniform; the spec
+  // check at load refuses others).
+  const ModelSpec& spec = weights_->spec;
+  l.scale = spec.layers.empty() ? 1.0f : spec.layers[0].attn.scale;
+  l.softcap = spec.layers.empty() ? 0.0f : spec.layers[0].attn.logit_softcap;
+  for (const LayerWeights& L : weights_->layers) {
+    l.window.push_back(L.window);
+    l.sinks.push_back(L.sinks.empty() ? nullptr : L.sinks.data());
+  }
   return l;
 }
 
@@ -83,8 +115,9 @@ std::unique_ptr<KvCache> Model::NewCache(const KvCacheOptions& opts) const {
 
 void Model::CheckCache(const KvCache& cache, int64_t n) const {
   const KvLayout& l = cache.layout();
-  TQ_CHECK(l.num_layers == config_.num_layers && l.num_kv_heads == config_.num_kv_heads &&
-               l.num_heads == config_.num_heads && l.head_dim == config_.head_dim,
+  const CacheGeometry g = CacheGeometryOf(weights_->spec);
+  TQ_CHECK(l.num_layers == config_.num_layers && l.num_kv_heads == g.kv_heads &&
+               l.num_heads == g.heads && l.head_dim == g.head_dim,
            "model forward", "the KV cache was made for another model ({} layers, {} kv heads)",
            l.num_layers, l.num_kv_heads);
   TQ_CHECK(&cache.backend() == backend_, "model forward",

@@ -7,6 +7,8 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "quant/e8_scales.h"
+#include "quant/format.h"
 #include "quant/packing.h"
 
 namespace tq {
@@ -125,8 +127,7 @@ void PackedLinear::MatMul(kernels::Backend& be, const float* x, int64_t n, float
   MatMulRotated(be, xr, n, y);
 }
 
-void PackedLinear::MatMulRotated(kernels::Backend& be, const float* xr, int64_t n,
-                                 float* y) const {
+void PackedLinear::MatMulRotated(kernels::Backend& be, const float* xr, int64_t n, float* y) const {
   if (n > 0) be.PackedMatMul(xr, n, dw_, bias_.empty() ? nullptr : bias_.data(), y);
 }
 
@@ -181,8 +182,8 @@ int64_t PackedLinear::WeightBytes() const {
          int64_t((codebook_.size() + bias_.size()) * sizeof(float));
 }
 
-bool PackedMatMulShared(kernels::Backend& be, std::span<const Linear* const> group,
-                        const float* x, int64_t n, std::span<float* const> ys) {
+bool PackedMatMulShared(kernels::Backend& be, std::span<const Linear* const> group, const float* x,
+                        int64_t n, std::span<float* const> ys) {
   if (group.size() < 2) return false;
   const quant::HadamardRotation* rot = nullptr;
   for (size_t i = 0; i < group.size(); ++i) {
@@ -312,6 +313,30 @@ std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedChe
   if (bias) b = LoadVector(ckpt, prefix + ".bias", out);
   return std::make_unique<PackedLinear>(w, std::move(codebook), std::move(rotation), std::move(b),
                                         std::move(scale_table));
+}
+
+std::unique_ptr<PackedLinear> SlicePackedRows(const PackedLinear& full, int64_t row0, int64_t rows,
+                                              std::vector<float> bias) {
+  kernels::PackedMatrix w = full.matrix();
+  TQ_CHECK(row0 >= 0 && rows > 0 && row0 + rows <= w.rows, "packed linear",
+           "rows {}..{} of a {}-row matrix", row0, row0 + rows, w.rows);
+  const int64_t groups = w.cols / w.group_size;
+  w.rows = rows;
+  w.codes += row0 * w.row_bytes;
+  if (w.scales) w.scales += row0 * groups;
+  if (w.scale_codes) w.scale_codes += row0 * groups;
+  if (w.mins) w.mins += row0 * groups;
+  std::vector<float> codebook;
+  if (w.method == quant::QuantMethod::kCodebook)
+    codebook.assign(w.codebook, w.codebook + quant::Traits(w.format).levels);
+  std::shared_ptr<const std::vector<float>> table;
+  if (w.scale_codes)
+    table = std::make_shared<const std::vector<float>>(w.scale_table,
+                                                       w.scale_table + quant::kE8TableSize);
+  // The rotation object is shared (not copied): MatMulShared rotates once for the slices.
+  std::shared_ptr<const quant::HadamardRotation> rotation = full.shared_rotation();
+  return std::make_unique<PackedLinear>(w, std::move(codebook), std::move(rotation),
+                                        std::move(bias), std::move(table));
 }
 
 }  // namespace tq

@@ -70,6 +70,9 @@ class PackedLinear final : public Linear {
   // y [n, out] = x' [n, in] · Ŵ'ᵀ (+ bias) on `be`, x' already rotated by rotation().
   void MatMulRotated(kernels::Backend& be, const float* xr, int64_t n, float* y) const;
   const quant::HadamardRotation* rotation() const { return rotation_.get(); }
+  const std::shared_ptr<const quant::HadamardRotation>& shared_rotation() const {
+    return rotation_;
+  }
   // The rotation as the backend sees it (after Upload); dim 0 when not rotated.
   const kernels::RotationView& rotation_view() const { return rotation_view_; }
   // The matrix as loaded (host views) and as the backend sees it (after Upload).
@@ -90,6 +93,12 @@ class PackedLinear final : public Linear {
   DeviceBuffer codes_buf_, scales_buf_, mins_buf_, codebook_buf_, table_buf_, signs_buf_;
 };
 
+// Rows [row0, row0 + rows) of `full` as a packed linear of its own (phi3's fused qkv_proj and
+// gate_up_proj): rows are packed independently, so this is a view of the same codes and scales,
+// with the same rotation (the slices of one tensor share one rotation of the input).
+std::unique_ptr<PackedLinear> SlicePackedRows(const PackedLinear& full, int64_t row0, int64_t rows,
+                                              std::vector<float> bias);
+
 // Loads the packed linear with module prefix `prefix` of shape [out, in]; every tensor's dtype
 // and shape is checked and errors name the tensor. `bias`: "<prefix>.bias" is read too.
 std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedCheckpointInfo& info,
@@ -98,7 +107,7 @@ std::unique_ptr<PackedLinear> LoadPackedLinear(const Checkpoint& ckpt, PackedChe
 
 // MatMulShared for a group of PackedLinears with one rotation: rotates x once. Returns false
 // (doing nothing) when the group is not such a group.
-bool PackedMatMulShared(kernels::Backend& be, std::span<const Linear* const> group,
-                        const float* x, int64_t n, std::span<float* const> ys);
+bool PackedMatMulShared(kernels::Backend& be, std::span<const Linear* const> group, const float* x,
+                        int64_t n, std::span<float* const> ys);
 
 }  // namespace tq

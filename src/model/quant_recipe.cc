@@ -37,11 +37,32 @@ std::string RotationGroupKey(TensorRole role, int64_t layer) {
     case TensorRole::kAttnQ:
     case TensorRole::kAttnK:
     case TensorRole::kAttnV:
+    case TensorRole::kAttnQkv:  // phi3: one fused projection of the same input
+    case TensorRole::kMlaQA:    // deepseek: q_a and kv_a read the layer's normed input too
+    case TensorRole::kMlaKvA:
       return l + "/attn_in";
+    case TensorRole::kMlaQB:
+      return l + "/mla_q_b";
+    case TensorRole::kMlaKvB:
+      return l + "/mla_kv_b";
+    case TensorRole::kSharedGate:
+    case TensorRole::kSharedUp:
+      return l + "/shared_in";
+    case TensorRole::kSharedDown:
+      return l + "/shared_down";
+    case TensorRole::kLinearAttnIn:
+      return l + "/linear_attn_in";
+    case TensorRole::kLinearAttnOut:
+      return l + "/linear_attn_out";
+    case TensorRole::kSsmIn:
+      return l + "/ssm_in";
+    case TensorRole::kSsmOut:
+      return l + "/ssm_out";
     case TensorRole::kAttnO:
       return l + "/attn_o";
     case TensorRole::kMlpGate:
     case TensorRole::kMlpUp:
+    case TensorRole::kMlpGateUp:
       return l + "/mlp_in";
     case TensorRole::kMlpDown:
       return l + "/mlp_down";

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
@@ -27,6 +29,74 @@ std::string ModulePrefix(const std::string& name) {
   return name.size() > suffix.size() && name.ends_with(suffix)
              ? name.substr(0, name.size() - suffix.size())
              : name;
+}
+
+// GPT-OSS's experts of one layer, stored as [E, hidden, 2 * ffn] (gate and up interleaved along
+// the last axis: gate = [..., 0::2], up = [..., 1::2]) and [E, ffn, hidden], with biases
+// "<name>_bias" [E, 2 * ffn] and [E, hidden] (y = x · W + b): rearranged into per-expert [out, in]
+// matrices in the checkpoint's dtype, owned by `w`.
+void LoadFusedExperts(const Checkpoint& ckpt, const std::string& gate_up_name,
+                      const std::string& down_name, int64_t experts, int64_t hidden, int64_t ffn,
+                      ModelWeights& w, std::vector<GatedMlp>& out) {
+  const std::string where = "checkpoint " + ckpt.dir();
+  const TensorView gu = ckpt.View(gate_up_name), dn = ckpt.View(down_name);
+  TQ_CHECK(gu.rank() == 3 && gu.dim(0) == experts && gu.dim(1) == hidden && gu.dim(2) == 2 * ffn,
+           where, "tensor '{}' has shape {}, expected [{}, {}, {}]", gate_up_name,
+           ShapeToString(gu.shape), experts, hidden, 2 * ffn);
+  TQ_CHECK(dn.rank() == 3 && dn.dim(0) == experts && dn.dim(1) == ffn && dn.dim(2) == hidden, where,
+           "tensor '{}' has shape {}, expected [{}, {}, {}]", down_name, ShapeToString(dn.shape),
+           experts, ffn, hidden);
+  for (const TensorView* t : {&gu, &dn})
+    TQ_CHECK(t->dtype == DType::F32 || t->dtype == DType::F16 || t->dtype == DType::BF16, where,
+             "fused expert tensors must be F32/F16/BF16, got {}", DTypeName(t->dtype));
+  const std::vector<float> gub = [&] {
+    const TensorView b = ckpt.View(gate_up_name + "_bias");
+    TQ_CHECK(b.rank() == 2 && b.dim(0) == experts && b.dim(1) == 2 * ffn, where,
+             "tensor '{}_bias' has shape {}, expected [{}, {}]", gate_up_name,
+             ShapeToString(b.shape), experts, 2 * ffn);
+    std::vector<float> v(size_t(b.numel()));
+    ToF32(b, v.data());
+    return v;
+  }();
+  const std::vector<float> db = [&] {
+    const TensorView b = ckpt.View(down_name + "_bias");
+    TQ_CHECK(b.rank() == 2 && b.dim(0) == experts && b.dim(1) == hidden, where,
+             "tensor '{}_bias' has shape {}, expected [{}, {}]", down_name, ShapeToString(b.shape),
+             experts, hidden);
+    std::vector<float> v(size_t(b.numel()));
+    ToF32(b, v.data());
+    return v;
+  }();
+  // dst[o, i] = src[i * stride + o * step + offset]: a transposed (and strided) copy.
+  auto rearrange = [&](const TensorView& src, int64_t e, int64_t rows, int64_t cols, int64_t stride,
+                       int64_t step, int64_t offset) {
+    const size_t es = DTypeSize(src.dtype);
+    std::vector<uint8_t>& dst = w.owned.emplace_back(size_t(rows * cols) * es);
+    const uint8_t* base = src.bytes() + size_t(e * cols * stride) * es;
+    for (int64_t o = 0; o < rows; ++o)
+      for (int64_t i = 0; i < cols; ++i)
+        std::memcpy(dst.data() + size_t(o * cols + i) * es,
+                    base + size_t(i * stride + o * step + offset) * es, es);
+    TensorView v;
+    v.data = dst.data();
+    v.dtype = src.dtype;
+    v.shape = {rows, cols};
+    return v;
+  };
+  for (int64_t e = 0; e < experts; ++e) {
+    GatedMlp m;
+    std::vector<float> bg(static_cast<size_t>(ffn)), bu(static_cast<size_t>(ffn));
+    for (int64_t f = 0; f < ffn; ++f) {
+      bg[size_t(f)] = gub[size_t(e * 2 * ffn + 2 * f)];
+      bu[size_t(f)] = gub[size_t(e * 2 * ffn + 2 * f + 1)];
+    }
+    m.gate = std::make_unique<DenseLinear>(rearrange(gu, e, ffn, hidden, 2 * ffn, 2, 0), bg);
+    m.up = std::make_unique<DenseLinear>(rearrange(gu, e, ffn, hidden, 2 * ffn, 2, 1), bu);
+    m.down = std::make_unique<DenseLinear>(
+        rearrange(dn, e, hidden, ffn, hidden, 1, 0),
+        std::vector<float>(db.begin() + e * hidden, db.begin() + (e + 1) * hidden));
+    out.push_back(std::move(m));
+  }
 }
 
 }  // namespace
@@ -72,43 +142,150 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
     w->lm_head = w->lm_head_tied ? std::make_unique<DenseLinear>(w->embed)
                                  : linear(nm.lm_head, c.vocab_size, hidden, false);
   }
-  w->final_norm = LoadVector(ckpt, nm.final_norm, hidden);
+  w->spec = BuildModelSpec(c, arch);
+  const ModelSpec& spec = w->spec;
+  // RMSNorm × (1 + w) (gemma): the weights are stored as w, the forward pass multiplies by
+  // the loaded vector, so 1 is added here once.
+  auto norm = [&](const std::string& tensor, int64_t size) {
+    std::vector<float> v = LoadVector(ckpt, tensor, size);
+    if (spec.norm_plus_one)
+      for (float& x : v) x += 1.0f;
+    return FloatParam(std::move(v));
+  };
+  w->final_norm = norm(nm.final_norm, hidden);
   w->rope = ComputeRopeFrequencies(c, hd);
 
-  const bool qkv_bias = arch.qkv_bias || c.attention_bias;
-  const bool o_bias = arch.o_bias_follows_config && c.attention_bias;
-  const bool qk_norm = arch.qk_norm || c.qk_norm;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     auto name = [&](const std::string& pattern) { return TensorName(pattern, l); };
+    const LayerSpec& S = spec.layers[size_t(l)];
+    const AttentionSpec& A = S.attn;
+    const AttentionSpec& A0 = spec.layers[0].attn;
+    TQ_CHECK(S.mixer == spec.layers[0].mixer && A.scale == A0.scale &&
+                 A.logit_softcap == A0.logit_softcap && A.head_dim == A0.head_dim,
+             where,
+             "{} layer {}: a per-layer mixer, head size, attention scale or soft-cap does not run "
+             "yet",
+             c.model_type, l);
     LayerWeights& L = w->layers.emplace_back();
-    L.attn_norm = LoadVector(ckpt, name(nm.attn_norm), hidden);
-    L.ffn_norm = LoadVector(ckpt, name(nm.ffn_norm), hidden);
-    L.q = linear(name(nm.q), c.num_heads * hd, hidden, qkv_bias);
-    L.k = linear(name(nm.k), c.num_kv_heads * hd, hidden, qkv_bias);
-    L.v = linear(name(nm.v), c.num_kv_heads * hd, hidden, qkv_bias);
-    L.o = linear(name(nm.o), hidden, c.num_heads * hd, o_bias);
-    if (qk_norm) {
-      L.q_norm = LoadVector(ckpt, name(nm.q_norm), hd);
-      L.k_norm = LoadVector(ckpt, name(nm.k_norm), hd);
+    L.attn_norm = norm(name(nm.attn_norm), hidden);
+    L.ffn_norm = norm(name(nm.ffn_norm), hidden);
+    if (S.sandwich_norm) {
+      L.post_attn_norm = norm(name(nm.post_attn_norm), hidden);
+      L.post_ffn_norm = norm(name(nm.post_ffn_norm), hidden);
     }
-    if (arch.sliding_window && c.LayerIsSliding(l)) L.window = c.sliding_window;
-    if (arch.moe && c.LayerIsMoe(l)) {
-      TQ_CHECK(c.num_experts_per_tok > 0 && c.num_experts_per_tok <= c.num_experts, where,
-               "num_experts_per_tok = {} with {} experts", c.num_experts_per_tok, c.num_experts);
-      const int64_t ffn =
-          c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
+    if (S.mixer == MixerKind::kMla) {
+      const MlaSpec& M = S.mla;
+      const int64_t H = A.num_heads, qk = M.nope_dim + M.rope_dim;
+      TQ_CHECK(M.v_dim <= qk && !A.qkv_bias && !A.o_bias, where,
+               "{} layer {}: MLA with v_head_dim {} > qk_head_dim {} (or biases) does not run "
+               "yet",
+               c.model_type, l, M.v_dim, qk);
+      if (M.q_lora_rank > 0) {
+        L.mla_q_a = linear(name(nm.mla_q_a), M.q_lora_rank, hidden, false);
+        L.mla_q_a_norm = norm(name(nm.mla_q_a_norm), M.q_lora_rank);
+        L.mla_q_b = linear(name(nm.mla_q_b), H * qk, M.q_lora_rank, false);
+      } else {
+        L.q = linear(name(nm.q), H * qk, hidden, false);
+      }
+      const std::string kv_a = name(nm.mla_kv_a);
+      const int64_t kv_a_rows = M.kv_lora_rank + M.rope_dim;
+      L.mla_kv_a_c =
+          LoadLinearRows(ckpt, kv_a, kv_a_rows, 0, M.kv_lora_rank, hidden, false, packed);
+      L.mla_kv_a_pe =
+          LoadLinearRows(ckpt, kv_a, kv_a_rows, M.kv_lora_rank, M.rope_dim, hidden, false, packed);
+      L.mla_kv_a_norm = norm(name(nm.mla_kv_a_norm), M.kv_lora_rank);
+      L.mla_kv_b = linear(name(nm.mla_kv_b), H * (M.nope_dim + M.v_dim), M.kv_lora_rank, false);
+      L.o = linear(name(nm.o), hidden, H * M.v_dim, false);
+    } else {
+      TQ_CHECK(S.mixer == MixerKind::kAttention && A.head_dim == hd && A.v_head_dim == hd &&
+                   A.rope.rotary_dim == hd && !A.output_gate && !A.v_norm && !S.per_layer_input,
+               where, "{} layer {}: this layer kind ({} mixer) does not run yet", c.model_type, l,
+               MixerKindName(S.mixer));
+      const int64_t qdim = A.num_heads * hd, kvdim = A.num_kv_heads * hd;
+      if (A.fused_qkv) {
+        const std::string qkv = name(nm.qkv);
+        const int64_t rows = qdim + 2 * kvdim;
+        L.q = LoadLinearRows(ckpt, qkv, rows, 0, qdim, hidden, A.qkv_bias, packed);
+        L.k = LoadLinearRows(ckpt, qkv, rows, qdim, kvdim, hidden, A.qkv_bias, packed);
+        L.v = LoadLinearRows(ckpt, qkv, rows, qdim + kvdim, kvdim, hidden, A.qkv_bias, packed);
+      } else {
+        L.q = linear(name(nm.q), qdim, hidden, A.qkv_bias);
+        L.k = linear(name(nm.k), kvdim, hidden, A.qkv_bias);
+        L.v = linear(name(nm.v), kvdim, hidden, A.qkv_bias);
+      }
+      L.o = linear(name(nm.o), hidden, qdim, A.o_bias);
+      if (A.qk_norm) {
+        L.q_norm = norm(name(nm.q_norm), hd);
+        L.k_norm = norm(name(nm.k_norm), hd);
+      }
+      if (A.sinks) L.sinks = LoadVector(ckpt, name(nm.sinks), A.num_heads);
+    }
+    L.window = A.window;
+    {
+      // The layer's RoPE table: config's with the layer's base and scaling (gemma3 local layers).
+      ModelConfig rc = c;
+      rc.rope_theta = A.rope.theta;
+      rc.rope_scaling = A.rope.scaling;
+      const RopeFrequencies rf = ComputeRopeFrequencies(rc, A.rope.rotary_dim);
+      L.rope_inv_freq = FloatParam(rf.inv_freq);
+      L.rope_attention_factor = rf.attention_factor;
+    }
+    const FfnSpec& F = S.ffn;
+    if (F.kind == FfnKind::kMoe) {
+      const MoeSpec& M = F.moe;
+      TQ_CHECK(M.top_k > 0 && M.top_k <= M.num_experts, where,
+               "num_experts_per_tok = {} with {} experts", M.top_k, M.num_experts);
+      // Softmax over the top-k logits = softmax over all, top-k, renormalised (mixtral).
+      const bool softmax = M.router == Router::kSoftmaxTopK || M.router == Router::kTopKSoftmax;
+      TQ_CHECK((softmax && !M.correction_bias) || M.router == Router::kSigmoidGroupTopK,
+               where, "{} layer {}: router '{}' with a correction bias does not run yet",
+               c.model_type, l, RouterName(M.router));
+      TQ_CHECK(F.act == Activation::kSilu || F.act == Activation::kClampedSwiglu, where,
+               "{} layer {}: MoE experts with the {} activation do not run yet", c.model_type, l,
+               ActivationName(F.act));
       L.moe = std::make_unique<MoeBlock>();
-      L.moe->router = linear(name(nm.router), c.num_experts, hidden, false);
-      L.moe->top_k = c.num_experts_per_tok;
-      L.moe->renormalize = arch.moe_always_renormalize || c.norm_topk_prob;
-      for (int64_t e = 0; e < c.num_experts; ++e) {
+      L.moe->router = linear(name(nm.router), M.num_experts, hidden, M.router_bias);
+      L.moe->act = F.act;
+      L.moe->routed_scale = M.routed_scale;
+      L.moe->router_kind = M.router == Router::kSigmoidGroupTopK ? M.router : Router::kSoftmaxTopK;
+      L.moe->n_group = M.n_group;
+      L.moe->topk_group = M.topk_group;
+      if (M.correction_bias)
+        L.moe->correction_bias =
+            LoadVector(ckpt, name(nm.router_correction_bias), M.num_experts);
+      L.moe->top_k = M.top_k;
+      L.moe->renormalize = M.renormalize || M.router == Router::kTopKSoftmax;
+      if (M.fused_experts) {
+        LoadFusedExperts(ckpt, name(nm.experts_gate_up), name(nm.experts_down), M.num_experts,
+                         hidden, M.expert_ffn, *w, L.moe->experts);
+      }
+      for (int64_t e = 0; e < M.num_experts && !M.fused_experts; ++e) {
         L.moe->experts.push_back(
             LoadMlp(ckpt, TensorName(nm.expert_gate, l, e), TensorName(nm.expert_up, l, e),
-                    TensorName(nm.expert_down, l, e), hidden, ffn, false, packed));
+                    TensorName(nm.expert_down, l, e), hidden, M.expert_ffn, false, packed));
+      }
+      if (M.shared_ffn > 0) {
+        L.shared = std::make_unique<GatedMlp>(LoadMlp(ckpt, name(nm.shared_gate),
+                                                      name(nm.shared_up), name(nm.shared_down),
+                                                      hidden, M.shared_ffn, false, packed));
+        if (M.shared_gate) L.shared_gate = linear(name(nm.shared_expert_gate), 1, hidden, false);
+      }
+    } else if (F.kind == FfnKind::kDense) {
+      TQ_CHECK(F.gated(), where, "{} layer {}: the ungated {} MLP does not run yet", c.model_type,
+               l, ActivationName(F.act));
+      if (F.fused_gate_up) {
+        const std::string gu = name(nm.gate_up);
+        L.mlp = std::make_unique<GatedMlp>();
+        L.mlp->gate = LoadLinearRows(ckpt, gu, 2 * F.ffn, 0, F.ffn, hidden, F.bias, packed);
+        L.mlp->up = LoadLinearRows(ckpt, gu, 2 * F.ffn, F.ffn, F.ffn, hidden, F.bias, packed);
+        L.mlp->down = linear(name(nm.down), hidden, F.ffn, F.bias);
+      } else {
+        L.mlp = std::make_unique<GatedMlp>(LoadMlp(ckpt, name(nm.gate), name(nm.up), name(nm.down),
+                                                   hidden, F.ffn, F.bias, packed));
       }
     } else {
-      L.mlp = std::make_unique<GatedMlp>(LoadMlp(ckpt, name(nm.gate), name(nm.up), name(nm.down),
-                                                 hidden, c.intermediate_size, c.mlp_bias, packed));
+      Fail(where, "{} layer {}: a layer without a feed-forward block does not run yet",
+           c.model_type, l);
     }
   }
   return w;
@@ -140,13 +317,20 @@ void UploadWeights(ModelWeights& w, kernels::Backend& be) {
   for (size_t l = 0; l < w.layers.size(); ++l) {
     LayerWeights& L = w.layers[l];
     const std::string what = fmt::format("layer {}", l);
-    for (FloatParam* p : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm}) p->Upload(be, what);
-    for (Linear* lin : {L.q.get(), L.k.get(), L.v.get(), L.o.get()}) lin->Upload(be, what);
+    for (FloatParam* p :
+         {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm, &L.post_ffn_norm,
+          &L.rope_inv_freq, &L.sinks, &L.mla_q_a_norm, &L.mla_kv_a_norm})
+      p->Upload(be, what);
+    for (Linear* lin : {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(),
+                        L.mla_q_b.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get()})
+      if (lin) lin->Upload(be, what);
     if (L.mlp) mlp(*L.mlp, what);
     if (L.moe) {
       L.moe->router->Upload(be, what);
       for (GatedMlp& e : L.moe->experts) mlp(e, what);
     }
+    if (L.shared) mlp(*L.shared, what);
+    if (L.shared_gate) L.shared_gate->Upload(be, what);
   }
 }
 

@@ -7,6 +7,7 @@
 #include "core/device_buffer.h"
 #include "core/tensor.h"
 #include "kernels/backend.h"
+#include "model/layer_spec.h"
 #include "model/linear.h"
 #include "model/param.h"
 #include "model/rope.h"
@@ -17,7 +18,7 @@ class Checkpoint;
 struct Architecture;
 struct ModelConfig;
 
-// SiLU-gated MLP: down(silu(gate(x)) * up(x)).
+// Gated MLP: down(act(gate(x)) * up(x)), act from the layer spec (SiLU, GELU-tanh).
 struct GatedMlp {
   std::unique_ptr<Linear> gate, up, down;  // [ffn, hidden], [ffn, hidden], [hidden, ffn]
 };
@@ -26,16 +27,37 @@ struct MoeBlock {
   std::unique_ptr<Linear> router;  // [num_experts, hidden]
   std::vector<GatedMlp> experts;   // each [moe_ffn, hidden] ...
   int64_t top_k = 0;
-  bool renormalize = true;  // divide the top-k probabilities by their sum
+  bool renormalize = true;             // divide the top-k probabilities by their sum
+  Activation act = Activation::kSilu;  // of the experts (gpt_oss: clamped SwiGLU)
+  float routed_scale = 1.0f;           // the routed experts' sum × this (deepseek)
+  // The routing rule (kSigmoidGroupTopK: deepseek_v3, routed on the host with these).
+  Router router_kind = Router::kSoftmaxTopK;
+  int64_t n_group = 1, topk_group = 1;
+  std::vector<float> correction_bias;  // [experts], selection only
 };
 
 struct LayerWeights {
-  FloatParam attn_norm, ffn_norm;  // [hidden]
+  FloatParam attn_norm, ffn_norm;      // [hidden]
   std::unique_ptr<Linear> q, k, v, o;  // [heads*hd, hidden], [kv*hd, hidden] x2, [hidden, heads*hd]
   FloatParam q_norm, k_norm;           // [head_dim] when the architecture has qk-norm
   std::unique_ptr<GatedMlp> mlp;       // dense layers
   std::unique_ptr<MoeBlock> moe;       // MoE layers
   int64_t window = 0;                  // sliding window (0 = full attention)
+  // Sandwich norms (gemma): on the attention output and the FFN output before the residual adds.
+  FloatParam post_attn_norm, post_ffn_norm;  // [hidden]
+  // The layer's RoPE table (gemma3: local and global bases) and YaRN's factor on cos/sin.
+  FloatParam rope_inv_freq;  // [rotary_dim / 2]
+  float rope_attention_factor = 1.0f;
+  // Shared expert beside the routed ones (qwen2_moe): shared(h) × sigmoid(h · shared_gate).
+  std::unique_ptr<GatedMlp> shared;
+  std::unique_ptr<Linear> shared_gate;  // [1, hidden] (null: ungated)
+  FloatParam sinks;                     // [heads] per-head sink logits (gpt_oss)
+  // Multi-head latent attention (deepseek): q = q_b(norm(q_a(h))) (q_lora_rank 0: q(h));
+  // latent c = norm(kv_a_c(h)) [kv_lora]; k_pe = RoPE(kv_a_pe(h)) [rope], one head shared by all;
+  // per head [k_nope | v] = kv_b(c). (kv_a_c and kv_a_pe are the row blocks of
+  // kv_a_proj_with_mqa.)
+  std::unique_ptr<Linear> mla_q_a, mla_q_b, mla_kv_a_c, mla_kv_a_pe, mla_kv_b;
+  FloatParam mla_q_a_norm, mla_kv_a_norm;
 };
 
 class PackedLinear;
@@ -43,8 +65,8 @@ class PackedLinear;
 struct ModelWeights {
   ModelWeights();
   ~ModelWeights();
-  TensorView embed;                            // [vocab, hidden] (unset when packed)
-  TensorView embed_device;                     // embed in the backend's memory (after upload)
+  TensorView embed;         // [vocab, hidden] (unset when packed)
+  TensorView embed_device;  // embed in the backend's memory (after upload)
   DeviceBuffer embed_buf;
   std::unique_ptr<PackedLinear> embed_packed;  // TurboQuant checkpoints with --embed-bits < 16
   std::unique_ptr<Linear> lm_head;             // [vocab, hidden] (the embedding when tied)
@@ -53,6 +75,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   RopeFrequencies rope;
   FloatParam rope_inv_freq;  // rope.inv_freq in the backend's memory
+  ModelSpec spec;            // the per-layer structure the weights were loaded for
+  // Weights rearranged at load (gpt_oss's fused [E, in, out] experts as [out, in] matrices, in
+  // the checkpoint's dtype): the linears view these.
+  std::vector<std::vector<uint8_t>> owned;
 };
 
 std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& config,

@@ -33,6 +33,9 @@ struct ForwardWorkspace {
   DeviceBuffer slot_weight;   // [n * top_k]
   DeviceBuffer expert_in;     // [rows of one expert, hidden] gathered inputs
   DeviceBuffer expert_out;    // [rows of one expert, hidden] expert outputs
+  DeviceBuffer shared_gate;   // [n] shared-expert gate logits (qwen2_moe)
+  // Multi-head latent attention (forward.cc: the staging buffer and its gather lists).
+  DeviceBuffer mla_buf, mla_c, mla_kpe, mla_qa, mla_idx, mla_pos;
 
   // Host side.
   std::vector<int64_t> positions_host;   // [n]
@@ -43,6 +46,10 @@ struct ForwardWorkspace {
   std::vector<int64_t> expert_count, expert_begin;  // [experts]
   std::vector<int32_t> slot_row_host;    // [n * top_k]
   std::vector<float> slot_weight_host;   // [n * top_k]
+  std::vector<float> router_logits_host;  // [n, experts] (host-routed rules)
+  std::vector<int32_t> mla_idx_host;     // MLA gather lists of the step
+  std::vector<int64_t> mla_pos_host;     // [n * heads]
+  std::vector<float> mla_zero_host;      // one zero chunk
 
   // Grows a buffer to at least `count` elements of T (contents are not kept).
   template <typename T = float>

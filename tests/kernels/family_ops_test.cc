@@ -8,7 +8,9 @@
 #include <random>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/activation_ops.h"
+#include "kernels/backend.h"
 #include "kernels/attention_variant_ops.h"
 #include "kernels/recurrent_ops.h"
 
@@ -319,6 +321,72 @@ TEST(SinkAttention, SinkAndSoftcapSemantics) {
   EXPECT_FLOAT_EQ(o, 2.5f);  // half the mass on the sink
   cpu::AttentionSinkSoftcap(q, 1, 0, k, v, p, &o);
   EXPECT_FLOAT_EQ(o, 2.5f);
+}
+
+// The variants over a plain cache ([kv_heads, slots, head_dim] of F32 / F16 / BF16, as the dense
+// KV cache stores it): each backend's AttentionVariant equals the fp32 reference on the same
+// (rounded) keys and values.
+TEST(SinkAttention, PlainCacheOfEveryDtypeOnBothBackends) {
+  const int64_t H = 4, Hkv = 2, d = 16, n = 5, pos0 = 9, slots = 20, T = pos0 + n;
+  SinkAttentionParams p;
+  p.num_heads = H;
+  p.num_kv_heads = Hkv;
+  p.head_dim = p.v_head_dim = d;
+  p.scale = 0.25f;
+  p.window = 6;
+  p.softcap = 20;
+  const auto sinks = Random(H, 4, 1.0f);
+  p.sinks = sinks.data();
+  const auto q = Random(n * H * d, 5, 2.0f);
+  const auto k = Random(Hkv * slots * d, 6), v = Random(Hkv * slots * d, 7);
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    // The cache in dt, and its fp32 reading (the reference's input).
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    std::vector<float> kr = k, vr = v;
+    for (size_t i = 0; i < k.size() && dt != DType::F32; ++i) {
+      k16[i] = dt == DType::F16 ? F32ToF16(k[i]) : F32ToBf16(k[i]);
+      v16[i] = dt == DType::F16 ? F32ToF16(v[i]) : F32ToBf16(v[i]);
+      kr[i] = dt == DType::F16 ? F16ToF32(k16[i]) : Bf16ToF32(k16[i]);
+      vr[i] = dt == DType::F16 ? F16ToF32(v16[i]) : Bf16ToF32(v16[i]);
+    }
+    KvView kv;
+    kv.dtype = dt;
+    kv.head_stride = slots * d;
+    kv.k = dt == DType::F32 ? static_cast<const void*>(k.data()) : k16.data();
+    kv.v = dt == DType::F32 ? static_cast<const void*>(v.data()) : v16.data();
+    SinkAttentionParams rp = p;
+    rp.k_head_stride = rp.v_head_stride = slots * d;
+    std::vector<float> want(size_t(n * H * d));
+    ref::AttentionSinkSoftcap(q.data(), n, pos0, kr.data(), vr.data(), rp, want.data());
+    for (Backend* be : {&RefBackend(), &CpuBackend()}) {
+      ASSERT_TRUE(be->SupportsFamilyOp(FamilyOp::kAttentionVariant));
+      std::vector<float> got(want.size(), NAN);
+      be->AttentionVariant(q.data(), n, pos0, kv, p, got.data());
+      EXPECT_LT(RelErr(got, want), 2e-6) << be->name() << " " << DTypeName(dt);
+    }
+  }
+  (void)T;
+}
+
+// The small family ops of the backends against their definitions.
+TEST(FamilyOps, BackendsScaleGateAndActivate) {
+  for (Backend* be : {&RefBackend(), &CpuBackend()}) {
+    std::vector<float> x = {1, -2, 3, 4, 5, 6};
+    be->Scale(x.data(), 6, 0.5f);
+    EXPECT_EQ(x, (std::vector<float>{0.5f, -1, 1.5f, 2, 2.5f, 3}));
+    const float g[] = {0.0f, 100.0f};
+    be->SigmoidGateRows(x.data(), g, 2, 3);  // row 0 × 0.5, row 1 × ~1
+    EXPECT_FLOAT_EQ(x[0], 0.25f);
+    EXPECT_FLOAT_EQ(x[5], 3.0f);
+    const auto a = Random(37, 11, 2.0f), b = Random(37, 12, 2.0f);
+    std::vector<float> got(37), want(37);
+    be->GeluTanhMul(a.data(), b.data(), 37, got.data());
+    ref::GeluTanhMul(a.data(), b.data(), 37, want.data());
+    EXPECT_LT(RelErr(got, want), 1e-6) << be->name();
+    be->ClampedSwiglu(a.data(), b.data(), 37, {}, got.data());
+    ref::ClampedSwiglu(a.data(), b.data(), 37, {}, want.data());
+    EXPECT_LT(RelErr(got, want), 1e-6) << be->name();
+  }
 }
 
 class MlaConformance : public ::testing::TestWithParam<std::array<int64_t, 7>> {};

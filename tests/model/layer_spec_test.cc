@@ -255,10 +255,10 @@ TEST(LayerSpec, Errors) {
   }
   // Known but not runnable yet: a clear refusal where a model would be loaded.
   try {
-    FindArchitecture("gemma2");
+    FindArchitecture("nemotron_h");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("'gemma2' is recognised"));
+    EXPECT_THAT(e.what(), HasSubstr("'nemotron_h' is recognised"));
   }
   EXPECT_THROW(FindFamily("gpt2"), Error);
   EXPECT_EQ(FamilyNames().size(), 18u);

@@ -16,6 +16,7 @@
 #include "io/checkpoint.h"
 #include "kv/kv_cache_bytes.h"
 #include "model/architecture.h"
+#include "model/layer_spec.h"
 #include "model/tensor_roles.h"
 #include "runtime/plan/budget_projection.h"
 #include "runtime/plan/device_memory.h"
@@ -99,10 +100,12 @@ KvLayout KvLayoutForConfig(const ModelConfig& c) {
   const Architecture& arch = FindArchitecture(c.model_type);
   KvLayout l;
   l.num_layers = c.num_layers;
-  l.num_heads = c.num_heads;
-  l.num_kv_heads = c.num_kv_heads;
-  l.head_dim = c.head_dim;
-  l.scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  // The cache geometry the model gives its caches (MLA: expanded keys, padded values).
+  const CacheGeometry g = CacheGeometryOf(BuildModelSpec(c, arch));
+  l.num_heads = g.heads;
+  l.num_kv_heads = g.kv_heads;
+  l.head_dim = g.head_dim;
+  l.scale = float(1.0 / std::sqrt(double(g.head_dim)));
   for (int64_t i = 0; i < c.num_layers; ++i)
     l.window.push_back(arch.sliding_window && c.LayerIsSliding(i) ? c.sliding_window : 0);
   return l;

@@ -1,0 +1,166 @@
+// The newer families against Hugging Face (../shared/models/arch/: tiny random-weight
+// checkpoints written by transformers 5.17 with fp32 golden logits). For every family that runs:
+// the logits of one pass from an empty fp32 cache equal the golden within 2e-3 of the logits'
+// scale (max |golden logit|), the 24 greedy ids equal, and chunked prefill, DecodeBatch and prefix
+// reuse give the logits of the one pass.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+#include "testutil/golden.h"
+#include "testutil/testutil.h"
+
+namespace tq {
+namespace {
+
+using test::Golden;
+
+std::string Dir(const std::string& family) { return "arch/tq-arch-" + family; }
+
+std::vector<int32_t> Ids(const std::string& family, const std::string& tensor) {
+  auto f =
+      SafetensorsFile::Open(test::RequireFile(test::ModelDir(Dir(family)) + "/golden.safetensors"));
+  const TensorView t = f->View(tensor);
+  return std::vector<int32_t>(t.as<int32_t>(), t.as<int32_t>() + t.numel());
+}
+
+// Largest |a - b| relative to the largest |b| (the logits' scale).
+double RelErr(const float* a, const float* b, size_t count) {
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < count; ++i) {
+    err = std::max(err, double(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, double(std::fabs(b[i])));
+  }
+  return err / std::max(scale, 1e-30);
+}
+
+constexpr double kTol = 2e-3;
+
+class ArchGolden : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    golden_ = test::LoadGolden(Dir(GetParam()));
+    model_ = Model::Load(test::ModelDir(Dir(GetParam())), {.device = "cpu"});
+    vocab_ = model_->vocab_size();
+  }
+  std::unique_ptr<KvCache> Cache() {
+    return model_->NewCache({.max_tokens = 128, .dtype = KvDType::kF32});
+  }
+  Golden golden_;
+  std::unique_ptr<Model> model_;
+  int64_t vocab_ = 0;
+};
+
+TEST_P(ArchGolden, Fp32LogitsMatchHuggingFace) {
+  const int64_t t = int64_t(golden_.input_ids.size());
+  ASSERT_EQ(int64_t(golden_.logits.size()), t * vocab_);
+  auto cache = Cache();
+  std::vector<float> logits(size_t(t * vocab_));
+  model_->Forward(golden_.input_ids, *cache, logits.data(), /*all_logits=*/true);
+  const double rel = RelErr(logits.data(), golden_.logits.data(), logits.size());
+  std::printf("%s: max |logit - golden| / max |golden| = %.3g over %lld tokens\n",
+              GetParam().c_str(), rel, (long long)t);
+  EXPECT_LT(rel, kTol) << GetParam();
+}
+
+TEST_P(ArchGolden, Fp32LogitsMatchOnTheRefBackend) {
+  auto model = Model::Load(test::ModelDir(Dir(GetParam())), {.device = "ref"});
+  const int64_t t = int64_t(golden_.input_ids.size());
+  auto cache = model->NewCache({.max_tokens = 128, .dtype = KvDType::kF32});
+  std::vector<float> logits(size_t(t * vocab_));
+  model->Forward(golden_.input_ids, *cache, logits.data(), /*all_logits=*/true);
+  EXPECT_LT(RelErr(logits.data(), golden_.logits.data(), logits.size()), kTol) << GetParam();
+}
+
+TEST_P(ArchGolden, GreedyDecodeReproducesThe24Ids) {
+  const std::vector<int32_t> prompt = Ids(GetParam(), "greedy_prompt_ids");
+  auto cache = Cache();
+  std::vector<float> logits(static_cast<size_t>(vocab_));
+  model_->Forward(prompt, *cache, logits.data());
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < golden_.greedy_ids.size(); ++i) {
+    const int32_t next = int32_t(kernels::Argmax(logits.data(), vocab_));
+    out.push_back(next);
+    model_->Forward(std::span<const int32_t>(&next, 1), *cache, logits.data());
+  }
+  EXPECT_EQ(out, golden_.greedy_ids) << GetParam();
+}
+
+// Chunked prefill (chunks of 5, across the sliding windows), token-by-token decode through
+// DecodeBatch beside another sequence, and prefix reuse (truncate, then run the rest) all give
+// the logits of one pass.
+TEST_P(ArchGolden, ChunksDecodeBatchAndPrefixReuseEqualOnePass) {
+  const std::vector<int32_t>& ids = golden_.input_ids;
+  const int64_t t = int64_t(ids.size());
+  std::vector<float> one(size_t(t * vocab_));
+  {
+    auto cache = Cache();
+    model_->Forward(ids, *cache, one.data(), true);
+  }
+  auto row = [&](int64_t i) { return one.data() + i * vocab_; };
+  {  // chunks of 5
+    auto cache = Cache();
+    std::vector<float> got(size_t(t * vocab_));
+    for (int64_t b = 0; b < t; b += 5) {
+      const int64_t c = std::min<int64_t>(5, t - b);
+      model_->Forward(std::span<const int32_t>(ids).subspan(size_t(b), size_t(c)), *cache,
+                      got.data() + b * vocab_, true);
+    }
+    EXPECT_LT(RelErr(got.data(), one.data(), got.size()), 1e-5) << "chunked prefill";
+  }
+  {  // DecodeBatch: sequence a one token at a time from position 12, sequence b from 20
+    auto a = Cache(), b = Cache();
+    std::vector<float> tmp(size_t(t * vocab_)), got(size_t(2 * vocab_));
+    model_->Forward(std::span<const int32_t>(ids).first(12), *a, tmp.data());
+    model_->Forward(std::span<const int32_t>(ids).first(20), *b, tmp.data());
+    double err = 0;
+    for (int64_t s = 0; s < 10; ++s) {
+      const int32_t toks[] = {ids[size_t(12 + s)], ids[size_t(20 + s)]};
+      KvCache* caches[] = {a.get(), b.get()};
+      model_->DecodeBatch(toks, caches, got.data());
+      err = std::max(err, RelErr(got.data(), row(12 + s), size_t(vocab_)));
+      err = std::max(err, RelErr(got.data() + vocab_, row(20 + s), size_t(vocab_)));
+    }
+    EXPECT_LT(err, 1e-5) << "DecodeBatch";
+  }
+  {  // prefix reuse: run all, keep the first 24 (or what the cache allows), run the rest again
+    auto cache = Cache();
+    std::vector<float> got(size_t(t * vocab_));
+    model_->Forward(ids, *cache, got.data(), true);
+    const int64_t keep = std::max<int64_t>(24, cache->MinTruncate());
+    ASSERT_LT(keep, t);
+    cache->Truncate(keep);
+    model_->Forward(std::span<const int32_t>(ids).subspan(size_t(keep)), *cache,
+                    got.data() + keep * vocab_, true);
+    EXPECT_LT(RelErr(got.data(), one.data(), got.size()), 1e-5) << "prefix reuse";
+  }
+}
+
+// A plain f16 cache (the default) runs too and stays close to the fp32 one.
+TEST_P(ArchGolden, F16CacheStaysClose) {
+  const int64_t t = int64_t(golden_.input_ids.size());
+  auto cache = model_->NewCache({.max_tokens = 128, .dtype = KvDType::kF16});
+  std::vector<float> logits(size_t(t * vocab_));
+  model_->Forward(golden_.input_ids, *cache, logits.data(), true);
+  EXPECT_LT(RelErr(logits.data(), golden_.logits.data(), logits.size()), 2e-2) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ArchGolden,
+                         ::testing::Values("gemma2", "gemma3-text", "phi3", "qwen2-moe", "gpt-oss",
+                                           "deepseek-v2", "deepseek-v3"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace tq
