@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "kernels/backend.h"
 #include "model/model.h"
+#include "model/moe_forward.h"
 #include "model/packed_linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
@@ -46,64 +47,6 @@ void GatedMlpForward(Backend& be, const GatedMlp& m, const float* h, int64_t n, 
   be.SiluMul(g, u, n * ffn, g);
   m.down->MatMul(be, g, n, y);  // [n, hidden]
   be.Add(x, y, n * hidden);
-}
-
-// x [n, hidden] += Σ_{e in top-k(router(h))} p_e · expert_e(h). Tokens are grouped by expert so
-// each expert runs one matmul over the rows routed to it (gather -> GEMM -> weighted scatter).
-// Seam for packed experts: all experts of one projection share an input rotation, so h could be
-// rotated once here, before the gather, instead of per expert inside MatMulShared.
-void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int64_t hidden,
-                float* x, Buf& ws) {
-  const int64_t num_experts = int64_t(moe.experts.size()), top_k = moe.top_k;
-  float* probs = Buf::Need(be, ws.router_probs, n * num_experts, "the MoE router");  // [n, E]
-  moe.router->MatMul(be, h, n, probs);
-  int32_t* chosen = Buf::Need<int32_t>(be, ws.chosen, n * top_k, "the MoE router");
-  float* chosen_w = Buf::Need(be, ws.chosen_weight, n * top_k, "the MoE router");
-  be.MoeRoute(probs, n, {num_experts, top_k, moe.renormalize}, chosen, chosen_w);
-  // Grouping by expert on the host (a device waits here for the n * top_k choices).
-  ws.chosen_host.resize(size_t(n * top_k));
-  ws.chosen_weight_host.resize(size_t(n * top_k));
-  be.Download(ws.chosen_host.data(), chosen, size_t(n * top_k) * sizeof(int32_t));
-  be.Download(ws.chosen_weight_host.data(), chosen_w, size_t(n * top_k) * sizeof(float));
-  ws.expert_count.assign(size_t(num_experts), 0);
-  for (int32_t e : ws.chosen_host) ++ws.expert_count[size_t(e)];
-  // Counting sort of (row, weight) slots by expert.
-  ws.expert_begin.assign(size_t(num_experts) + 1, 0);
-  for (int64_t e = 0; e < num_experts; ++e)
-    ws.expert_begin[size_t(e) + 1] = ws.expert_begin[size_t(e)] + ws.expert_count[size_t(e)];
-  ws.slot_row_host.resize(size_t(n * top_k));
-  ws.slot_weight_host.resize(size_t(n * top_k));
-  std::vector<int64_t>& fill = ws.expert_count;  // reused as the fill cursor
-  for (int64_t e = 0; e < num_experts; ++e) fill[size_t(e)] = ws.expert_begin[size_t(e)];
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < top_k; ++j) {
-      const int64_t e = ws.chosen_host[size_t(r * top_k + j)];
-      const int64_t s = fill[size_t(e)]++;
-      ws.slot_row_host[size_t(s)] = int32_t(r);
-      ws.slot_weight_host[size_t(s)] = ws.chosen_weight_host[size_t(r * top_k + j)];
-    }
-  }
-  const int32_t* slot_row =
-      Buf::Stage(be, ws.slot_row, ws.slot_row_host.data(), n * top_k, "the MoE grouping");
-  const float* slot_weight =
-      Buf::Stage(be, ws.slot_weight, ws.slot_weight_host.data(), n * top_k, "the MoE grouping");
-  float* xg = Buf::Need(be, ws.expert_in, n * hidden, "the MoE workspace");   // gathered inputs
-  float* yg = Buf::Need(be, ws.expert_out, n * hidden, "the MoE workspace");  // expert outputs
-  for (int64_t e = 0; e < num_experts; ++e) {
-    const int64_t b = ws.expert_begin[size_t(e)], c = ws.expert_begin[size_t(e) + 1] - b;
-    if (c == 0) continue;
-    be.GatherRows(h, slot_row + b, c, hidden, xg);
-    const GatedMlp& m = moe.experts[size_t(e)];
-    const int64_t ffn = m.gate->out_features();
-    float* g = Buf::Need(be, ws.gate, c * ffn, "the MLP workspace");
-    float* u = Buf::Need(be, ws.up, c * ffn, "the MLP workspace");
-    const Linear* group[] = {m.gate.get(), m.up.get()};
-    float* outs[] = {g, u};
-    MatMulShared(be, group, xg, c, outs);
-    be.SiluMul(g, u, c * ffn, g);
-    m.down->MatMul(be, g, c, yg);
-    be.ScatterAddRows(yg, slot_row + b, slot_weight + b, c, hidden, x);
-  }
 }
 
 }  // namespace
