@@ -23,6 +23,7 @@
 
 #include "core/error.h"
 #include "kernels/backend.h"
+#include "model/expert_cache.h"
 #include "model/model.h"
 #include "model/moe_forward.h"
 #include "model/packed_linear.h"
@@ -107,7 +108,19 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     // --- feed-forward ---
     be.RmsNorm(x, n, hidden, L.ffn_norm.data(), eps, h);
     if (L.moe) {
-      MoeForward(be, *L.moe, h, n, hidden, x, ws);
+      MoeStreaming st;
+      if (expert_cache_) {
+        st.cache = expert_cache_.get();
+        st.layer = l;
+        st.eps = eps;
+        for (int64_t l2 = l + 1; l2 < c.num_layers && !st.next; ++l2) {
+          if (!w.layers[size_t(l2)].moe) continue;
+          st.next = w.layers[size_t(l2)].moe.get();
+          st.next_layer = l2;
+          st.next_ffn_norm = w.layers[size_t(l2)].ffn_norm.data();
+        }
+      }
+      MoeForward(be, *L.moe, h, n, hidden, x, ws, st);
     } else {
       GatedMlpForward(be, *L.mlp, h, n, x, ws, y);
     }

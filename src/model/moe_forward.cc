@@ -2,6 +2,9 @@
 // its rows (gather -> gate/up -> SiLU·mul -> down -> weighted scatter-add).
 #include "model/moe_forward.h"
 
+#include <algorithm>
+
+#include "model/expert_cache.h"
 #include "model/linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
@@ -15,8 +18,39 @@ using kernels::Backend;
 // each expert runs one matmul over the rows routed to it (gather -> GEMM -> weighted scatter).
 // Seam for packed experts: all experts of one projection share an input rotation, so h could be
 // rotated once here, before the gather, instead of per expert inside MatMulShared.
+namespace {
+
+// The experts the next MoE layer will probably use: its router on RMSNorm(x, its norm), x the
+// residual before this layer's MoE (skipping this MoE block and the next attention block).
+// Distinct expert ids, most often chosen first, into ws.predicted_host.
+void PredictNextExperts(Backend& be, const MoeStreaming& s, const float* x, int64_t n,
+                        int64_t hidden, Buf& ws) {
+  const MoeBlock& next = *s.next;
+  const int64_t e_count = int64_t(next.experts.size()), top_k = next.top_k;
+  float* hn = Buf::Need(be, ws.predict_h, n * hidden, "the MoE prefetch prediction");
+  be.RmsNorm(x, n, hidden, s.next_ffn_norm, s.eps, hn);
+  float* probs = Buf::Need(be, ws.predict_probs, n * e_count, "the MoE prefetch prediction");
+  next.router->MatMul(be, hn, n, probs);
+  int32_t* chosen = Buf::Need<int32_t>(be, ws.predict_chosen, n * top_k, "the MoE prediction");
+  float* weight = Buf::Need(be, ws.predict_weight, n * top_k, "the MoE prefetch prediction");
+  be.MoeRoute(probs, n, {e_count, top_k, next.renormalize}, chosen, weight);
+  std::vector<int32_t>& c = ws.predicted_host;
+  c.resize(size_t(n * top_k));
+  be.Download(c.data(), chosen, c.size() * sizeof(int32_t));
+  std::vector<int64_t>& count = ws.predict_count;
+  count.assign(size_t(e_count), 0);
+  for (int32_t e : c) ++count[size_t(e)];
+  c.clear();
+  for (int32_t e = 0; e < int32_t(e_count); ++e)
+    if (count[size_t(e)] > 0) c.push_back(e);
+  std::stable_sort(c.begin(), c.end(),
+                   [&](int32_t a, int32_t b) { return count[size_t(a)] > count[size_t(b)]; });
+}
+
+}  // namespace
+
 void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int64_t hidden,
-                float* x, Buf& ws) {
+                float* x, Buf& ws, const MoeStreaming& stream) {
   const int64_t num_experts = int64_t(moe.experts.size()), top_k = moe.top_k;
   float* probs = Buf::Need(be, ws.router_probs, n * num_experts, "the MoE router");  // [n, E]
   moe.router->MatMul(be, h, n, probs);
@@ -56,7 +90,8 @@ void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int
     const int64_t b = ws.expert_begin[size_t(e)], c = ws.expert_begin[size_t(e) + 1] - b;
     if (c == 0) continue;
     be.GatherRows(h, slot_row + b, c, hidden, xg);
-    const GatedMlp& m = moe.experts[size_t(e)];
+    const GatedMlp& m =
+        stream.cache ? stream.cache->Acquire(stream.layer, e) : moe.experts[size_t(e)];
     const int64_t ffn = m.gate->out_features();
     float* g = Buf::Need(be, ws.gate, c * ffn, "the MLP workspace");
     float* u = Buf::Need(be, ws.up, c * ffn, "the MLP workspace");

@@ -27,10 +27,13 @@ struct MoeBlock {
   std::vector<GatedMlp> experts;   // each [moe_ffn, hidden] ...
   int64_t top_k = 0;
   bool renormalize = true;  // divide the top-k probabilities by their sum
+  // Experts served by the model's ExpertCache (model/expert_cache.h): `experts` are then the
+  // templates (shapes, codebooks, rotations) and only their resident parts are uploaded.
+  bool streamed = false;
 };
 
 struct LayerWeights {
-  FloatParam attn_norm, ffn_norm;  // [hidden]
+  FloatParam attn_norm, ffn_norm;      // [hidden]
   std::unique_ptr<Linear> q, k, v, o;  // [heads*hd, hidden], [kv*hd, hidden] x2, [hidden, heads*hd]
   FloatParam q_norm, k_norm;           // [head_dim] when the architecture has qk-norm
   std::unique_ptr<GatedMlp> mlp;       // dense layers
@@ -43,8 +46,8 @@ class PackedLinear;
 struct ModelWeights {
   ModelWeights();
   ~ModelWeights();
-  TensorView embed;                            // [vocab, hidden] (unset when packed)
-  TensorView embed_device;                     // embed in the backend's memory (after upload)
+  TensorView embed;         // [vocab, hidden] (unset when packed)
+  TensorView embed_device;  // embed in the backend's memory (after upload)
   DeviceBuffer embed_buf;
   std::unique_ptr<PackedLinear> embed_packed;  // TurboQuant checkpoints with --embed-bits < 16
   std::unique_ptr<Linear> lm_head;             // [vocab, hidden] (the embedding when tied)
