@@ -14,25 +14,25 @@
 namespace tq {
 
 struct ForwardWorkspace {
-  DeviceBuffer x;           // [n, hidden] residual stream
-  DeviceBuffer h;           // [n, hidden] normed input of a block
-  DeviceBuffer y;           // [n, hidden] block output
-  DeviceBuffer q;           // [n, heads * head_dim]
-  DeviceBuffer k, v;        // [n, kv_heads * head_dim]
-  DeviceBuffer attn;        // [n, heads * head_dim]
-  DeviceBuffer gate, up;    // [n, ffn]
-  DeviceBuffer ids;         // [n] int32 token ids (device backends)
-  DeviceBuffer positions;   // [n] int64 (device backends)
-  DeviceBuffer logit_rows;  // [m] int32 rows whose logits are wanted (device backends)
-  DeviceBuffer logits;      // [m, vocab] (device backends; host ones write the caller's array)
+  DeviceBuffer x;             // [n, hidden] residual stream
+  DeviceBuffer h;             // [n, hidden] normed input of a block
+  DeviceBuffer y;             // [n, hidden] block output
+  DeviceBuffer q;             // [n, heads * head_dim]
+  DeviceBuffer k, v;          // [n, kv_heads * head_dim]
+  DeviceBuffer attn;          // [n, heads * head_dim]
+  DeviceBuffer gate, up;      // [n, ffn]
+  DeviceBuffer ids;           // [n] int32 token ids (device backends)
+  DeviceBuffer positions;     // [n] int64 (device backends)
+  DeviceBuffer logit_rows;    // [m] int32 rows whose logits are wanted (device backends)
+  DeviceBuffer logits;        // [m, vocab] (device backends; host ones write the caller's array)
   // MoE routing.
-  DeviceBuffer router_probs;   // [n, experts]
-  DeviceBuffer chosen;         // [n, top_k] int32 expert ids
-  DeviceBuffer chosen_weight;  // [n, top_k]
-  DeviceBuffer slot_row;       // [n * top_k] int32 rows grouped by expert
-  DeviceBuffer slot_weight;    // [n * top_k]
-  DeviceBuffer expert_in;      // [rows of one expert, hidden] gathered inputs
-  DeviceBuffer expert_out;     // [rows of one expert, hidden] expert outputs
+  DeviceBuffer router_probs;  // [n, experts]
+  DeviceBuffer chosen;        // [n, top_k] int32 expert ids
+  DeviceBuffer chosen_weight; // [n, top_k]
+  DeviceBuffer slot_row;      // [n * top_k] int32 rows grouped by expert
+  DeviceBuffer slot_weight;   // [n * top_k]
+  DeviceBuffer expert_in;     // [rows of one expert, hidden] gathered inputs
+  DeviceBuffer expert_out;    // [rows of one expert, hidden] expert outputs
   // The expert cache's prefetch prediction (moe_forward.cc).
   DeviceBuffer predict_h;       // [n, hidden]
   DeviceBuffer predict_probs;   // [n, next layer's experts]
@@ -40,17 +40,17 @@ struct ForwardWorkspace {
   DeviceBuffer predict_weight;  // [n, top_k]
 
   // Host side.
-  std::vector<int64_t> positions_host;              // [n]
-  std::vector<int64_t> logit_rows_host;             // rows whose logits are wanted
-  std::vector<int32_t> logit_rows32;                // the same as int32 (GatherRows)
-  std::vector<int32_t> chosen_host;                 // [n, top_k]
-  std::vector<float> chosen_weight_host;            // [n, top_k]
+  std::vector<int64_t> positions_host;   // [n]
+  std::vector<int64_t> logit_rows_host;  // rows whose logits are wanted
+  std::vector<int32_t> logit_rows32;     // the same as int32 (GatherRows)
+  std::vector<int32_t> chosen_host;      // [n, top_k]
+  std::vector<float> chosen_weight_host; // [n, top_k]
   std::vector<int64_t> expert_count, expert_begin;  // [experts]
-  std::vector<int32_t> slot_row_host;               // [n * top_k]
-  std::vector<float> slot_weight_host;              // [n * top_k]
-  std::vector<int32_t> predicted_host;              // the next MoE layer's predicted experts
-  std::vector<int64_t> predict_count;               // [experts]
-  std::vector<int32_t> used_host;                   // this MoE layer's experts with rows
+  std::vector<int32_t> slot_row_host;    // [n * top_k]
+  std::vector<float> slot_weight_host;   // [n * top_k]
+  std::vector<int32_t> predicted_host;   // the next MoE layer's predicted experts
+  std::vector<int64_t> predict_count;    // [experts]
+  std::vector<int32_t> used_host;        // this MoE layer's experts with rows
 
   // Grows a buffer to at least `count` elements of T (contents are not kept).
   template <typename T = float>

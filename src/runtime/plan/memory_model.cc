@@ -343,6 +343,7 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& options, const PlanInputs& in) {
         int64_t(double(p.config.num_experts_per_tok * moe_layers) * double(per_expert) *
                 (1.0 - p.streaming_resident_fraction));
     p.streaming_peak_bytes = without + p.streaming_cache_bytes;
+    p.streaming_fits = p.streaming_peak_bytes <= p.usable_bytes;
   }
   if (p.config.max_position_embeddings > 0 && opts.context > p.config.max_position_embeddings)
     p.notes.push_back(fmt::format("--context {} is beyond the model's max_position_embeddings {}",
