@@ -107,6 +107,12 @@ void ExpectBitIdentical(const std::string& dir) {
       }
       if (slots == 1) {
         EXPECT_EQ(s.prefetches, 0);  // no room to prefetch beside the one in use
+      } else {
+        EXPECT_GT(s.predicted, 0);  // the next-layer prediction ran
+        EXPECT_LE(s.predicted_used, s.predicted);
+      }
+      if (slots >= 3) {
+        EXPECT_GT(s.prefetches, 0);
       }
       EXPECT_LT(m->ResidentWeightBytes(), m->WeightBytes());
     }
