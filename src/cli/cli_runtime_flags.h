@@ -1,6 +1,7 @@
 // Flags shared by the verbs that run a model (generate, perplexity, bench, serve):
 // --device cpu|ref|cuda[:N], -t/--threads N (default: all cores, $TURBOQUANT_THREADS) and
-// --kv-dtype f16|bf16|f32.
+// --kv-dtype f16|bf16|f32, and MoE expert streaming: --expert-cache SIZE, --expert-cache-policy,
+// --expert-readers.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,9 @@ struct RuntimeFlags {
   int threads = 0;  // 0 = all hardware threads
   std::string kv_dtype = "f16";
   KvFlags kv;  // --kv-bits ... (cli_kv_flags.h); verbs call ApplyKvFlags(rt.kv, &options)
+  std::string expert_cache;                 // "" = every expert resident; else a size ("4GiB")
+  std::string expert_cache_policy = "lru";  // lru | lfu
+  int expert_readers = 2;                   // prefetch reader threads (0: no prefetch)
 };
 
 void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags);

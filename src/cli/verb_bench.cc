@@ -1,5 +1,6 @@
 // turboquant bench -m DIR [--prompt-tokens 512] [-n 128] [-c C]
 //   [-t N] [--kv-dtype f16|bf16|f32] [--json]
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,27 @@
 
 namespace tq::cli {
 namespace {
+
+nlohmann::json ExpertStatsJson(const ExpertCacheStats& s, int64_t tokens) {
+  const double per = 1.0 / double(std::max<int64_t>(1, tokens));
+  return {
+      {"slots", s.slots},
+      {"slot_bytes", s.slot_bytes},
+      {"experts", s.experts},
+      {"lookups", s.lookups},
+      {"hits", s.hits},
+      {"misses", s.misses},
+      {"hit_rate", s.hit_rate()},
+      {"prefetches", s.prefetches},
+      {"prefetch_hits", s.prefetch_hits},
+      {"predicted", s.predicted},
+      {"predicted_used", s.predicted_used},
+      {"prediction_precision", s.predicted ? double(s.predicted_used) / double(s.predicted) : 0.0},
+      {"bytes_read", s.bytes_read},
+      {"bytes_read_per_token", double(s.bytes_read) * per},
+      {"stall_seconds", s.stall_seconds},
+      {"stall_seconds_per_token", s.stall_seconds * per}};
+}
 
 int Run(int argc, char** argv) {
   CLI::App app("Prefill and decode speed with random tokens, and memory", argv[0]);
@@ -74,6 +96,13 @@ int Run(int argc, char** argv) {
                           {"bytes_read_per_decode_token", bytes_per_token},
                           {"weight_bytes_per_decode_token", r.weight_bytes_per_token},
                           {"logits_finite", r.logits_finite}};
+      if (r.expert_streaming) {
+        j["expert_cache"] = {{"prefill", ExpertStatsJson(r.prefill_experts, r.prompt_tokens)},
+                             {"decode", ExpertStatsJson(r.decode_experts, r.gen_tokens)},
+                             {"policy", rt.expert_cache_policy},
+                             {"readers", rt.expert_readers},
+                             {"resident_weight_bytes", r.resident_weight_bytes}};
+      }
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("model        %s (%s weights, loaded in %.1f s)\n", model_dir.c_str(),
@@ -95,6 +124,18 @@ int Run(int argc, char** argv) {
                   DescribeKvCache(o.kv).c_str(), static_cast<long long>(r.kv_bytes_per_token),
                   static_cast<long long>(r.kv_bytes));
       std::printf("peak rss     %s\n", HumanBytes(int64_t(r.peak_rss_bytes)).c_str());
+      if (r.expert_streaming) {
+        const ExpertCacheStats& d = r.decode_experts;
+        std::printf(
+            "experts      %lld slots of %s (%s; %s resident besides): decode hit rate "
+            "%.1f%%, %s read/token, stall %.1f ms/token, prefetch predicted %.0f%%\n",
+            static_cast<long long>(d.slots), HumanBytes(d.slot_bytes).c_str(),
+            HumanBytes(d.slots * d.slot_bytes).c_str(), HumanBytes(r.resident_weight_bytes).c_str(),
+            100 * d.hit_rate(),
+            HumanBytes(d.bytes_read / std::max<int64_t>(1, r.gen_tokens)).c_str(),
+            1e3 * d.stall_seconds / double(std::max<int64_t>(1, r.gen_tokens)),
+            d.predicted ? 100.0 * double(d.predicted_used) / double(d.predicted) : 0.0);
+      }
       if (!r.logits_finite) std::printf("WARNING      non-finite logits\n");
     }
     return r.logits_finite ? kExitOk : kExitFailure;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "core/error.h"
 #include "core/sysinfo.h"
 #include "io/model_config.h"
+#include "model/expert_cache.h"
 #include "model/model.h"
 #include "runtime/chat.h"
 #include "runtime/generator.h"
@@ -157,6 +159,18 @@ int Run(int argc, char** argv) {
                  DescribeKvCache(kv).c_str(), static_cast<long long>(cache->BytesPerToken()),
                  static_cast<long long>(cache->MemoryBytes()),  // window layers: their window
                  static_cast<long long>(cache->size()));
+    if (const ExpertCache* ec = model->expert_cache()) {
+      const ExpertCacheStats e = ec->stats();
+      const double tokens = double(std::max<int64_t>(1, st.prompt_tokens + st.generated_tokens));
+      std::fprintf(stderr,
+                   "[expert cache %lld of %lld experts, %.1f MiB] hit rate %.1f%% (%lld hits, "
+                   "%lld misses, %lld prefetched), %.2f MiB read/token, stall %.1f ms/token\n",
+                   static_cast<long long>(e.slots), static_cast<long long>(e.experts),
+                   double(e.slots * e.slot_bytes) / double(1 << 20), 100 * e.hit_rate(),
+                   static_cast<long long>(e.hits), static_cast<long long>(e.misses),
+                   static_cast<long long>(e.prefetches),
+                   double(e.bytes_read) / tokens / double(1 << 20), 1e3 * e.stall_seconds / tokens);
+    }
     return kExitOk;
   });
 }

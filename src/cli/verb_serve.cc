@@ -142,6 +142,8 @@ int Run(int argc, char** argv) {
     so.http_threads = http_threads;
     so.log_format = log_format;
     so.tool_parser = tool_parser;
+    if (const tq::ExpertCache* ec = model->expert_cache())
+      so.extra_metrics = [ec] { return tq::server::RenderExpertCacheMetrics(ec->stats()); };
     tq::server::HttpServer server(*text, scheduler, so);
     const int bound = server.Bind();
     std::thread http([&] { server.Serve(); });

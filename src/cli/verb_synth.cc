@@ -11,8 +11,10 @@ namespace tq::cli {
 namespace {
 
 int Run(int argc, char** argv) {
-  CLI::App app("Write a random-weight bf16 Hugging Face checkpoint with a real model's shapes",
-               argv[0]);
+  CLI::App app(
+      "Write a random-weight checkpoint (bf16, or TurboQuant with --bits) with a real model's "
+      "shapes",
+      argv[0]);
   SynthOptions o;
   std::string names;
   for (const auto& s : SynthShapes()) {
@@ -23,8 +25,12 @@ int Run(int argc, char** argv) {
   app.add_option("--layers", o.layers, "keep only the first N decoder layers (default: all)")
       ->check(CLI::PositiveNumber);
   app.add_option("-s,--seed", o.seed, "random seed")->capture_default_str();
+  app.add_option("--bits", o.bits,
+                 "write a TurboQuant checkpoint (2, 3, 4 or 8 bits, laid out as `convert --bits "
+                 "N` would) with random codes directly: no bf16 intermediate (default: bf16)");
   SetExamples(app, {"turboquant synth --like llama-3.1-8b -o /tmp/l3 --layers 2",
-                    "turboquant synth --like qwen3-30b-a3b -o /tmp/moe -s 7"});
+                    "turboquant synth --like qwen3-30b-a3b -o /tmp/moe -s 7",
+                    "turboquant synth --like qwen3-30b-a3b --bits 4 -o /tmp/moe4"});
   return RunApp(app, argc, argv, [&] {
     const SynthResult r = WriteSynthCheckpoint(o);
     std::fprintf(stderr, "wrote %s: %lld tensors, %s in %lld shard(s)\n", o.out_dir.c_str(),

@@ -26,8 +26,9 @@
 
 #include "core/error.h"
 #include "kernels/backend.h"
+#include "model/expert_cache.h"
 #include "model/model.h"
-#include "model/moe_routing.h"
+#include "model/moe_forward.h"
 #include "model/packed_linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
@@ -37,17 +38,6 @@ namespace {
 
 using Buf = ForwardWorkspace;
 using kernels::Backend;
-
-// act(gate) * up into g (the layer's activation: SiLU, GELU-tanh or gpt_oss's clamped SwiGLU).
-void GatedAct(Backend& be, Activation act, float* g, const float* u, int64_t count) {
-  if (act == Activation::kGeluTanh) {
-    be.GeluTanhMul(g, u, count, g);
-  } else if (act == Activation::kClampedSwiglu) {
-    be.ClampedSwiglu(g, u, count, {}, g);
-  } else {
-    be.SiluMul(g, u, count, g);
-  }
-}
 
 // y [n, hidden] = down(act(gate(h)) * up(h)).
 void GatedMlpForward(Backend& be, const GatedMlp& m, Activation act, const float* h, int64_t n,
@@ -60,75 +50,6 @@ void GatedMlpForward(Backend& be, const GatedMlp& m, Activation act, const float
   MatMulShared(be, group, h, n, outs);
   GatedAct(be, act, g, u, n * ffn);
   m.down->MatMul(be, g, n, y);  // [n, hidden]
-}
-
-// x [n, hidden] += Σ_{e in top-k(router(h))} p_e · expert_e(h). Tokens are grouped by expert so
-// each expert runs one matmul over the rows routed to it (gather -> GEMM -> weighted scatter).
-// Seam for packed experts: all experts of one projection share an input rotation, so h could be
-// rotated once here, before the gather, instead of per expert inside MatMulShared.
-void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int64_t hidden,
-                float* x, Buf& ws) {
-  const int64_t num_experts = int64_t(moe.experts.size()), top_k = moe.top_k;
-  float* probs = Buf::Need(be, ws.router_probs, n * num_experts, "the MoE router");  // [n, E]
-  moe.router->MatMul(be, h, n, probs);
-  if (moe.router_kind == Router::kSigmoidGroupTopK) {
-    // deepseek_v3: routed on the host from the logits (moe_routing.h).
-    ws.router_logits_host.resize(size_t(n * num_experts));
-    be.Download(ws.router_logits_host.data(), probs, size_t(n * num_experts) * sizeof(float));
-    GroupTopKRule rule{num_experts, top_k, moe.n_group, moe.topk_group, moe.renormalize,
-                       moe.correction_bias.empty() ? nullptr : moe.correction_bias.data()};
-    SigmoidGroupTopK(ws.router_logits_host.data(), n, rule, ws.chosen_host,
-                     ws.chosen_weight_host);
-  } else {
-    int32_t* chosen = Buf::Need<int32_t>(be, ws.chosen, n * top_k, "the MoE router");
-    float* chosen_w = Buf::Need(be, ws.chosen_weight, n * top_k, "the MoE router");
-    be.MoeRoute(probs, n, {num_experts, top_k, moe.renormalize}, chosen, chosen_w);
-    // Grouping by expert on the host (a device waits here for the n * top_k choices).
-    ws.chosen_host.resize(size_t(n * top_k));
-    ws.chosen_weight_host.resize(size_t(n * top_k));
-    be.Download(ws.chosen_host.data(), chosen, size_t(n * top_k) * sizeof(int32_t));
-    be.Download(ws.chosen_weight_host.data(), chosen_w, size_t(n * top_k) * sizeof(float));
-  }
-  ws.expert_count.assign(size_t(num_experts), 0);
-  for (int32_t e : ws.chosen_host) ++ws.expert_count[size_t(e)];
-  // Counting sort of (row, weight) slots by expert.
-  ws.expert_begin.assign(size_t(num_experts) + 1, 0);
-  for (int64_t e = 0; e < num_experts; ++e)
-    ws.expert_begin[size_t(e) + 1] = ws.expert_begin[size_t(e)] + ws.expert_count[size_t(e)];
-  ws.slot_row_host.resize(size_t(n * top_k));
-  ws.slot_weight_host.resize(size_t(n * top_k));
-  std::vector<int64_t>& fill = ws.expert_count;  // reused as the fill cursor
-  for (int64_t e = 0; e < num_experts; ++e) fill[size_t(e)] = ws.expert_begin[size_t(e)];
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < top_k; ++j) {
-      const int64_t e = ws.chosen_host[size_t(r * top_k + j)];
-      const int64_t s = fill[size_t(e)]++;
-      ws.slot_row_host[size_t(s)] = int32_t(r);
-      ws.slot_weight_host[size_t(s)] =
-          ws.chosen_weight_host[size_t(r * top_k + j)] * moe.routed_scale;  // deepseek
-    }
-  }
-  const int32_t* slot_row =
-      Buf::Stage(be, ws.slot_row, ws.slot_row_host.data(), n * top_k, "the MoE grouping");
-  const float* slot_weight =
-      Buf::Stage(be, ws.slot_weight, ws.slot_weight_host.data(), n * top_k, "the MoE grouping");
-  float* xg = Buf::Need(be, ws.expert_in, n * hidden, "the MoE workspace");   // gathered inputs
-  float* yg = Buf::Need(be, ws.expert_out, n * hidden, "the MoE workspace");  // expert outputs
-  for (int64_t e = 0; e < num_experts; ++e) {
-    const int64_t b = ws.expert_begin[size_t(e)], c = ws.expert_begin[size_t(e) + 1] - b;
-    if (c == 0) continue;
-    be.GatherRows(h, slot_row + b, c, hidden, xg);
-    const GatedMlp& m = moe.experts[size_t(e)];
-    const int64_t ffn = m.gate->out_features();
-    float* g = Buf::Need(be, ws.gate, c * ffn, "the MLP workspace");
-    float* u = Buf::Need(be, ws.up, c * ffn, "the MLP workspace");
-    const Linear* group[] = {m.gate.get(), m.up.get()};
-    float* outs[] = {g, u};
-    MatMulShared(be, group, xg, c, outs);
-    GatedAct(be, moe.act, g, u, c * ffn);
-    m.down->MatMul(be, g, c, yg);
-    be.ScatterAddRows(yg, slot_row + b, slot_weight + b, c, hidden, x);
-  }
 }
 
 }  // namespace
@@ -299,7 +220,19 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     // --- feed-forward ---
     be.RmsNorm(x, n, hidden, L.ffn_norm.data(), eps, h);
     if (L.moe) {
-      MoeForward(be, *L.moe, h, n, hidden, x, ws);
+      MoeStreaming st;
+      if (expert_cache_) {
+        st.cache = expert_cache_.get();
+        st.layer = l;
+        st.eps = eps;
+        for (int64_t l2 = l + 1; l2 < c.num_layers && !st.next; ++l2) {
+          if (!w.layers[size_t(l2)].moe) continue;
+          st.next = w.layers[size_t(l2)].moe.get();
+          st.next_layer = l2;
+          st.next_ffn_norm = w.layers[size_t(l2)].ffn_norm.data();
+        }
+      }
+      MoeForward(be, *L.moe, h, n, hidden, x, ws, st);
       if (L.shared) {  // the shared expert (qwen2_moe), × sigmoid(h · w_gate) when gated
         GatedMlpForward(be, *L.shared, S.ffn.act, h, n, ws, y);
         if (L.shared_gate) {

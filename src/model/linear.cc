@@ -25,6 +25,26 @@ void DenseLinear::Upload(kernels::Backend& be, std::string_view what) {
   bias_.Upload(be, what);
 }
 
+std::vector<Linear::StorageSpan> DenseLinear::StorageSpans() const {
+  return {{weight_.data, weight_.nbytes()}};
+}
+
+void DenseLinear::UploadExceptStorage(kernels::Backend& be, std::string_view what) {
+  device_weight_ = weight_;
+  device_weight_.data = nullptr;  // streamed: OnStorage copies point at their slot
+  bias_.Upload(be, what);
+}
+
+std::unique_ptr<Linear> DenseLinear::OnStorage(std::span<const void* const> at) const {
+  TQ_CHECK(at.size() == 1 && at[0] != nullptr, "linear", "storage of {} spans for a dense linear",
+           at.size());
+  auto copy = std::make_unique<DenseLinear>(weight_);
+  copy->device_weight_ = weight_;
+  copy->device_weight_.data = at[0];
+  copy->shared_bias_ = bias_data();
+  return copy;
+}
+
 int64_t DenseLinear::WeightBytes() const {
   return int64_t(weight_.nbytes() + bias_.size() * sizeof(float));
 }

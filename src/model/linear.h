@@ -38,6 +38,22 @@ class Linear {
   virtual void Upload(kernels::Backend& be, std::string_view what) = 0;
   virtual const DenseLinear* AsDense() const { return nullptr; }
   virtual const PackedLinear* AsPacked() const { return nullptr; }
+
+  // Streaming (model/expert_cache.h): the large tensors of this linear as host views into the
+  // checkpoint (dense: the weight; packed: codes, scales, minimums), in a fixed order.
+  struct StorageSpan {
+    const void* host;
+    size_t bytes;
+  };
+  virtual std::vector<StorageSpan> StorageSpans() const = 0;
+  // Upload() of everything but the storage spans (codebook, scale table, signs, bias): what a
+  // streamed linear keeps resident.
+  virtual void UploadExceptStorage(kernels::Backend& be, std::string_view what) = 0;
+  // A linear computing exactly what this one computes, whose storage spans are at `at` (the
+  // backend's memory, one pointer per StorageSpans() entry holding the same bytes) and sharing
+  // everything else with this one (which must outlive it and have been uploaded, whole or
+  // UploadExceptStorage).
+  virtual std::unique_ptr<Linear> OnStorage(std::span<const void* const> at) const = 0;
 };
 
 // Weights as stored in the checkpoint ([out, in] F32/F16/BF16, mmapped); bias kept in fp32.
@@ -50,12 +66,16 @@ class DenseLinear final : public Linear {
   int64_t WeightBytes() const override;
   void Upload(kernels::Backend& be, std::string_view what) override;
   const DenseLinear* AsDense() const override { return this; }
+  std::vector<StorageSpan> StorageSpans() const override;
+  void UploadExceptStorage(kernels::Backend& be, std::string_view what) override;
+  std::unique_ptr<Linear> OnStorage(std::span<const void* const> at) const override;
   // The weight as loaded (host) and as the backend sees it (after Upload).
   const TensorView& weight() const { return weight_; }
   const TensorView& device_weight() const { return device_weight_; }
-  const float* bias_data() const { return bias_.empty() ? nullptr : bias_.data(); }
+  const float* bias_data() const { return bias_.empty() ? shared_bias_ : bias_.data(); }
 
  private:
+  const float* shared_bias_ = nullptr;  // OnStorage copies: the original's bias (backend memory)
   TensorView weight_;
   TensorView device_weight_;
   DeviceBuffer buf_;

@@ -1,11 +1,14 @@
 #include "model/model.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/architecture.h"
+#include "model/expert_cache.h"
 #include "model/packed_linear.h"
 #include "model/weights.h"
 #include "model/workspace.h"
@@ -61,6 +64,19 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const ModelLoadOption
   m->checkpoint_ = Checkpoint::Open(dir);
   m->weights_ = LoadWeights(*m->checkpoint_, m->config_, *m->arch_);
   CheckBackendSupports(m->weights_->spec, *m->backend_);
+  if (opts.expert_cache_bytes >= 0) {
+    ExpertCacheOptions eo;
+    eo.budget_bytes = opts.expert_cache_bytes;
+    if (opts.expert_cache_policy == "lfu") {
+      eo.policy = ExpertCachePolicy::kLfu;
+    } else if (opts.expert_cache_policy != "lru") {
+      throw UsageError("--expert-cache-policy",
+                       fmt::format("'{}' is not a policy (lru, lfu)", opts.expert_cache_policy));
+    }
+    eo.reader_threads = opts.expert_readers;
+    m->expert_cache_ =
+        std::make_unique<ExpertCache>(*m->checkpoint_, *m->weights_, *m->backend_, eo);
+  }
   UploadWeights(*m->weights_, *m->backend_);
   return m;
 }
@@ -86,6 +102,17 @@ int64_t Model::WeightBytes() const {
       bytes += L.moe->router->WeightBytes();
       for (const GatedMlp& e : L.moe->experts) bytes += mlp_bytes(e);
     }
+  }
+  return bytes;
+}
+
+int64_t Model::ResidentWeightBytes() const {
+  int64_t bytes = WeightBytes();
+  for (const LayerWeights& L : weights_->layers) {
+    if (!L.moe || !L.moe->streamed) continue;
+    for (const GatedMlp& e : L.moe->experts)
+      for (const Linear* lin : {e.gate.get(), e.up.get(), e.down.get()})
+        for (const Linear::StorageSpan& s : lin->StorageSpans()) bytes -= int64_t(s.bytes);
   }
   return bytes;
 }

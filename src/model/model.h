@@ -19,14 +19,21 @@
 namespace tq {
 
 class Checkpoint;
+class ExpertCache;
+struct ExpertCacheStats;
 struct ModelWeights;
 struct ForwardWorkspace;
 struct Architecture;
 
 struct ModelLoadOptions {
-  // The backend: "cpu", "ref", "cuda[:N]", or "" = kernels::DefaultDeviceName() ($TURBOQUANT_DEVICE,
-  // else auto: the GPU when the build has CUDA and one is present, else cpu).
+  // The backend: "cpu", "ref", "cuda[:N]", or "" = kernels::DefaultDeviceName()
+  // ($TURBOQUANT_DEVICE, else auto: the GPU when the build has CUDA and one is present, else cpu).
   std::string device;
+  // MoE expert streaming (model/expert_cache.h): < 0 keeps every expert resident; else experts
+  // are read on demand into a cache of this many bytes (it must hold at least one expert).
+  int64_t expert_cache_bytes = -1;
+  std::string expert_cache_policy = "lru";  // "lru" | "lfu"
+  int expert_readers = 2;                   // prefetch reader threads (0: no prefetch)
 };
 
 class Model {
@@ -42,6 +49,10 @@ class Model {
   const Architecture& architecture() const { return *arch_; }
   int64_t vocab_size() const { return config_.vocab_size; }
   int64_t WeightBytes() const;  // bytes of weights as loaded
+  // Bytes of weights kept in memory: WeightBytes() less the streamed experts' storage.
+  int64_t ResidentWeightBytes() const;
+  // The expert cache (null: every expert resident).
+  ExpertCache* expert_cache() const { return expert_cache_.get(); }
   KvLayout kv_layout() const;
   std::unique_ptr<KvCache> NewCache(const KvCacheOptions& opts) const;
 
@@ -88,6 +99,7 @@ class Model {
   const Architecture* arch_ = nullptr;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<ExpertCache> expert_cache_;  // after weights_: destroyed first
   std::unique_ptr<ForwardWorkspace> ws_;
   std::vector<Segment> segments_;  // DecodeBatch's, reused
 };

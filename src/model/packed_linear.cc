@@ -128,26 +128,35 @@ void PackedLinear::MatMul(kernels::Backend& be, const float* x, int64_t n, float
 }
 
 void PackedLinear::MatMulRotated(kernels::Backend& be, const float* xr, int64_t n, float* y) const {
-  if (n > 0) be.PackedMatMul(xr, n, dw_, bias_.empty() ? nullptr : bias_.data(), y);
+  if (n > 0) be.PackedMatMul(xr, n, dw_, bias_device(), y);
 }
 
-void PackedLinear::Upload(kernels::Backend& be, std::string_view what) {
+void PackedLinear::UploadParts(kernels::Backend& be, std::string_view what, bool storage) {
   const int64_t groups = w_.rows * (w_.cols / w_.group_size);
   dw_ = w_;
-  codes_buf_ = be.Upload(w_.codes, size_t(w_.rows * w_.row_bytes), what);
-  dw_.codes = codes_buf_.as<const uint8_t>();
+  // The storage (codes, scales, minimums): null when streamed (OnStorage copies point at a slot).
+  dw_.codes = nullptr;
+  dw_.scales = nullptr;
+  dw_.scale_codes = nullptr;
+  dw_.mins = nullptr;
+  if (storage) {
+    codes_buf_ = be.Upload(w_.codes, size_t(w_.rows * w_.row_bytes), what);
+    dw_.codes = codes_buf_.as<const uint8_t>();
+    if (w_.scale_codes) {
+      scales_buf_ = be.Upload(w_.scale_codes, size_t(groups), what);
+      dw_.scale_codes = scales_buf_.as<const uint8_t>();
+    } else {
+      scales_buf_ = be.Upload(w_.scales, size_t(groups) * sizeof(uint16_t), what);
+      dw_.scales = scales_buf_.as<const uint16_t>();
+    }
+    if (w_.mins) {
+      mins_buf_ = be.Upload(w_.mins, size_t(groups) * sizeof(uint16_t), what);
+      dw_.mins = mins_buf_.as<const uint16_t>();
+    }
+  }
   if (w_.scale_codes) {
-    scales_buf_ = be.Upload(w_.scale_codes, size_t(groups), what);
-    dw_.scale_codes = scales_buf_.as<const uint8_t>();
     table_buf_ = be.Upload(w_.scale_table, size_t(quant::kE8TableSize) * sizeof(float), what);
     dw_.scale_table = table_buf_.as<const float>();
-  } else {
-    scales_buf_ = be.Upload(w_.scales, size_t(groups) * sizeof(uint16_t), what);
-    dw_.scales = scales_buf_.as<const uint16_t>();
-  }
-  if (w_.mins) {
-    mins_buf_ = be.Upload(w_.mins, size_t(groups) * sizeof(uint16_t), what);
-    dw_.mins = mins_buf_.as<const uint16_t>();
   }
   if (w_.codebook) {
     codebook_buf_ = be.Upload(codebook_.data(), codebook_.size() * sizeof(float), what);
@@ -158,6 +167,45 @@ void PackedLinear::Upload(kernels::Backend& be, std::string_view what) {
     rotation_view_ = {signs_buf_.as<const int8_t>(), rotation_->dim(), rotation_->block()};
   }
   bias_.Upload(be, what);
+}
+
+void PackedLinear::UploadExceptStorage(kernels::Backend& be, std::string_view what) {
+  UploadParts(be, what, false);
+}
+
+std::vector<Linear::StorageSpan> PackedLinear::StorageSpans() const {
+  const size_t groups = size_t(w_.rows * (w_.cols / w_.group_size));
+  std::vector<StorageSpan> s = {{w_.codes, size_t(w_.rows * w_.row_bytes)}};
+  if (w_.scale_codes) {
+    s.push_back({w_.scale_codes, groups});
+  } else {
+    s.push_back({w_.scales, groups * sizeof(uint16_t)});
+  }
+  if (w_.mins) s.push_back({w_.mins, groups * sizeof(uint16_t)});
+  return s;
+}
+
+std::unique_ptr<Linear> PackedLinear::OnStorage(std::span<const void* const> at) const {
+  const size_t spans = w_.mins ? 3 : 2;
+  TQ_CHECK(at.size() == spans, "packed linear", "storage of {} spans, expected {}", at.size(),
+           spans);
+  for (const void* p : at) TQ_CHECK(p != nullptr, "packed linear", "null storage span");
+  // Not the public constructor: nothing is revalidated or copied (this linear was checked).
+  std::unique_ptr<PackedLinear> c(new PackedLinear());
+  c->w_ = w_;
+  c->dw_ = dw_;
+  c->dw_.codes = static_cast<const uint8_t*>(at[0]);
+  if (w_.scale_codes) {
+    c->dw_.scale_codes = static_cast<const uint8_t*>(at[1]);
+  } else {
+    c->dw_.scales = static_cast<const uint16_t*>(at[1]);
+  }
+  if (w_.mins) c->dw_.mins = static_cast<const uint16_t*>(at[2]);
+  c->scale_table_ = scale_table_;
+  c->rotation_ = rotation_;  // the same object: MatMulShared still rotates gate/up input once
+  c->rotation_view_ = rotation_view_;
+  c->shared_bias_ = bias_device();
+  return c;
 }
 
 void PackedLinear::ShareUpload(const PackedLinear& other) {

@@ -62,10 +62,14 @@ class PackedLinear final : public Linear {
   int64_t WeightBytes() const override;
   // Codes, scales (+ table), minimums, codebook, bias and the rotation's signs into the backend's
   // memory, packed as stored (host backends: views, nothing copied).
-  void Upload(kernels::Backend& be, std::string_view what) override;
+  void Upload(kernels::Backend& be, std::string_view what) override { UploadParts(be, what, true); }
   // Uses `other`'s backend copy (the same tensors: a tied embedding and LM head).
   void ShareUpload(const PackedLinear& other);
   const PackedLinear* AsPacked() const override { return this; }
+  // Streaming: codes, then scales (fp16 or e8 codes), then minimums (affine).
+  std::vector<StorageSpan> StorageSpans() const override;
+  void UploadExceptStorage(kernels::Backend& be, std::string_view what) override;
+  std::unique_ptr<Linear> OnStorage(std::span<const void* const> at) const override;
 
   // y [n, out] = x' [n, in] · Ŵ'ᵀ (+ bias) on `be`, x' already rotated by rotation().
   void MatMulRotated(kernels::Backend& be, const float* xr, int64_t n, float* y) const;
@@ -82,6 +86,11 @@ class PackedLinear final : public Linear {
   void DequantizeRows(int64_t r0, int64_t count, float* out) const;
 
  private:
+  PackedLinear() = default;  // OnStorage
+  void UploadParts(kernels::Backend& be, std::string_view what, bool storage);
+  const float* bias_device() const { return bias_.empty() ? shared_bias_ : bias_.data(); }
+
+  const float* shared_bias_ = nullptr;  // OnStorage copies: the original's bias (backend memory)
   kernels::PackedMatrix w_;   // host views (mmapped codes and scales; our codebook / table)
   kernels::PackedMatrix dw_;  // the same matrix in the backend's memory
   std::vector<float> codebook_;

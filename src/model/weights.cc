@@ -327,7 +327,14 @@ void UploadWeights(ModelWeights& w, kernels::Backend& be) {
     if (L.mlp) mlp(*L.mlp, what);
     if (L.moe) {
       L.moe->router->Upload(be, what);
-      for (GatedMlp& e : L.moe->experts) mlp(e, what);
+      for (GatedMlp& e : L.moe->experts) {
+        if (!L.moe->streamed) {
+          mlp(e, what);
+          continue;
+        }
+        for (Linear* lin : {e.gate.get(), e.up.get(), e.down.get()})
+          lin->UploadExceptStorage(be, what);
+      }
     }
     if (L.shared) mlp(*L.shared, what);
     if (L.shared_gate) L.shared_gate->Upload(be, what);

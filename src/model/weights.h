@@ -34,6 +34,9 @@ struct MoeBlock {
   Router router_kind = Router::kSoftmaxTopK;
   int64_t n_group = 1, topk_group = 1;
   std::vector<float> correction_bias;  // [experts], selection only
+  // Experts served by the model's ExpertCache (model/expert_cache.h): `experts` are then the
+  // templates (shapes, codebooks, rotations) and only their resident parts are uploaded.
+  bool streamed = false;
 };
 
 struct LayerWeights {

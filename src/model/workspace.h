@@ -36,6 +36,11 @@ struct ForwardWorkspace {
   DeviceBuffer shared_gate;   // [n] shared-expert gate logits (qwen2_moe)
   // Multi-head latent attention (forward.cc: the staging buffer and its gather lists).
   DeviceBuffer mla_buf, mla_c, mla_kpe, mla_qa, mla_idx, mla_pos;
+  // The expert cache's prefetch prediction (moe_forward.cc).
+  DeviceBuffer predict_h;       // [n, hidden]
+  DeviceBuffer predict_probs;   // [n, next layer's experts]
+  DeviceBuffer predict_chosen;  // [n, top_k] int32
+  DeviceBuffer predict_weight;  // [n, top_k]
 
   // Host side.
   std::vector<int64_t> positions_host;   // [n]
@@ -50,6 +55,9 @@ struct ForwardWorkspace {
   std::vector<int32_t> mla_idx_host;     // MLA gather lists of the step
   std::vector<int64_t> mla_pos_host;     // [n * heads]
   std::vector<float> mla_zero_host;      // one zero chunk
+  std::vector<int32_t> predicted_host;   // the next MoE layer's predicted experts
+  std::vector<int64_t> predict_count;    // [experts]
+  std::vector<int32_t> used_host;        // this MoE layer's experts with rows
 
   // Grows a buffer to at least `count` elements of T (contents are not kept).
   template <typename T = float>

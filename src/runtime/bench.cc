@@ -70,6 +70,10 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
   r.weight_bytes_per_token = DecodeWeightBytesPerToken(model.config(), r.model_bytes);
   r.kv_bytes_per_token = cache->BytesPerToken();
 
+  ExpertCache* experts = model.expert_cache();
+  r.expert_streaming = experts != nullptr;
+  r.resident_weight_bytes = model.ResidentWeightBytes();
+  if (experts) experts->ResetStats();
   // Prefill: the prompt as one batch from an empty cache.
   Timer t;
   model.Forward(std::span<const int32_t>(ids.data(), size_t(opts.prompt_tokens)), *cache,
@@ -100,6 +104,10 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
   }
   r.decode_context = cache->size();
 
+  if (experts) {
+    r.prefill_experts = experts->stats();
+    experts->ResetStats();
+  }
   t.Reset();
   for (int64_t i = 0; i < opts.gen_tokens; ++i) {
     const int32_t next = ArgMax(logits.data(), vocab);
@@ -107,6 +115,7 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
   }
   r.decode_seconds = t.Seconds();
   r.decode_tok_s = double(opts.gen_tokens) / r.decode_seconds;
+  if (experts) r.decode_experts = experts->stats();
   r.logits_finite = r.logits_finite && AllFinite(logits);
   r.kv_bytes = cache->MemoryBytes();  // sliding-window layers hold only their window
   r.peak_rss_bytes = PeakRssBytes();

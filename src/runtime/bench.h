@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kv/kv_cache.h"
+#include "model/expert_cache.h"
 
 namespace tq {
 
@@ -39,6 +40,11 @@ struct BenchResult {
   int64_t weight_bytes_per_token = 0;
   int threads = 0;
   bool logits_finite = true;  // every logit of every step was finite
+  // MoE expert streaming (--expert-cache): the cache's counters over the prefill and over the
+  // decode (reset between them), and the resident weight bytes.
+  bool expert_streaming = false;
+  ExpertCacheStats prefill_experts, decode_experts;
+  int64_t resident_weight_bytes = 0;
 };
 
 BenchResult RunBench(Model& model, const BenchOptions& opts);

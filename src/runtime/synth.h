@@ -1,6 +1,7 @@
-// `turboquant synth`: writes a random-weight bf16 Hugging Face checkpoint with the exact shapes of
-// a real model (runtime/synth_shapes.h), for speed and memory work without downloading weights.
-// Streaming: one tensor chunk in memory at a time. Atomic: a temp directory renamed at the end.
+// `turboquant synth`: writes a random-weight bf16 (or, with bits, TurboQuant packed) checkpoint
+// with the exact shapes of a real model (runtime/synth_shapes.h), for speed and memory work without
+// downloading weights. Streaming: one tensor chunk in memory at a time. Atomic: a temp directory
+// renamed at the end.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,11 @@ struct SynthOptions {
   uint64_t seed = 0;
   uint64_t shard_bytes = uint64_t(2) << 30;  // shard above this size (with an index)
   bool progress = true;                      // a progress bar on stderr
+  // 0: bf16 weights. 2, 3, 4 or 8: a TurboQuant checkpoint as `convert --bits N` would lay it out
+  // (its recipe: which tensors, groups, rotation groups), written directly with random codes,
+  // fp16 group scales giving each weight the bf16 tensor's standard deviation, the Gaussian
+  // codebook and random sign vectors: no bf16 intermediate on disk or in memory.
+  int bits = 0;
 };
 
 struct SynthResult {

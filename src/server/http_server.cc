@@ -357,9 +357,10 @@ void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& re
 
 void HttpServer::HandleMetrics(const httplib::Request&, httplib::Response& res) {
   const double uptime = double(int64_t(std::time(nullptr)) - started_);
-  res.set_content(RenderMetrics(scheduler_.Stats(), counters_, opts_.model_id, opts_.kv_cache,
-                                CurrentRssBytes(), uptime, scheduler_.DeviceMemory()),
-                  "text/plain; version=0.0.4");
+  std::string text = RenderMetrics(scheduler_.Stats(), counters_, opts_.model_id, opts_.kv_cache,
+                                   CurrentRssBytes(), uptime, scheduler_.DeviceMemory());
+  if (opts_.extra_metrics) text += opts_.extra_metrics();
+  res.set_content(text, "text/plain; version=0.0.4");
 }
 
 void HttpServer::HandleTokenize(const std::string& body, httplib::Response& res) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,9 @@ struct ServerOptions {
   // "none" (or empty) logs nothing.
   std::string log_format = "none";
   std::string tool_parser;  // tool-call syntax (tool_calls.h names); "": from the chat template
+  // More /metrics samples (the MoE expert cache's: RenderExpertCacheMetrics); called per
+  // scrape from an HTTP thread, so it must be thread-safe. Empty: none.
+  std::function<std::string()> extra_metrics;
 };
 
 class HttpServer {

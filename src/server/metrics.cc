@@ -130,4 +130,27 @@ std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
   return std::move(w.str());
 }
 
+std::string RenderExpertCacheMetrics(const ExpertCacheStats& s) {
+  std::string out;
+  auto sample = [&](const char* name, const char* type, const char* help, double v) {
+    out += fmt::format(
+        "# HELP turboquant_expert_cache_{0} {1}\n# TYPE turboquant_expert_cache_{0} "
+        "{2}\nturboquant_expert_cache_{0} {3}\n",
+        name, help, type, v);
+  };
+  sample("slots", "gauge", "Experts the MoE expert cache holds.", double(s.slots));
+  sample("bytes", "gauge", "Bytes of the expert cache's slots.", double(s.slots * s.slot_bytes));
+  sample("lookups_total", "counter", "Expert uses by the forward pass.", double(s.lookups));
+  sample("hits_total", "counter", "Expert uses served from the cache.", double(s.hits));
+  sample("misses_total", "counter", "Expert uses that read the checkpoint.", double(s.misses));
+  sample("prefetches_total", "counter", "Experts read ahead by the next-layer prediction.",
+         double(s.prefetches));
+  sample("read_bytes_total", "counter", "Bytes of experts read from the checkpoint.",
+         double(s.bytes_read));
+  sample("stall_seconds_total", "counter", "Seconds the forward pass waited for expert reads.",
+         s.stall_seconds);
+  sample("hit_ratio", "gauge", "hits / lookups since start.", s.hit_rate());
+  return out;
+}
+
 }  // namespace tq::server

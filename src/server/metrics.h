@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "model/expert_cache.h"
 #include "server/scheduler.h"
 
 namespace tq::server {
@@ -31,5 +32,10 @@ std::string RenderMetrics(const SchedulerStats& s, const HttpCounters& http,
                           const std::string& model, const std::string& kv_cache, int64_t rss_bytes,
                           double uptime_seconds,
                           const std::optional<Engine::DeviceMemory>& device = std::nullopt);
+
+// The MoE expert cache's counters (--expert-cache): turboquant_expert_cache_{slots, bytes,
+// lookups_total, hits_total, misses_total, prefetches_total, read_bytes_total,
+// stall_seconds_total, hit_ratio}.
+std::string RenderExpertCacheMetrics(const ExpertCacheStats& s);
 
 }  // namespace tq::server

@@ -97,17 +97,36 @@ TEST(PlanVerdict, MoeExpertStreaming) {
   PlanOptions o = Opts("tq-qwen3moe-17m", 4096, 1);
   const MemoryPlan full = MakeMemoryPlan(o);
   EXPECT_TRUE(full.moe);
+  EXPECT_EQ(full.verdict, PlanVerdict::kFits);
   EXPECT_GT(full.expert_bytes, full.weights_bytes / 2);  // 32 experts x 6 layers dominate
-  EXPECT_LT(full.streaming_cache_bytes, full.expert_bytes);
-  // Between the streaming peak and the full peak: only streaming fits.
-  o.ram_gb = double(full.streaming_peak_bytes + kMiB) / double(int64_t(1) << 30);
-  o.context = 4096;
+  // It fits: the recommendation is every expert (whole slots).
+  EXPECT_LE(full.streaming_cache_bytes, full.expert_bytes);
+  EXPECT_GT(full.streaming_cache_bytes, full.expert_bytes - full.streaming_expert_bytes);
+  EXPECT_LT(full.expert_bytes - full.streaming_expert_bytes * 6 * 32, 6 * 32);
+  EXPECT_EQ(full.streaming_min_cache_bytes, 4 * 6 * full.streaming_expert_bytes);  // top-4
+  // Half the experts short: only streaming fits, with a cache between one token's experts and
+  // all of them, leaving 10% of the usable memory free.
+  o.ram_gb = double(full.memory.peak() - full.expert_bytes / 2) / double(int64_t(1) << 30);
   const MemoryPlan p = MakeMemoryPlan(o);
   EXPECT_NE(p.verdict, PlanVerdict::kFits);
   EXPECT_TRUE(p.streaming_fits);
-  EXPECT_NE(VerdictLine(p).find("expert streaming"), std::string::npos);
+  EXPECT_LT(p.streaming_cache_bytes, p.expert_bytes);
+  EXPECT_GE(p.streaming_cache_bytes, p.streaming_min_cache_bytes);
+  EXPECT_LE(p.streaming_peak_bytes, p.usable_bytes - p.usable_bytes / 10);
+  EXPECT_GT(p.streaming_resident_fraction, 0.0);
+  EXPECT_LT(p.streaming_resident_fraction, 1.0);
+  EXPECT_GT(p.streaming_miss_bytes_per_token, 0);
+  const std::string line = VerdictLine(p);
+  EXPECT_NE(line.find("expert streaming (--expert-cache "), std::string::npos) << line;
+  EXPECT_NE(line.find("% of experts resident"), std::string::npos) << line;
   const auto j = PlanToJson(p);
   EXPECT_TRUE(j["expert_streaming"]["fits"].get<bool>());
+  EXPECT_EQ(j["expert_streaming"]["cache_bytes"].get<int64_t>(), p.streaming_cache_bytes);
+  // Far too little for even one token's experts: the minimum, and it does not fit.
+  o.ram_gb = 0.001;
+  const MemoryPlan none = MakeMemoryPlan(o);
+  EXPECT_EQ(none.streaming_cache_bytes, none.streaming_min_cache_bytes);
+  EXPECT_FALSE(none.streaming_fits);
 }
 
 TEST(PlanVerdict, ProjectedConversionAndJson) {

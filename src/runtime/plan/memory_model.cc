@@ -320,16 +320,32 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& options, const PlanInputs& in) {
 
   p.moe = p.config.is_moe() && p.expert_bytes > 0;
   if (p.moe) {
-    // Streaming keeps an LRU cache of experts: at least the routed experts of one token in every
-    // MoE layer (twice, so consecutive tokens reuse), or 10% of all experts.
+    // Streaming (model/expert_cache.h) keeps the non-expert weights and an expert cache of
+    // whole-expert slots resident. Recommended cache: everything when the model fits; else the
+    // largest cache that leaves 10% of usable memory free, at least the routed experts of one
+    // token in every MoE layer (below that every token misses), at most all experts.
     int64_t moe_layers = 0;
     for (int64_t l = 0; l < p.config.num_layers; ++l) moe_layers += p.config.LayerIsMoe(l);
-    const int64_t per_expert =
-        p.expert_bytes / std::max<int64_t>(1, moe_layers * p.config.num_experts);
-    p.streaming_cache_bytes = std::min(
-        p.expert_bytes,
-        std::max(2 * p.config.num_experts_per_tok * moe_layers * per_expert, p.expert_bytes / 10));
-    p.streaming_peak_bytes = p.memory.peak() - p.expert_bytes + p.streaming_cache_bytes;
+    const int64_t n_experts = std::max<int64_t>(1, moe_layers * p.config.num_experts);
+    const int64_t per_expert = p.expert_bytes / n_experts;
+    p.streaming_expert_bytes = per_expert;
+    p.streaming_min_cache_bytes =
+        std::min(p.expert_bytes, p.config.num_experts_per_tok * moe_layers * per_expert);
+    const int64_t without = p.memory.peak() - p.expert_bytes;
+    const int64_t room = p.usable_bytes - p.usable_bytes / 10 - without;
+    int64_t cache = p.verdict == PlanVerdict::kFits
+                        ? p.expert_bytes
+                        : std::min(p.expert_bytes, std::max<int64_t>(room, 0));
+    cache = std::max(cache, p.streaming_min_cache_bytes);
+    if (per_expert > 0) cache = cache / per_expert * per_expert;  // whole slots
+    p.streaming_cache_bytes = cache;
+    p.streaming_resident_fraction = double(cache) / double(std::max<int64_t>(1, p.expert_bytes));
+    // Uniform routing: a routed expert is cached with the resident fraction's probability (real
+    // routing is skewed: measured hit rates are higher, docs/BENCHMARKS.md).
+    p.streaming_miss_bytes_per_token =
+        int64_t(double(p.config.num_experts_per_tok * moe_layers) * double(per_expert) *
+                (1.0 - p.streaming_resident_fraction));
+    p.streaming_peak_bytes = without + p.streaming_cache_bytes;
     p.streaming_fits = p.streaming_peak_bytes <= p.usable_bytes;
   }
   if (p.config.max_position_embeddings > 0 && opts.context > p.config.max_position_embeddings)

@@ -114,7 +114,11 @@ struct MemoryPlan {
   int64_t max_prefill_step = 0;
   // MoE: expert streaming keeps non-expert weights + an LRU expert cache resident.
   bool moe = false;
-  int64_t streaming_cache_bytes = 0;
+  int64_t streaming_cache_bytes = 0;           // the recommended --expert-cache
+  int64_t streaming_min_cache_bytes = 0;       // one token's routed experts in every MoE layer
+  int64_t streaming_expert_bytes = 0;          // one expert (a cache slot)
+  double streaming_resident_fraction = 0;      // of all experts, in the recommended cache
+  int64_t streaming_miss_bytes_per_token = 0;  // read from disk per token (uniform routing)
   int64_t streaming_peak_bytes = 0;
   bool streaming_fits = false;
   std::vector<std::string> notes;

@@ -37,10 +37,14 @@ std::string VerdictLine(const MemoryPlan& p) {
                       HumanBytes(p.usable_bytes));
       break;
   }
-  if (p.moe && p.verdict != PlanVerdict::kFits)
-    s += fmt::format("; with expert streaming (an expert cache of {}) the peak is {}: {}",
-                     HumanBytes(p.streaming_cache_bytes), HumanBytes(p.streaming_peak_bytes),
-                     p.streaming_fits ? "fits" : "does not fit either");
+  if (p.moe && p.verdict != PlanVerdict::kFits) {
+    s += fmt::format(
+        "; with expert streaming (--expert-cache {}MiB): peak {}, {}: {:.0f}% of experts "
+        "resident; each token reads ~{:.1f} MB from disk on misses (uniform routing)",
+        p.streaming_cache_bytes >> 20, HumanBytes(p.streaming_peak_bytes),
+        p.streaming_fits ? "fits" : "does not fit either", 100 * p.streaming_resident_fraction,
+        double(p.streaming_miss_bytes_per_token) / 1e6);
+  }
   return s;
 }
 
@@ -146,9 +150,15 @@ nlohmann::ordered_json PlanToJson(const MemoryPlan& p) {
   j["max_context"] = p.max_context > 0 ? ojson(p.max_context) : ojson(nullptr);
   j["max_prefill_step"] = p.max_prefill_step > 0 ? ojson(p.max_prefill_step) : ojson(nullptr);
   if (p.moe) {
-    j["expert_streaming"] = ojson{{"cache_bytes", p.streaming_cache_bytes},
-                                  {"peak_bytes", p.streaming_peak_bytes},
-                                  {"fits", p.streaming_fits}};
+    j["expert_streaming"] = ojson{
+        {"cache_bytes", p.streaming_cache_bytes},
+        {"recommended_flag", fmt::format("--expert-cache {}MiB", p.streaming_cache_bytes >> 20)},
+        {"min_cache_bytes", p.streaming_min_cache_bytes},
+        {"expert_bytes", p.streaming_expert_bytes},
+        {"resident_fraction", p.streaming_resident_fraction},
+        {"miss_bytes_per_token", p.streaming_miss_bytes_per_token},
+        {"peak_bytes", p.streaming_peak_bytes},
+        {"fits", p.streaming_fits}};
   } else {
     j["expert_streaming"] = nullptr;
   }

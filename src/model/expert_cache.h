@@ -1,0 +1,96 @@
+// The expert cache: MoE expert weights streamed from the checkpoint into a fixed arena of slots
+// (`--expert-cache SIZE`), so the memory experts take stays at the budget whatever the model's
+// size. Everything else (attention, routers, shared experts, dense layers, norms, embeddings)
+// stays resident.
+//
+// A slot holds one expert: the storage spans (Linear::StorageSpans: codes + scales [+ minimums],
+// or a dense weight) of its gate, up and down projections, each at a 64-byte aligned offset. A
+// miss preads the spans from the shard file into a slot (never touching the mapping, whose
+// touched pages would count in RSS) and builds the expert's linears on the slot
+// (Linear::OnStorage). The kernels then read the same bytes in the same order as the resident
+// path: streamed logits equal resident logits bit for bit, whatever is cached.
+//
+// Eviction: LRU (default) or LFU (use counts with LRU tie-break, halved every `slots` misses so
+// old popularity fades: a cheap ARC-like frequency/recency mix). Prefetch (model/moe_forward.cc):
+// while layer L computes, the router of the next MoE layer applied to layer L's input predicts
+// its experts, and reader threads fill their slots (posix_fadvise WILLNEED on the spans first).
+//
+// Slots are backend buffers: on a host backend the pread lands in the slot; on a device backend
+// it lands in a host staging buffer that is copied to the slot (a device cache with asynchronous
+// copies plugs in here).
+//
+// Not thread-safe for Acquire (one forward pass at a time, like Model); the reader threads
+// synchronize with it internally.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+
+namespace tq {
+
+class Checkpoint;
+struct ModelWeights;
+struct GatedMlp;
+
+enum class ExpertCachePolicy { kLru, kLfu };
+
+struct ExpertCacheOptions {
+  int64_t budget_bytes = 0;  // slots = budget / slot bytes (at least one expert must fit)
+  ExpertCachePolicy policy = ExpertCachePolicy::kLru;
+  int reader_threads = 2;  // prefetch readers (0: no prefetch)
+};
+
+struct ExpertCacheStats {
+  int64_t slots = 0, slot_bytes = 0, experts = 0;  // experts: in all MoE layers
+  int64_t lookups = 0, hits = 0, misses = 0;       // a hit includes a prefetched slot
+  int64_t prefetch_hits = 0;                       // hits on a slot a prefetch filled
+  int64_t bytes_read = 0;                          // from the checkpoint, misses + prefetches
+  int64_t prefetches = 0;                          // slots filled by prefetch
+  int64_t predicted = 0, predicted_used = 0;       // predicted experts, and those then used
+  double stall_seconds = 0;                        // forward pass waiting for expert bytes
+  double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
+};
+
+class ExpertCache {
+ public:
+  // `w` holds every MoE layer's experts as loaded (views into `ckpt`'s mapping, never read by
+  // compute once streamed); call before UploadWeights, which then uploads only their resident
+  // parts. Throws when one expert is larger than the budget (naming both) or a span is not in a
+  // shard file.
+  ExpertCache(const Checkpoint& ckpt, ModelWeights& w, kernels::Backend& be,
+              const ExpertCacheOptions& opts);
+  ~ExpertCache();
+  ExpertCache(const ExpertCache&) = delete;
+  ExpertCache& operator=(const ExpertCache&) = delete;
+
+  // Expert `expert` of layer `layer`, loaded (waiting for or doing the read on a miss). Valid
+  // until the next Acquire: the forward pass runs one expert at a time.
+  const GatedMlp& Acquire(int64_t layer, int64_t expert);
+  // Starts reading these experts of `layer` (a prediction) into free or least recently used
+  // slots, never evicting what this layer's computation still needs (`protect`: experts of
+  // `protect_layer`). At most half the slots are filled by one call.
+  void Prefetch(int64_t layer, std::span<const int32_t> experts, int64_t protect_layer,
+                std::span<const int32_t> protect);
+
+  ExpertCacheStats stats() const;
+  void ResetStats();
+  // Bytes one expert occupies in its slot, and the slot count.
+  int64_t slot_bytes() const;
+  int64_t slots() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// "4GiB", "512MiB", "1.5G", "300M", "4096" (bytes); binary units (K/M/G/T = 2^10 ...). Throws
+// tq::UsageError naming `flag` on anything else.
+int64_t ParseByteSize(const std::string& text, const std::string& flag);
+
+}  // namespace tq
