@@ -1,8 +1,9 @@
 // The newer families against Hugging Face (../shared/models/arch/: tiny random-weight
 // checkpoints written by transformers 5.17 with fp32 golden logits). For every family that runs:
 // the logits of one pass from an empty fp32 cache equal the golden within 2e-3 of the logits'
-// scale (max |golden logit|), the 24 greedy ids equal, and chunked prefill, DecodeBatch and prefix
-// reuse give the logits of the one pass.
+// scale (max |golden logit|), the 24 greedy ids equal, the perplexity protocol gives the golden
+// logits' perplexity, and chunked prefill, DecodeBatch and prefix reuse give the logits of the
+// one pass.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "io/safetensors.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "runtime/perplexity.h"
 #include "testutil/golden.h"
 #include "testutil/testutil.h"
 
@@ -141,6 +143,25 @@ TEST_P(ArchGolden, ChunksDecodeBatchAndPrefixReuseEqualOnePass) {
                     got.data() + keep * vocab_, true);
     EXPECT_LT(RelErr(got.data(), one.data(), got.size()), 1e-5) << "prefix reuse";
   }
+}
+
+// The perplexity protocol (runtime/perplexity.h: ctx 32, 32 tokens, fp32 cache) equals the
+// perplexity the golden logits imply within 0.1% (what `turboquant perplexity` prints).
+TEST_P(ArchGolden, PerplexityEqualsTheGoldenLogitsPerplexity) {
+  const std::vector<int32_t>& ids = golden_.input_ids;
+  const int64_t t = int64_t(ids.size());
+  double nll = 0;
+  for (int64_t i = 0; i + 1 < t; ++i)
+    nll += NegLogLikelihood(golden_.logits.data() + i * vocab_, vocab_, ids[size_t(i + 1)]);
+  const double want = std::exp(nll / double(t - 1));
+  PerplexityOptions po;
+  po.ctx = 32;
+  po.max_tokens = 32;
+  po.kv.dtype = KvDType::kF32;
+  po.progress = false;
+  const PerplexityResult r = ComputePerplexity(*model_, ids, po);
+  EXPECT_EQ(r.tokens, t - 1);
+  EXPECT_NEAR(r.ppl / want, 1.0, 1e-3) << GetParam() << ": " << r.ppl << " vs " << want;
 }
 
 // A plain f16 cache (the default) runs too and stays close to the fp32 one.
