@@ -138,6 +138,13 @@ void LaunchDenseMatMul(const float* x, int64_t n, const DevDense& w, const float
 void LaunchPackedMatMul(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
                         cudaStream_t s);
 
+// --- matvec.cu --- the same products for n <= 8 tokens with 16-byte loads, kRows rows per
+// warp: false (nothing launched) when the weight's layout or alignment does not allow it.
+bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
+                      cudaStream_t s);
+bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
+                     cudaStream_t s);
+
 // --- attention.cu --- one CUDA block (4 warps) per (query row, head), online softmax.
 void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
                      Elem elem, int64_t head_stride, const DevAttention& p, float* out,

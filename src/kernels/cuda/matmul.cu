@@ -1,7 +1,8 @@
 // Dense and packed matrix products y [n, out] = x [n, in] · Wᵀ (+ bias), fp32 activations and
 // accumulation, W dense (F32/F16/BF16) or packed (codes + group scales + codebook, decoded on
 // the fly: the weights stay packed in device memory).
-//   n <= 8  matvec: one warp per output row streams the row once for all n tokens;
+//   n <= 8  matvec: matvec.cu's bandwidth-shaped kernels where the layout allows, else one warp
+//           per output row streams the row once for all n tokens;
 //   n > 8   GEMM: 64 tokens x 64 rows per CUDA block, K in steps of 32, each thread 4x4 outputs;
 //           the weight tile is decoded into shared memory as fp32.
 // A weight source is a functor W(r, c) -> float plus Prepare() (the packed codebook goes to
@@ -105,11 +106,23 @@ __global__ void __launch_bounds__(kGemmThreads)
   }
 }
 
+template <Elem E>
+bool FastMatVec(const float* x, int64_t n, const DenseSource<E>& src, const float* bias, float* y,
+                cudaStream_t s) {
+  return FastDenseMatVec(x, n, src.w, bias, y, s);
+}
+bool FastMatVec(const float* x, int64_t n, const PackedSource& src, const float* bias, float* y,
+                cudaStream_t s) {
+  return FastPackedMatVec(x, n, src.w, bias, y, s);
+}
+
 template <typename Src>
 void Launch(const float* x, int64_t n, int64_t out, int64_t in, const Src& src, const float* bias,
             float* y, cudaStream_t s) {
   if (n <= 0 || out <= 0) return;
   if (n <= kMaxVecTokens) {
+    // The bandwidth-shaped kernels of matvec.cu where the layout allows; this one otherwise.
+    if (FastMatVec(x, n, src, bias, y, s)) return;
     constexpr int kRowsPerBlock = 8;
     TQ_LAUNCH(MatVecKernel, Blocks(out, kRowsPerBlock), kRowsPerBlock * 32, s, x, int(n), out, in,
               src, bias, y);

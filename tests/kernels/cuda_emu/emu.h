@@ -188,6 +188,16 @@ inline float __uint_as_float(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+// CUDA's vector types (16- and 8-byte loads of the kernels).
+struct uint4 {
+  unsigned x, y, z, w;
+};
+struct uint2 {
+  unsigned x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
 struct __half {
   uint16_t bits;
 };

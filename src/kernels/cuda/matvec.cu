@@ -1,0 +1,306 @@
+// Decode products (1..8 tokens) y [n, out] = x [n, in] · Wᵀ (+ bias), shaped for bandwidth:
+// each warp owns kVecRows output rows and streams them once for all n tokens; every lane loads
+// whole 16-byte pieces of the rows (a 32-code unit of packed codes, 8 bf16/f16 or 4 f32
+// weights), kUnroll of them per row before the first use so that each SM has tens of KiB in
+// flight; the input x [n, in] (fp32, L1/L2-resident: 16–57 KiB per token) is read as float4 once
+// per warp for its kVecRows rows. Packed codes are expanded with shifts of the loaded words (the
+// code index is a compile-time constant after unrolling), looked up in the 16-entry (q2/q3/q4:
+// one bank each, conflict free) or 256-entry (q8) codebook in shared memory, and multiplied
+// unscaled; the group scale multiplies each 16-code half's partial sum. fp32 accumulation,
+// warp-shuffle reduction, one store per (token, row).
+//
+// Eligible (the host checks, else matmul.cu's generic kernels run): packed q2/q3/q4/q8,
+// codebook or affine, cols % 32 == 0, group size a multiple of 16, rows stored unit after unit
+// (row_bytes = cols / 32 · unit bytes), codes aligned to the unit load; dense rows a multiple of
+// 16 bytes, 16-byte aligned; x 16-byte aligned.
+#include "kernels/cuda/common.cuh"
+
+namespace tq::kernels::cuda {
+namespace {
+
+constexpr int kVecTokens = 8;  // the most tokens of one call (matmul.cu's kMaxVecTokens)
+constexpr int kVecWarps = 4;   // warps per CUDA block
+constexpr int kVecRows = 2;    // output rows per warp (each x load serves all of them)
+
+// Bytes of one 32-code unit (quant/packing.h).
+template <int F>
+constexpr int UnitBytes() {
+  return F == kQ2 ? 8 : F == kQ3 ? 12 : F == kQ4 ? 16 : 32;
+}
+
+template <int F>
+struct Unit {
+  uint32_t w[UnitBytes<F>() / 4];
+};
+
+template <int F>
+__device__ __forceinline__ Unit<F> LoadUnit(const uint8_t* p) {
+  Unit<F> u;
+  if constexpr (F == kQ4) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+    u.w[0] = v.x, u.w[1] = v.y, u.w[2] = v.z, u.w[3] = v.w;
+  } else if constexpr (F == kQ8) {
+    const uint4 a = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint4 b = __ldg(reinterpret_cast<const uint4*>(p) + 1);
+    u.w[0] = a.x, u.w[1] = a.y, u.w[2] = a.z, u.w[3] = a.w;
+    u.w[4] = b.x, u.w[5] = b.y, u.w[6] = b.z, u.w[7] = b.w;
+  } else if constexpr (F == kQ2) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+    u.w[0] = v.x, u.w[1] = v.y;
+  } else {  // q3: 12 bytes, 4-byte aligned
+    const uint32_t* q = reinterpret_cast<const uint32_t*>(p);
+    u.w[0] = __ldg(q), u.w[1] = __ldg(q + 1), u.w[2] = __ldg(q + 2);
+  }
+  return u;
+}
+
+// Code j (0..31) of a unit, code_at.h's layout read from the loaded words.
+template <int F>
+__device__ __forceinline__ int UnitCode(const Unit<F>& u, int j) {
+  auto byte = [&](int i) { return int((u.w[i >> 2] >> (8 * (i & 3))) & 255u); };
+  if constexpr (F == kQ4) {
+    return (byte(j & 15) >> (4 * (j >> 4))) & 15;
+  } else if constexpr (F == kQ2) {
+    return (byte(j & 7) >> (2 * (j >> 3))) & 3;
+  } else if constexpr (F == kQ3) {
+    return ((byte(j & 7) >> (2 * (j >> 3))) & 3) | ((byte(8 + (j >> 3)) >> (j & 7)) & 1) << 2;
+  } else {
+    return byte(j);
+  }
+}
+
+template <int F>
+constexpr int PackedUnroll() {
+  return F == kQ8 ? 2 : 4;
+}
+
+// Codebook (kAffine false: scale · book[code]) or affine (min + scale · code) rows.
+template <int F, bool kAffine>
+__global__ void __launch_bounds__(kVecWarps * 32)
+    PackedMatVecKernel(const float* __restrict__ x, int n, DevPacked w,
+                       const float* __restrict__ bias, float* __restrict__ y) {
+  constexpr int kU = PackedUnroll<F>();
+  constexpr int kUB = UnitBytes<F>();
+  __shared__ float book[256];
+  if (!kAffine) {
+    for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
+    __syncthreads();
+  }
+  const int lane = threadIdx.x & 31;
+  const int64_t r0 = (int64_t(blockIdx.x) * kVecWarps + threadIdx.x / 32) * kVecRows;
+  if (r0 >= w.rows) return;
+  const int64_t units = w.cols / 32, gpr = w.cols / w.group_size, in = w.cols;
+  int64_t row[kVecRows];
+#pragma unroll
+  for (int i = 0; i < kVecRows; ++i) row[i] = r0 + i < w.rows ? r0 + i : w.rows - 1;
+  float acc[kVecRows][kVecTokens] = {};
+  for (int64_t u0 = lane; u0 < units; u0 += 32 * kU) {
+    Unit<F> q[kU][kVecRows];
+    float s[kU][kVecRows][2], m[kU][kVecRows][2];
+#pragma unroll
+    for (int v = 0; v < kU; ++v) {
+      const int64_t u = u0 + 32 * v;
+      if (u >= units) break;
+#pragma unroll
+      for (int i = 0; i < kVecRows; ++i) {
+        q[v][i] = LoadUnit<F>(w.codes + row[i] * w.row_bytes + u * kUB);
+        const int64_t g0 = row[i] * gpr + (u * 32) / w.group_size;
+        const int64_t g1 = row[i] * gpr + (u * 32 + 16) / w.group_size;
+        s[v][i][0] = PackedScale(w, g0);
+        s[v][i][1] = g1 == g0 ? s[v][i][0] : PackedScale(w, g1);
+        if (kAffine) {
+          m[v][i][0] = F16(__ldg(w.mins + g0));
+          m[v][i][1] = F16(__ldg(w.mins + g1));
+        }
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < kU; ++v) {
+      const int64_t u = u0 + 32 * v;
+      if (u >= units) break;
+      const float* xu = x + u * 32;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float part[kVecRows][kVecTokens] = {};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int j0 = half * 16 + 4 * k;
+          float wv[kVecRows][4];
+#pragma unroll
+          for (int i = 0; i < kVecRows; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int c = UnitCode<F>(q[v][i], j0 + e);
+              wv[i][e] = kAffine ? m[v][i][half] + s[v][i][half] * float(c) : book[c];
+            }
+#pragma unroll
+          for (int t = 0; t < kVecTokens; ++t) {
+            if (t >= n) break;
+            const float4 xv = __ldg(reinterpret_cast<const float4*>(xu + t * in + j0));
+#pragma unroll
+            for (int i = 0; i < kVecRows; ++i)
+              part[i][t] += wv[i][0] * xv.x + wv[i][1] * xv.y + wv[i][2] * xv.z + wv[i][3] * xv.w;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kVecRows; ++i)
+#pragma unroll
+          for (int t = 0; t < kVecTokens; ++t)
+            acc[i][t] += kAffine ? part[i][t] : s[v][i][half] * part[i][t];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kVecRows; ++i) {
+    if (r0 + i >= w.rows) break;
+#pragma unroll
+    for (int t = 0; t < kVecTokens; ++t) {
+      if (t >= n) break;
+      const float sum = WarpSum(acc[i][t]);
+      if (lane == 0) y[t * w.rows + r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
+    }
+  }
+}
+
+// Dense rows: kPer elements per 16-byte load (8 bf16/f16, 4 f32).
+template <Elem E>
+struct Piece {
+  static constexpr int kPer = E == Elem::kF32 ? 4 : 8;
+  float v[kPer];
+};
+template <Elem E>
+__device__ __forceinline__ Piece<E> LoadPiece(const void* base, int64_t i) {  // i in pieces
+  Piece<E> p;
+  const uint4 q = __ldg(static_cast<const uint4*>(base) + i);
+  if constexpr (E == Elem::kF32) {
+    p.v[0] = __uint_as_float(q.x), p.v[1] = __uint_as_float(q.y);
+    p.v[2] = __uint_as_float(q.z), p.v[3] = __uint_as_float(q.w);
+  } else {
+    const uint32_t word[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint16_t lo = uint16_t(word[k] & 0xffffu), hi = uint16_t(word[k] >> 16);
+      p.v[2 * k] = E == Elem::kBF16 ? Bf16(lo) : F16(lo);
+      p.v[2 * k + 1] = E == Elem::kBF16 ? Bf16(hi) : F16(hi);
+    }
+  }
+  return p;
+}
+
+template <Elem E>
+__global__ void __launch_bounds__(kVecWarps * 32)
+    DenseMatVecKernel(const float* __restrict__ x, int n, DevDense w,
+                      const float* __restrict__ bias, float* __restrict__ y) {
+  constexpr int kPer = Piece<E>::kPer, kU = 4;
+  const int lane = threadIdx.x & 31;
+  const int64_t r0 = (int64_t(blockIdx.x) * kVecWarps + threadIdx.x / 32) * kVecRows;
+  if (r0 >= w.out) return;
+  const int64_t pieces = w.in / kPer;
+  int64_t row[kVecRows];
+#pragma unroll
+  for (int i = 0; i < kVecRows; ++i) row[i] = r0 + i < w.out ? r0 + i : w.out - 1;
+  float acc[kVecRows][kVecTokens] = {};
+  for (int64_t p0 = lane; p0 < pieces; p0 += 32 * kU) {
+    Piece<E> q[kU][kVecRows];
+#pragma unroll
+    for (int v = 0; v < kU; ++v) {
+      const int64_t p = p0 + 32 * v;
+      if (p >= pieces) break;
+#pragma unroll
+      for (int i = 0; i < kVecRows; ++i) q[v][i] = LoadPiece<E>(w.data, row[i] * pieces + p);
+    }
+#pragma unroll
+    for (int v = 0; v < kU; ++v) {
+      const int64_t p = p0 + 32 * v;
+      if (p >= pieces) break;
+#pragma unroll
+      for (int t = 0; t < kVecTokens; ++t) {
+        if (t >= n) break;
+        const float* xp = x + t * w.in + p * kPer;
+#pragma unroll
+        for (int k = 0; k < kPer; k += 4) {
+          const float4 xv = __ldg(reinterpret_cast<const float4*>(xp + k));
+#pragma unroll
+          for (int i = 0; i < kVecRows; ++i)
+            acc[i][t] += q[v][i].v[k] * xv.x + q[v][i].v[k + 1] * xv.y + q[v][i].v[k + 2] * xv.z +
+                         q[v][i].v[k + 3] * xv.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kVecRows; ++i) {
+    if (r0 + i >= w.out) break;
+#pragma unroll
+    for (int t = 0; t < kVecTokens; ++t) {
+      if (t >= n) break;
+      const float sum = WarpSum(acc[i][t]);
+      if (lane == 0) y[t * w.out + r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
+    }
+  }
+}
+
+bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+constexpr int kVecRowsPerBlock = kVecWarps * kVecRows;
+
+template <int F>
+void LaunchPacked(const float* x, int n, const DevPacked& w, const float* bias, float* y,
+                  cudaStream_t s) {
+  // (a pointer: the template's comma would split TQ_LAUNCH's arguments)
+  auto* kernel = w.affine ? PackedMatVecKernel<F, true> : PackedMatVecKernel<F, false>;
+  TQ_LAUNCH(kernel, Blocks(w.rows, kVecRowsPerBlock), kVecWarps * 32, s, x, n, w, bias, y);
+}
+
+}  // namespace
+
+bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
+                      cudaStream_t s) {
+  if (n < 1 || n > kVecTokens || w.cols % 32 || w.group_size % 16 || !Aligned(x, 16)) return false;
+  const int64_t units = w.cols / 32;
+  auto fits = [&](int unit_bytes, uintptr_t align) {
+    return w.row_bytes == units * unit_bytes && Aligned(w.codes, align);
+  };
+  switch (w.format) {
+    case kQ2:
+      if (!fits(8, 8)) return false;
+      LaunchPacked<kQ2>(x, int(n), w, bias, y, s);
+      return true;
+    case kQ3:
+      if (!fits(12, 4)) return false;
+      LaunchPacked<kQ3>(x, int(n), w, bias, y, s);
+      return true;
+    case kQ4:
+      if (!fits(16, 16)) return false;
+      LaunchPacked<kQ4>(x, int(n), w, bias, y, s);
+      return true;
+    case kQ8:
+      if (!fits(32, 16)) return false;
+      LaunchPacked<kQ8>(x, int(n), w, bias, y, s);
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
+                     cudaStream_t s) {
+  const int64_t esize = w.elem == Elem::kF32 ? 4 : 2;
+  if (n < 1 || n > kVecTokens || (w.in * esize) % 16 || !Aligned(w.data, 16) || !Aligned(x, 16))
+    return false;
+  const unsigned blocks = Blocks(w.out, kVecRowsPerBlock);
+  switch (w.elem) {
+    case Elem::kF32:
+      TQ_LAUNCH(DenseMatVecKernel<Elem::kF32>, blocks, kVecWarps * 32, s, x, int(n), w, bias, y);
+      break;
+    case Elem::kF16:
+      TQ_LAUNCH(DenseMatVecKernel<Elem::kF16>, blocks, kVecWarps * 32, s, x, int(n), w, bias, y);
+      break;
+    case Elem::kBF16:
+      TQ_LAUNCH(DenseMatVecKernel<Elem::kBF16>, blocks, kVecWarps * 32, s, x, int(n), w, bias, y);
+      break;
+  }
+  return true;
+}
+
+}  // namespace tq::kernels::cuda
