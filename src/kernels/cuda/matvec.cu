@@ -14,6 +14,7 @@
 // (row_bytes = cols / 32 · unit bytes), codes aligned to the unit load; dense rows a multiple of
 // 16 bytes, 16-byte aligned; x 16-byte aligned.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/packed_unit.cuh"
 
 namespace tq::kernels::cuda {
 namespace {
@@ -22,65 +23,16 @@ constexpr int kVecTokens = 8;  // the most tokens of one call (matmul.cu's kMaxV
 constexpr int kVecWarps = 4;   // warps per CUDA block
 constexpr int kVecRows = 2;    // output rows per warp (each x load serves all of them)
 
-// Bytes of one 32-code unit (quant/packing.h).
 template <int F>
-constexpr int UnitBytes() {
-  return F == kQ2 ? 8 : F == kQ3 ? 12 : F == kQ4 ? 16 : 32;
-}
-
-template <int F>
-struct Unit {
-  uint32_t w[UnitBytes<F>() / 4];
-};
-
-template <int F>
-__device__ __forceinline__ Unit<F> LoadUnit(const uint8_t* p) {
-  Unit<F> u;
-  if constexpr (F == kQ4) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
-    u.w[0] = v.x, u.w[1] = v.y, u.w[2] = v.z, u.w[3] = v.w;
-  } else if constexpr (F == kQ8) {
-    const uint4 a = __ldg(reinterpret_cast<const uint4*>(p));
-    const uint4 b = __ldg(reinterpret_cast<const uint4*>(p) + 1);
-    u.w[0] = a.x, u.w[1] = a.y, u.w[2] = a.z, u.w[3] = a.w;
-    u.w[4] = b.x, u.w[5] = b.y, u.w[6] = b.z, u.w[7] = b.w;
-  } else if constexpr (F == kQ2) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
-    u.w[0] = v.x, u.w[1] = v.y;
-  } else {  // q3: 12 bytes, 4-byte aligned
-    const uint32_t* q = reinterpret_cast<const uint32_t*>(p);
-    u.w[0] = __ldg(q), u.w[1] = __ldg(q + 1), u.w[2] = __ldg(q + 2);
-  }
-  return u;
-}
-
-// Code j (0..31) of a unit, code_at.h's layout read from the loaded words.
-template <int F>
-__device__ __forceinline__ int UnitCode(const Unit<F>& u, int j) {
-  auto byte = [&](int i) { return int((u.w[i >> 2] >> (8 * (i & 3))) & 255u); };
-  if constexpr (F == kQ4) {
-    return (byte(j & 15) >> (4 * (j >> 4))) & 15;
-  } else if constexpr (F == kQ2) {
-    return (byte(j & 7) >> (2 * (j >> 3))) & 3;
-  } else if constexpr (F == kQ3) {
-    return ((byte(j & 7) >> (2 * (j >> 3))) & 3) | ((byte(8 + (j >> 3)) >> (j & 7)) & 1) << 2;
-  } else {
-    return byte(j);
-  }
-}
-
-template <int F>
-constexpr int PackedUnroll() {
-  return F == kQ8 ? 2 : 4;
-}
+inline constexpr int kPackedUnroll = F == kQ8 ? 2 : 4;
 
 // Codebook (kAffine false: scale · book[code]) or affine (min + scale · code) rows.
 template <int F, bool kAffine>
 __global__ void __launch_bounds__(kVecWarps * 32)
     PackedMatVecKernel(const float* __restrict__ x, int n, DevPacked w,
                        const float* __restrict__ bias, float* __restrict__ y) {
-  constexpr int kU = PackedUnroll<F>();
-  constexpr int kUB = UnitBytes<F>();
+  constexpr int kU = kPackedUnroll<F>;
+  constexpr int kUB = kUnitBytes<F>;
   __shared__ float book[256];
   if (!kAffine) {
     for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
@@ -256,31 +208,22 @@ void LaunchPacked(const float* x, int n, const DevPacked& w, const float* bias, 
 
 bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
                       cudaStream_t s) {
-  if (n < 1 || n > kVecTokens || w.cols % 32 || w.group_size % 16 || !Aligned(x, 16)) return false;
-  const int64_t units = w.cols / 32;
-  auto fits = [&](int unit_bytes, uintptr_t align) {
-    return w.row_bytes == units * unit_bytes && Aligned(w.codes, align);
-  };
+  if (n < 1 || n > kVecTokens || !UnitLayout(w) || !Aligned(x, 16)) return false;
   switch (w.format) {
     case kQ2:
-      if (!fits(8, 8)) return false;
       LaunchPacked<kQ2>(x, int(n), w, bias, y, s);
-      return true;
+      break;
     case kQ3:
-      if (!fits(12, 4)) return false;
       LaunchPacked<kQ3>(x, int(n), w, bias, y, s);
-      return true;
+      break;
     case kQ4:
-      if (!fits(16, 16)) return false;
       LaunchPacked<kQ4>(x, int(n), w, bias, y, s);
-      return true;
-    case kQ8:
-      if (!fits(32, 16)) return false;
-      LaunchPacked<kQ8>(x, int(n), w, bias, y, s);
-      return true;
+      break;
     default:
-      return false;
+      LaunchPacked<kQ8>(x, int(n), w, bias, y, s);
+      break;
   }
+  return true;
 }
 
 bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
