@@ -73,48 +73,66 @@ __global__ void MatVecKernel(const float* __restrict__ x, int n, int64_t out, in
 // thread (packed_unit.cuh), anything else element by element through the source functor.
 constexpr int kTM = 64, kTN = 128, kTK = 32, kTPad = kTK + 4, kTcThreads = 256;
 
-// ws[i][k] = W(o0 + i, k0 + k), zero outside the matrix; every thread of the block calls it.
-template <typename Src>
-__device__ __forceinline__ void LoadWeightTile(float (*ws)[kTPad], const Src& src, int64_t o0,
-                                               int64_t k0, int64_t out, int64_t in) {
-  for (int e = threadIdx.x; e < kTN * kTK; e += kTcThreads) {
-    const int i = e / kTK, k = e % kTK;
-    const int64_t go = o0 + i, gk = k0 + k;
-    ws[i][k] = (go < out && gk < in) ? src(go, gk) : 0.0f;
-  }
-}
+// The next K step's tiles are fetched into registers while the tensor cores work on the current
+// one (then stored to shared memory between two barriers): global latency overlaps the mma.
+// Thread tid covers x tile rows tid / 32 + 8 j (column tid % 32), and either the weight tile
+// the same way (any source, element by element through the functor) or, for packed rows of the
+// unit layout, the half unit (row tid / 2, codes 16 (tid % 2) ...) decoded at the store.
+constexpr int kXPer = kTM * kTK / kTcThreads, kWPer = kTN * kTK / kTcThreads;
 
-// Packed rows of the unit layout (F = kQ2..kQ8): the tile's 32 columns are one unit per row;
-// thread = (row, half), 16 codes and one group scale each.
+template <typename Src>
+struct ElemTile {
+  float v[kWPer];
+  __device__ __forceinline__ void Fetch(const Src& src, int64_t o0, int64_t k0, int64_t out,
+                                        int64_t in) {
+    const int k = threadIdx.x % kTK, i0 = threadIdx.x / kTK;
+#pragma unroll
+    for (int j = 0; j < kWPer; ++j) {
+      const int64_t go = o0 + i0 + 8 * j, gk = k0 + k;
+      v[j] = (go < out && gk < in) ? src(go, gk) : 0.0f;
+    }
+  }
+  __device__ __forceinline__ void Store(float (*ws)[kTPad], const Src&) const {
+    const int k = threadIdx.x % kTK, i0 = threadIdx.x / kTK;
+#pragma unroll
+    for (int j = 0; j < kWPer; ++j) ws[i0 + 8 * j][k] = v[j];
+  }
+};
+
 template <int F>
-__device__ __forceinline__ void LoadUnitTile(float (*ws)[kTPad], const PackedSource& src,
-                                             int64_t o0, int64_t k0) {
-  const DevPacked& w = src.w;
-  const int i = threadIdx.x >> 1, h = threadIdx.x & 1;
-  const int64_t go = o0 + i;
-  float* dst = &ws[i][16 * h];
-  if (go >= w.rows) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) dst[j] = 0.0f;
-    return;
+struct UnitTile {
+  Unit<F> q;
+  float scale = 0.0f, mn = 0.0f;
+  bool live = false;
+  __device__ __forceinline__ void Fetch(const PackedSource& src, int64_t o0, int64_t k0, int64_t,
+                                        int64_t) {
+    const DevPacked& w = src.w;
+    const int i = threadIdx.x >> 1, h = threadIdx.x & 1;
+    const int64_t go = o0 + i;
+    live = go < w.rows;
+    if (!live) return;
+    q = LoadUnit<F>(w.codes + go * w.row_bytes + (k0 / 32) * kUnitBytes<F>);
+    const int64_t g = go * (w.cols / w.group_size) + (k0 + 16 * h) / w.group_size;
+    scale = PackedScale(w, g);
+    if (w.affine) mn = F16(__ldg(w.mins + g));
   }
-  const Unit<F> q = LoadUnit<F>(w.codes + go * w.row_bytes + (k0 / 32) * kUnitBytes<F>);
-  const int64_t g = go * (w.cols / w.group_size) + (k0 + 16 * h) / w.group_size;
-  const float scale = PackedScale(w, g);
-  const float mn = w.affine ? F16(__ldg(w.mins + g)) : 0.0f;
+  __device__ __forceinline__ void Store(float (*ws)[kTPad], const PackedSource& src) const {
+    const int i = threadIdx.x >> 1, h = threadIdx.x & 1;
+    float* dst = &ws[i][16 * h];
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const int c = h ? UnitCode<F>(q, 16 + j) : UnitCode<F>(q, j);
-    dst[j] = w.affine ? mn + scale * float(c) : scale * src.book[c];
+    for (int j = 0; j < 16; ++j) {
+      const int c = h ? UnitCode<F>(q, 16 + j) : UnitCode<F>(q, j);
+      dst[j] = !live ? 0.0f : src.w.affine ? mn + scale * float(c) : scale * src.book[c];
+    }
   }
-}
+};
 
 __device__ __forceinline__ void SplitTf32(float v, uint32_t& hi, uint32_t& lo) {
   hi = ToTf32(v);
   lo = ToTf32(v - __uint_as_float(hi));
 }
 
-// F = -1: the weight tile through the functor; kQ2..kQ8: LoadUnitTile.
+// F = -1: the weight tile through the functor (ElemTile); kQ2..kQ8: UnitTile.
 template <typename Src, int F>
 __global__ void __launch_bounds__(kTcThreads)
     TcGemmKernel(const float* __restrict__ x, int64_t n, int64_t out, int64_t in, Src src,
@@ -127,18 +145,25 @@ __global__ void __launch_bounds__(kTcThreads)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int wm = (warp / 4) * 32, wn = (warp % 4) * 32;
   float acc[2][4][4] = {};
+  using Tile = std::conditional_t<(F >= 0), UnitTile<(F >= 0 ? F : kQ4)>, ElemTile<Src>>;
+  Tile wt;
+  float xr[kXPer];
+  const int xk = tid % kTK, xi0 = tid / kTK;
+  auto fetch = [&](int64_t k0) {
+#pragma unroll
+    for (int j = 0; j < kXPer; ++j) {
+      const int64_t gm = m0 + xi0 + 8 * j, gk = k0 + xk;
+      xr[j] = (gm < n && gk < in) ? __ldg(x + gm * in + gk) : 0.0f;
+    }
+    wt.Fetch(src, o0, k0, out, in);
+  };
+  fetch(0);
   for (int64_t k0 = 0; k0 < in; k0 += kTK) {
-    for (int e = tid; e < kTM * kTK; e += kTcThreads) {
-      const int i = e / kTK, k = e % kTK;
-      const int64_t gm = m0 + i, gk = k0 + k;
-      xs[i][k] = (gm < n && gk < in) ? __ldg(x + gm * in + gk) : 0.0f;
-    }
-    if constexpr (F >= 0) {
-      LoadUnitTile<F>(ws, src, o0, k0);
-    } else {
-      LoadWeightTile(ws, src, o0, k0, out, in);
-    }
+#pragma unroll
+    for (int j = 0; j < kXPer; ++j) xs[xi0 + 8 * j][xk] = xr[j];
+    wt.Store(ws, src);
     __syncthreads();
+    if (k0 + kTK < in) fetch(k0 + kTK);
 #pragma unroll
     for (int kk = 0; kk < kTK; kk += 8) {
       uint32_t ah[2][4], al[2][4], bh[4][2], bl[4][2];

@@ -26,10 +26,12 @@ constexpr int kVecRows = 2;    // output rows per warp (each x load serves all o
 template <int F>
 inline constexpr int kPackedUnroll = F == kQ8 ? 2 : 4;
 
-// Codebook (kAffine false: scale · book[code]) or affine (min + scale · code) rows.
-template <int F, bool kAffine>
+// Codebook (kAffine false: scale · book[code]) or affine (min + scale · code) rows; kNT tokens
+// at most (1: the decode step, its accumulators alone in registers; 8: up to 8, n at run time).
+// gshift = log2(group size): the group of code c is c >> gshift (no division in the loop).
+template <int F, bool kAffine, int kNT>
 __global__ void __launch_bounds__(kVecWarps * 32)
-    PackedMatVecKernel(const float* __restrict__ x, int n, DevPacked w,
+    PackedMatVecKernel(const float* __restrict__ x, int n, DevPacked w, int gshift,
                        const float* __restrict__ bias, float* __restrict__ y) {
   constexpr int kU = kPackedUnroll<F>;
   constexpr int kUB = kUnitBytes<F>;
@@ -41,39 +43,43 @@ __global__ void __launch_bounds__(kVecWarps * 32)
   const int lane = threadIdx.x & 31;
   const int64_t r0 = (int64_t(blockIdx.x) * kVecWarps + threadIdx.x / 32) * kVecRows;
   if (r0 >= w.rows) return;
-  const int64_t units = w.cols / 32, gpr = w.cols / w.group_size, in = w.cols;
-  int64_t row[kVecRows];
+  const int units = int(w.cols / 32), in = int(w.cols);
+  const uint8_t* codes[kVecRows];
+  int64_t group0[kVecRows];  // the row's first group
 #pragma unroll
-  for (int i = 0; i < kVecRows; ++i) row[i] = r0 + i < w.rows ? r0 + i : w.rows - 1;
-  float acc[kVecRows][kVecTokens] = {};
-  for (int64_t u0 = lane; u0 < units; u0 += 32 * kU) {
+  for (int i = 0; i < kVecRows; ++i) {
+    const int64_t r = r0 + i < w.rows ? r0 + i : w.rows - 1;
+    codes[i] = w.codes + r * w.row_bytes;
+    group0[i] = r * (w.cols >> gshift);
+  }
+  float acc[kVecRows][kNT] = {};
+  for (int u0 = lane; u0 < units; u0 += 32 * kU) {
     Unit<F> q[kU][kVecRows];
     float s[kU][kVecRows][2], m[kU][kVecRows][2];
 #pragma unroll
     for (int v = 0; v < kU; ++v) {
-      const int64_t u = u0 + 32 * v;
+      const int u = u0 + 32 * v;
       if (u >= units) break;
+      const int gl = (u * 32) >> gshift, gh = (u * 32 + 16) >> gshift;
 #pragma unroll
       for (int i = 0; i < kVecRows; ++i) {
-        q[v][i] = LoadUnit<F>(w.codes + row[i] * w.row_bytes + u * kUB);
-        const int64_t g0 = row[i] * gpr + (u * 32) / w.group_size;
-        const int64_t g1 = row[i] * gpr + (u * 32 + 16) / w.group_size;
-        s[v][i][0] = PackedScale(w, g0);
-        s[v][i][1] = g1 == g0 ? s[v][i][0] : PackedScale(w, g1);
+        q[v][i] = LoadUnit<F>(codes[i] + u * kUB);
+        s[v][i][0] = PackedScale(w, group0[i] + gl);
+        s[v][i][1] = gh == gl ? s[v][i][0] : PackedScale(w, group0[i] + gh);
         if (kAffine) {
-          m[v][i][0] = F16(__ldg(w.mins + g0));
-          m[v][i][1] = F16(__ldg(w.mins + g1));
+          m[v][i][0] = F16(__ldg(w.mins + group0[i] + gl));
+          m[v][i][1] = F16(__ldg(w.mins + group0[i] + gh));
         }
       }
     }
 #pragma unroll
     for (int v = 0; v < kU; ++v) {
-      const int64_t u = u0 + 32 * v;
+      const int u = u0 + 32 * v;
       if (u >= units) break;
       const float* xu = x + u * 32;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        float part[kVecRows][kVecTokens] = {};
+        float part[kVecRows][kNT] = {};
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
           const int j0 = half * 16 + 4 * k;
@@ -86,7 +92,7 @@ __global__ void __launch_bounds__(kVecWarps * 32)
               wv[i][e] = kAffine ? m[v][i][half] + s[v][i][half] * float(c) : book[c];
             }
 #pragma unroll
-          for (int t = 0; t < kVecTokens; ++t) {
+          for (int t = 0; t < kNT; ++t) {
             if (t >= n) break;
             const float4 xv = __ldg(reinterpret_cast<const float4*>(xu + t * in + j0));
 #pragma unroll
@@ -97,7 +103,7 @@ __global__ void __launch_bounds__(kVecWarps * 32)
 #pragma unroll
         for (int i = 0; i < kVecRows; ++i)
 #pragma unroll
-          for (int t = 0; t < kVecTokens; ++t)
+          for (int t = 0; t < kNT; ++t)
             acc[i][t] += kAffine ? part[i][t] : s[v][i][half] * part[i][t];
       }
     }
@@ -106,7 +112,7 @@ __global__ void __launch_bounds__(kVecWarps * 32)
   for (int i = 0; i < kVecRows; ++i) {
     if (r0 + i >= w.rows) break;
 #pragma unroll
-    for (int t = 0; t < kVecTokens; ++t) {
+    for (int t = 0; t < kNT; ++t) {
       if (t >= n) break;
       const float sum = WarpSum(acc[i][t]);
       if (lane == 0) y[t * w.rows + r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
@@ -114,68 +120,64 @@ __global__ void __launch_bounds__(kVecWarps * 32)
   }
 }
 
-// Dense rows: kPer elements per 16-byte load (8 bf16/f16, 4 f32).
+// Dense rows: kPer elements per 16-byte load (8 bf16/f16, 4 f32), kept as loaded (4 registers)
+// until used.
 template <Elem E>
-struct Piece {
-  static constexpr int kPer = E == Elem::kF32 ? 4 : 8;
-  float v[kPer];
-};
+inline constexpr int kPer = E == Elem::kF32 ? 4 : 8;
+
+// Element e (0 <= e < kPer) of a loaded piece.
 template <Elem E>
-__device__ __forceinline__ Piece<E> LoadPiece(const void* base, int64_t i) {  // i in pieces
-  Piece<E> p;
-  const uint4 q = __ldg(static_cast<const uint4*>(base) + i);
+__device__ __forceinline__ float PieceElem(const uint4& q, int e) {
+  const uint32_t word = e < (E == Elem::kF32 ? 1 : 2)   ? q.x
+                        : e < (E == Elem::kF32 ? 2 : 4) ? q.y
+                        : e < (E == Elem::kF32 ? 3 : 6) ? q.z
+                                                        : q.w;
   if constexpr (E == Elem::kF32) {
-    p.v[0] = __uint_as_float(q.x), p.v[1] = __uint_as_float(q.y);
-    p.v[2] = __uint_as_float(q.z), p.v[3] = __uint_as_float(q.w);
+    return __uint_as_float(word);
   } else {
-    const uint32_t word[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint16_t lo = uint16_t(word[k] & 0xffffu), hi = uint16_t(word[k] >> 16);
-      p.v[2 * k] = E == Elem::kBF16 ? Bf16(lo) : F16(lo);
-      p.v[2 * k + 1] = E == Elem::kBF16 ? Bf16(hi) : F16(hi);
-    }
+    const uint16_t h = uint16_t((e & 1) ? word >> 16 : word & 0xffffu);
+    return E == Elem::kBF16 ? Bf16(h) : F16(h);
   }
-  return p;
 }
 
-template <Elem E>
+template <Elem E, int kNT>
 __global__ void __launch_bounds__(kVecWarps * 32)
     DenseMatVecKernel(const float* __restrict__ x, int n, DevDense w,
                       const float* __restrict__ bias, float* __restrict__ y) {
-  constexpr int kPer = Piece<E>::kPer, kU = 4;
+  constexpr int kP = kPer<E>, kU = 4;
   const int lane = threadIdx.x & 31;
   const int64_t r0 = (int64_t(blockIdx.x) * kVecWarps + threadIdx.x / 32) * kVecRows;
   if (r0 >= w.out) return;
-  const int64_t pieces = w.in / kPer;
-  int64_t row[kVecRows];
+  const int pieces = int(w.in / kP), in = int(w.in);
+  const uint4* rows[kVecRows];
 #pragma unroll
-  for (int i = 0; i < kVecRows; ++i) row[i] = r0 + i < w.out ? r0 + i : w.out - 1;
-  float acc[kVecRows][kVecTokens] = {};
-  for (int64_t p0 = lane; p0 < pieces; p0 += 32 * kU) {
-    Piece<E> q[kU][kVecRows];
+  for (int i = 0; i < kVecRows; ++i)
+    rows[i] = static_cast<const uint4*>(w.data) + (r0 + i < w.out ? r0 + i : w.out - 1) * pieces;
+  float acc[kVecRows][kNT] = {};
+  for (int p0 = lane; p0 < pieces; p0 += 32 * kU) {
+    uint4 q[kU][kVecRows];
 #pragma unroll
     for (int v = 0; v < kU; ++v) {
-      const int64_t p = p0 + 32 * v;
+      const int p = p0 + 32 * v;
       if (p >= pieces) break;
 #pragma unroll
-      for (int i = 0; i < kVecRows; ++i) q[v][i] = LoadPiece<E>(w.data, row[i] * pieces + p);
+      for (int i = 0; i < kVecRows; ++i) q[v][i] = __ldg(rows[i] + p);
     }
 #pragma unroll
     for (int v = 0; v < kU; ++v) {
-      const int64_t p = p0 + 32 * v;
+      const int p = p0 + 32 * v;
       if (p >= pieces) break;
 #pragma unroll
-      for (int t = 0; t < kVecTokens; ++t) {
+      for (int t = 0; t < kNT; ++t) {
         if (t >= n) break;
-        const float* xp = x + t * w.in + p * kPer;
+        const float* xp = x + t * in + p * kP;
 #pragma unroll
-        for (int k = 0; k < kPer; k += 4) {
+        for (int k = 0; k < kP; k += 4) {
           const float4 xv = __ldg(reinterpret_cast<const float4*>(xp + k));
 #pragma unroll
           for (int i = 0; i < kVecRows; ++i)
-            acc[i][t] += q[v][i].v[k] * xv.x + q[v][i].v[k + 1] * xv.y + q[v][i].v[k + 2] * xv.z +
-                         q[v][i].v[k + 3] * xv.w;
+            acc[i][t] += PieceElem<E>(q[v][i], k) * xv.x + PieceElem<E>(q[v][i], k + 1) * xv.y +
+                         PieceElem<E>(q[v][i], k + 2) * xv.z + PieceElem<E>(q[v][i], k + 3) * xv.w;
         }
       }
     }
@@ -184,7 +186,7 @@ __global__ void __launch_bounds__(kVecWarps * 32)
   for (int i = 0; i < kVecRows; ++i) {
     if (r0 + i >= w.out) break;
 #pragma unroll
-    for (int t = 0; t < kVecTokens; ++t) {
+    for (int t = 0; t < kNT; ++t) {
       if (t >= n) break;
       const float sum = WarpSum(acc[i][t]);
       if (lane == 0) y[t * w.out + r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
@@ -199,16 +201,31 @@ constexpr int kVecRowsPerBlock = kVecWarps * kVecRows;
 template <int F>
 void LaunchPacked(const float* x, int n, const DevPacked& w, const float* bias, float* y,
                   cudaStream_t s) {
-  // (a pointer: the template's comma would split TQ_LAUNCH's arguments)
-  auto* kernel = w.affine ? PackedMatVecKernel<F, true> : PackedMatVecKernel<F, false>;
-  TQ_LAUNCH(kernel, Blocks(w.rows, kVecRowsPerBlock), kVecWarps * 32, s, x, n, w, bias, y);
+  int gshift = 0;
+  while ((int64_t(1) << gshift) < w.group_size) ++gshift;
+  // (pointers: the templates' commas would split TQ_LAUNCH's arguments)
+  auto* kernel =
+      w.affine
+          ? (n == 1 ? PackedMatVecKernel<F, true, 1> : PackedMatVecKernel<F, true, kVecTokens>)
+          : (n == 1 ? PackedMatVecKernel<F, false, 1> : PackedMatVecKernel<F, false, kVecTokens>);
+  TQ_LAUNCH(kernel, Blocks(w.rows, kVecRowsPerBlock), kVecWarps * 32, s, x, n, w, gshift, bias, y);
+}
+
+template <Elem E>
+void LaunchDense(const float* x, int n, const DevDense& w, const float* bias, float* y,
+                 cudaStream_t s) {
+  auto* kernel = n == 1 ? DenseMatVecKernel<E, 1> : DenseMatVecKernel<E, kVecTokens>;
+  TQ_LAUNCH(kernel, Blocks(w.out, kVecRowsPerBlock), kVecWarps * 32, s, x, n, w, bias, y);
 }
 
 }  // namespace
 
 bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
                       cudaStream_t s) {
-  if (n < 1 || n > kVecTokens || !UnitLayout(w) || !Aligned(x, 16)) return false;
+  // Power-of-two groups (every converter's) and 32-bit unit indices.
+  if (n < 1 || n > kVecTokens || !UnitLayout(w) || !Aligned(x, 16) ||
+      (w.group_size & (w.group_size - 1)) || w.cols >= (int64_t(1) << 30))
+    return false;
   switch (w.format) {
     case kQ2:
       LaunchPacked<kQ2>(x, int(n), w, bias, y, s);
@@ -231,16 +248,16 @@ bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* 
   const int64_t esize = w.elem == Elem::kF32 ? 4 : 2;
   if (n < 1 || n > kVecTokens || (w.in * esize) % 16 || !Aligned(w.data, 16) || !Aligned(x, 16))
     return false;
-  const unsigned blocks = Blocks(w.out, kVecRowsPerBlock);
+  if (w.in >= (int64_t(1) << 30)) return false;
   switch (w.elem) {
     case Elem::kF32:
-      TQ_LAUNCH(DenseMatVecKernel<Elem::kF32>, blocks, kVecWarps * 32, s, x, int(n), w, bias, y);
+      LaunchDense<Elem::kF32>(x, int(n), w, bias, y, s);
       break;
     case Elem::kF16:
-      TQ_LAUNCH(DenseMatVecKernel<Elem::kF16>, blocks, kVecWarps * 32, s, x, int(n), w, bias, y);
+      LaunchDense<Elem::kF16>(x, int(n), w, bias, y, s);
       break;
     case Elem::kBF16:
-      TQ_LAUNCH(DenseMatVecKernel<Elem::kBF16>, blocks, kVecWarps * 32, s, x, int(n), w, bias, y);
+      LaunchDense<Elem::kBF16>(x, int(n), w, bias, y, s);
       break;
   }
   return true;
