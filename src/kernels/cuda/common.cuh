@@ -121,6 +121,20 @@ __device__ __forceinline__ void Mma3xTf32(float (&c)[4], const uint32_t (&ah)[4]
 #endif
 }
 
+// The block's dynamic shared memory (TQ_LAUNCH_SMEM), 16-byte aligned; the emulator's is one
+// static buffer of the H200's 227 KiB (blocks run one after another).
+#if defined(TQ_CUDA_EMU)
+inline float* DynamicShared() {
+  alignas(16) static float buf[227 * 1024 / 4];
+  return buf;
+}
+#else
+__device__ __forceinline__ float* DynamicShared() {
+  extern __shared__ float4 tq_dynamic_shared[];
+  return reinterpret_cast<float*>(tq_dynamic_shared);
+}
+#endif
+
 inline unsigned Blocks(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
 }  // namespace tq::kernels::cuda

@@ -3,8 +3,9 @@
 // the fly: the weights stay packed in device memory).
 //   n <= 8  matvec: matvec.cu's bandwidth-shaped kernels where the layout allows, else one warp
 //           per output row streams the row once for all n tokens;
-//   n > 8   GEMM on the tensor cores (3xTF32: fp32's accuracy), 64 tokens x 128 rows per CUDA
-//           block; the weight tile is decoded into shared memory as fp32.
+//   n > 8   GEMM: packed weights on the tensor cores (3xTF32), 64 tokens x 128 rows per CUDA
+//           block, the weight tile decoded into shared memory as fp32; dense weights the fp32
+//           SIMT tile kernel (64 x 64; on bf16 it measured faster than the tensor-core one).
 // A weight source is a functor W(r, c) -> float plus Prepare() (the packed codebook goes to
 // shared memory once per CUDA block).
 #include <type_traits>
@@ -73,66 +74,48 @@ __global__ void MatVecKernel(const float* __restrict__ x, int n, int64_t out, in
 // thread (packed_unit.cuh), anything else element by element through the source functor.
 constexpr int kTM = 64, kTN = 128, kTK = 32, kTPad = kTK + 4, kTcThreads = 256;
 
-// The next K step's tiles are fetched into registers while the tensor cores work on the current
-// one (then stored to shared memory between two barriers): global latency overlaps the mma.
-// Thread tid covers x tile rows tid / 32 + 8 j (column tid % 32), and either the weight tile
-// the same way (any source, element by element through the functor) or, for packed rows of the
-// unit layout, the half unit (row tid / 2, codes 16 (tid % 2) ...) decoded at the store.
-constexpr int kXPer = kTM * kTK / kTcThreads, kWPer = kTN * kTK / kTcThreads;
-
+// ws[i][k] = W(o0 + i, k0 + k), zero outside the matrix; every thread of the block calls it.
 template <typename Src>
-struct ElemTile {
-  float v[kWPer];
-  __device__ __forceinline__ void Fetch(const Src& src, int64_t o0, int64_t k0, int64_t out,
-                                        int64_t in) {
-    const int k = threadIdx.x % kTK, i0 = threadIdx.x / kTK;
-#pragma unroll
-    for (int j = 0; j < kWPer; ++j) {
-      const int64_t go = o0 + i0 + 8 * j, gk = k0 + k;
-      v[j] = (go < out && gk < in) ? src(go, gk) : 0.0f;
-    }
+__device__ __forceinline__ void LoadWeightTile(float (*ws)[kTPad], const Src& src, int64_t o0,
+                                               int64_t k0, int64_t out, int64_t in) {
+  for (int e = threadIdx.x; e < kTN * kTK; e += kTcThreads) {
+    const int i = e / kTK, k = e % kTK;
+    const int64_t go = o0 + i, gk = k0 + k;
+    ws[i][k] = (go < out && gk < in) ? src(go, gk) : 0.0f;
   }
-  __device__ __forceinline__ void Store(float (*ws)[kTPad], const Src&) const {
-    const int k = threadIdx.x % kTK, i0 = threadIdx.x / kTK;
-#pragma unroll
-    for (int j = 0; j < kWPer; ++j) ws[i0 + 8 * j][k] = v[j];
-  }
-};
+}
 
+// Packed rows of the unit layout (F = kQ2..kQ8): the tile's 32 columns are one unit per row;
+// thread = (row, half), 16 codes and one group scale each.
 template <int F>
-struct UnitTile {
-  Unit<F> q;
-  float scale = 0.0f, mn = 0.0f;
-  bool live = false;
-  __device__ __forceinline__ void Fetch(const PackedSource& src, int64_t o0, int64_t k0, int64_t,
-                                        int64_t) {
-    const DevPacked& w = src.w;
-    const int i = threadIdx.x >> 1, h = threadIdx.x & 1;
-    const int64_t go = o0 + i;
-    live = go < w.rows;
-    if (!live) return;
-    q = LoadUnit<F>(w.codes + go * w.row_bytes + (k0 / 32) * kUnitBytes<F>);
-    const int64_t g = go * (w.cols / w.group_size) + (k0 + 16 * h) / w.group_size;
-    scale = PackedScale(w, g);
-    if (w.affine) mn = F16(__ldg(w.mins + g));
-  }
-  __device__ __forceinline__ void Store(float (*ws)[kTPad], const PackedSource& src) const {
-    const int i = threadIdx.x >> 1, h = threadIdx.x & 1;
-    float* dst = &ws[i][16 * h];
+__device__ __forceinline__ void LoadUnitTile(float (*ws)[kTPad], const PackedSource& src,
+                                             int64_t o0, int64_t k0) {
+  const DevPacked& w = src.w;
+  const int i = threadIdx.x >> 1, h = threadIdx.x & 1;
+  const int64_t go = o0 + i;
+  float* dst = &ws[i][16 * h];
+  if (go >= w.rows) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const int c = h ? UnitCode<F>(q, 16 + j) : UnitCode<F>(q, j);
-      dst[j] = !live ? 0.0f : src.w.affine ? mn + scale * float(c) : scale * src.book[c];
-    }
+    for (int j = 0; j < 16; ++j) dst[j] = 0.0f;
+    return;
   }
-};
+  const Unit<F> q = LoadUnit<F>(w.codes + go * w.row_bytes + (k0 / 32) * kUnitBytes<F>);
+  const int64_t g = go * (w.cols / w.group_size) + (k0 + 16 * h) / w.group_size;
+  const float scale = PackedScale(w, g);
+  const float mn = w.affine ? F16(__ldg(w.mins + g)) : 0.0f;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int c = h ? UnitCode<F>(q, 16 + j) : UnitCode<F>(q, j);
+    dst[j] = w.affine ? mn + scale * float(c) : scale * src.book[c];
+  }
+}
 
 __device__ __forceinline__ void SplitTf32(float v, uint32_t& hi, uint32_t& lo) {
   hi = ToTf32(v);
   lo = ToTf32(v - __uint_as_float(hi));
 }
 
-// F = -1: the weight tile through the functor (ElemTile); kQ2..kQ8: UnitTile.
+// F = -1: the weight tile through the functor; kQ2..kQ8: LoadUnitTile.
 template <typename Src, int F>
 __global__ void __launch_bounds__(kTcThreads)
     TcGemmKernel(const float* __restrict__ x, int64_t n, int64_t out, int64_t in, Src src,
@@ -145,25 +128,18 @@ __global__ void __launch_bounds__(kTcThreads)
   const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int wm = (warp / 4) * 32, wn = (warp % 4) * 32;
   float acc[2][4][4] = {};
-  using Tile = std::conditional_t<(F >= 0), UnitTile<(F >= 0 ? F : kQ4)>, ElemTile<Src>>;
-  Tile wt;
-  float xr[kXPer];
-  const int xk = tid % kTK, xi0 = tid / kTK;
-  auto fetch = [&](int64_t k0) {
-#pragma unroll
-    for (int j = 0; j < kXPer; ++j) {
-      const int64_t gm = m0 + xi0 + 8 * j, gk = k0 + xk;
-      xr[j] = (gm < n && gk < in) ? __ldg(x + gm * in + gk) : 0.0f;
-    }
-    wt.Fetch(src, o0, k0, out, in);
-  };
-  fetch(0);
   for (int64_t k0 = 0; k0 < in; k0 += kTK) {
-#pragma unroll
-    for (int j = 0; j < kXPer; ++j) xs[xi0 + 8 * j][xk] = xr[j];
-    wt.Store(ws, src);
+    for (int e = tid; e < kTM * kTK; e += kTcThreads) {
+      const int i = e / kTK, k = e % kTK;
+      const int64_t gm = m0 + i, gk = k0 + k;
+      xs[i][k] = (gm < n && gk < in) ? __ldg(x + gm * in + gk) : 0.0f;
+    }
+    if constexpr (F >= 0) {
+      LoadUnitTile<F>(ws, src, o0, k0);
+    } else {
+      LoadWeightTile(ws, src, o0, k0, out, in);
+    }
     __syncthreads();
-    if (k0 + kTK < in) fetch(k0 + kTK);
 #pragma unroll
     for (int kk = 0; kk < kTK; kk += 8) {
       uint32_t ah[2][4], al[2][4], bh[4][2], bl[4][2];
@@ -202,12 +178,63 @@ __global__ void __launch_bounds__(kTcThreads)
       }
 }
 
+constexpr int kBM = 64, kBN = 64, kBK = 32, kGemmThreads = 256;
+
+// The fp32 SIMT GEMM for dense weights (64 tokens x 64 rows per block, each thread 4x4
+// outputs): measured faster than the tensor-core kernel on bf16 (no decode to hide).
+template <typename Src>
+__global__ void __launch_bounds__(kGemmThreads)
+    GemmKernel(const float* __restrict__ x, int64_t n, int64_t out, int64_t in, Src src,
+               const float* __restrict__ bias, float* __restrict__ y) {
+  __shared__ float book[256];
+  __shared__ float xs[kBK][kBM + 4];  // x tile, transposed: xs[k][token]
+  __shared__ float ws[kBK][kBN + 4];  // weight tile, transposed: ws[k][row]
+  src.Prepare(book);
+  const int64_t m0 = int64_t(blockIdx.y) * kBM, o0 = int64_t(blockIdx.x) * kBN;
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < in; k0 += kBK) {
+    for (int e = tid; e < kBM * kBK; e += kGemmThreads) {
+      const int i = e / kBK, k = e % kBK;
+      const int64_t gm = m0 + i, go = o0 + i, gk = k0 + k;
+      const bool kin = gk < in;
+      xs[k][i] = (kin && gm < n) ? __ldg(x + gm * in + gk) : 0.0f;
+      ws[k][i] = (kin && go < out) ? src(go, gk) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int k = 0; k < kBK; ++k) {
+      float a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = xs[k][ty * 4 + i], b[i] = ws[k][tx * 4 + i];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int64_t gm = m0 + ty * 4 + i;
+    if (gm >= n) continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t go = o0 + tx * 4 + j;
+      if (go < out) y[gm * out + go] = acc[i][j] + (bias ? bias[go] : 0.0f);
+    }
+  }
+}
+
 template <typename Src>
 void LaunchGemm(const float* x, int64_t n, int64_t out, int64_t in, const Src& src,
                 const float* bias, float* y, cudaStream_t s) {
-  const dim3 grid(Blocks(out, kTN), Blocks(n, kTM));
-  auto* kernel = TcGemmKernel<Src, -1>;
-  if constexpr (std::is_same_v<Src, PackedSource>) {
+  if constexpr (!std::is_same_v<Src, PackedSource>) {
+    const dim3 grid(Blocks(out, kBN), Blocks(n, kBM));
+    TQ_LAUNCH(GemmKernel, grid, kGemmThreads, s, x, n, out, in, src, bias, y);
+  } else {
+    const dim3 grid(Blocks(out, kTN), Blocks(n, kTM));
+    auto* kernel = TcGemmKernel<Src, -1>;
     if (UnitLayout(src.w)) {
       switch (src.w.format) {
         case kQ2:
@@ -224,8 +251,8 @@ void LaunchGemm(const float* x, int64_t n, int64_t out, int64_t in, const Src& s
           break;
       }
     }
+    TQ_LAUNCH(kernel, grid, kTcThreads, s, x, n, out, in, src, bias, y);
   }
-  TQ_LAUNCH(kernel, grid, kTcThreads, s, x, n, out, in, src, bias, y);
 }
 
 template <Elem E>

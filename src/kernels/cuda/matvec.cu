@@ -120,6 +120,99 @@ __global__ void __launch_bounds__(kVecWarps * 32)
   }
 }
 
+// One token through packed rows with x staged in shared memory: the L1 path above reads x at
+// a stride of 128 bytes across the lanes (each lane owns a unit: 32 wavefronts per 16-byte
+// load, the L1 pipe saturated at ~12% of DRAM bandwidth on the H200), so here the block first
+// copies x once into shared memory, each 32-float unit padded to 36 floats: a warp's float4
+// reads of 32 different units hit 8 distinct 16-byte bank groups per quarter warp, 4 wavefronts.
+// 8 warps x 2 rows per pass; a block covers rows_per_block rows (a multiple of 16) so that x is
+// copied once per many rows.
+constexpr int kSmemWarps = 8, kSmemPad = 36;
+
+template <int F, bool kAffine>
+__global__ void __launch_bounds__(kSmemWarps * 32)
+    PackedMatVecSmemKernel(const float* __restrict__ x, DevPacked w, int gshift, int rows_per_block,
+                           const float* __restrict__ bias, float* __restrict__ y) {
+  constexpr int kU = kPackedUnroll<F>;
+  constexpr int kUB = kUnitBytes<F>;
+  float* book = DynamicShared();
+  float* xs = book + 256;
+  const int units = int(w.cols / 32);
+  if (!kAffine)
+    for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
+  for (int i = threadIdx.x * 4; i < units * 32; i += blockDim.x * 4) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(x + i));
+    *reinterpret_cast<float4*>(xs + (i >> 5) * kSmemPad + (i & 31)) = v;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int64_t first = int64_t(blockIdx.x) * rows_per_block;
+  const int64_t last = first + rows_per_block < w.rows ? first + rows_per_block : w.rows;
+  for (int64_t r0 = first + warp * kVecRows; r0 < last; r0 += kSmemWarps * kVecRows) {
+    const uint8_t* codes[kVecRows];
+    int64_t group0[kVecRows];
+#pragma unroll
+    for (int i = 0; i < kVecRows; ++i) {
+      const int64_t r = r0 + i < w.rows ? r0 + i : w.rows - 1;
+      codes[i] = w.codes + r * w.row_bytes;
+      group0[i] = r * (w.cols >> gshift);
+    }
+    float acc[kVecRows] = {};
+    for (int u0 = lane; u0 < units; u0 += 32 * kU) {
+      Unit<F> q[kU][kVecRows];
+      float s[kU][kVecRows][2], m[kU][kVecRows][2];
+#pragma unroll
+      for (int v = 0; v < kU; ++v) {
+        const int u = u0 + 32 * v;
+        if (u >= units) break;
+        const int gl = (u * 32) >> gshift, gh = (u * 32 + 16) >> gshift;
+#pragma unroll
+        for (int i = 0; i < kVecRows; ++i) {
+          q[v][i] = LoadUnit<F>(codes[i] + u * kUB);
+          s[v][i][0] = PackedScale(w, group0[i] + gl);
+          s[v][i][1] = gh == gl ? s[v][i][0] : PackedScale(w, group0[i] + gh);
+          if (kAffine) {
+            m[v][i][0] = F16(__ldg(w.mins + group0[i] + gl));
+            m[v][i][1] = F16(__ldg(w.mins + group0[i] + gh));
+          }
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < kU; ++v) {
+        const int u = u0 + 32 * v;
+        if (u >= units) break;
+        const float* xu = xs + u * kSmemPad;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float part[kVecRows] = {};
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int j0 = half * 16 + 4 * k;
+            const float4 xv = *reinterpret_cast<const float4*>(xu + j0);
+#pragma unroll
+            for (int i = 0; i < kVecRows; ++i) {
+              float wv[4];
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int c = UnitCode<F>(q[v][i], j0 + e);
+                wv[e] = kAffine ? m[v][i][half] + s[v][i][half] * float(c) : book[c];
+              }
+              part[i] += wv[0] * xv.x + wv[1] * xv.y + wv[2] * xv.z + wv[3] * xv.w;
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < kVecRows; ++i) acc[i] += kAffine ? part[i] : s[v][i][half] * part[i];
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVecRows; ++i) {
+      const float sum = WarpSum(acc[i]);
+      if (lane == 0 && r0 + i < last) y[r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
+    }
+  }
+}
+
 // Dense rows: kPer elements per 16-byte load (8 bf16/f16, 4 f32), kept as loaded (4 registers)
 // until used.
 template <Elem E>
@@ -198,16 +291,38 @@ bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p)
 
 constexpr int kVecRowsPerBlock = kVecWarps * kVecRows;
 
+// Dynamic shared memory of the staged-x kernel: the codebook and the padded x.
+inline size_t SmemBytes(int64_t cols) { return size_t(256 + cols / 32 * kSmemPad) * 4; }
+constexpr size_t kMaxSmem = 200 * 1024;  // of the H200's 227 KiB per block
+
+template <int F, bool kAffine>
+void LaunchPackedSmem(const float* x, const DevPacked& w, int gshift, const float* bias, float* y,
+                      cudaStream_t s) {
+  auto* kernel = PackedMatVecSmemKernel<F, kAffine>;
+  static const bool raised =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmem)) ==
+      cudaSuccess;
+  (void)raised;
+  // About two blocks per SM of a 132-SM part, each at least one pass of 16 rows.
+  constexpr int64_t kPass = kSmemWarps * kVecRows, kTargetBlocks = 264;
+  int64_t per = (w.rows + kTargetBlocks - 1) / kTargetBlocks;
+  per = (per + kPass - 1) / kPass * kPass;
+  TQ_LAUNCH_SMEM(kernel, Blocks(w.rows, int(per)), kSmemWarps * 32, SmemBytes(w.cols), s, x, w,
+                 gshift, int(per), bias, y);
+}
+
 template <int F>
 void LaunchPacked(const float* x, int n, const DevPacked& w, const float* bias, float* y,
                   cudaStream_t s) {
   int gshift = 0;
   while ((int64_t(1) << gshift) < w.group_size) ++gshift;
+  if (n == 1 && SmemBytes(w.cols) <= kMaxSmem) {
+    if (w.affine) return LaunchPackedSmem<F, true>(x, w, gshift, bias, y, s);
+    return LaunchPackedSmem<F, false>(x, w, gshift, bias, y, s);
+  }
   // (pointers: the templates' commas would split TQ_LAUNCH's arguments)
   auto* kernel =
-      w.affine
-          ? (n == 1 ? PackedMatVecKernel<F, true, 1> : PackedMatVecKernel<F, true, kVecTokens>)
-          : (n == 1 ? PackedMatVecKernel<F, false, 1> : PackedMatVecKernel<F, false, kVecTokens>);
+      w.affine ? PackedMatVecKernel<F, true, kVecTokens> : PackedMatVecKernel<F, false, kVecTokens>;
   TQ_LAUNCH(kernel, Blocks(w.rows, kVecRowsPerBlock), kVecWarps * 32, s, x, n, w, gshift, bias, y);
 }
 

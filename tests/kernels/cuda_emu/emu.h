@@ -334,6 +334,11 @@ inline cudaError_t cudaMemGetInfo(size_t* free_b, size_t* total_b) {
   *total_b = tq::emu::kEmuMemory;
   return cudaSuccess;
 }
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <typename F>
+inline cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int bytes) {
+  return bytes <= 227 * 1024 ? cudaSuccess : cudaErrorInvalidValue;
+}
 inline cudaError_t cudaGetLastError() {
   const cudaError_t e = tq::emu::g_last_error;
   tq::emu::g_last_error = cudaSuccess;
