@@ -120,19 +120,20 @@ __global__ void __launch_bounds__(kVecWarps * 32)
   }
 }
 
-// One token through packed rows with x staged in shared memory: the L1 path above reads x at
-// a stride of 128 bytes across the lanes (each lane owns a unit: 32 wavefronts per 16-byte
-// load, the L1 pipe saturated at ~12% of DRAM bandwidth on the H200), so here the block first
-// copies x once into shared memory, each 32-float unit padded to 36 floats: a warp's float4
+// 1..8 tokens through packed rows with x staged in shared memory (where n · cols fits): the L1 path
+// above reads x at a stride of 128 bytes across the lanes (each lane owns a unit: 32 wavefronts per
+// 16-byte load, the L1 pipe saturated at ~12% of DRAM bandwidth on the H200), so here the block
+// first copies x once into shared memory, each 32-float unit padded to 36 floats: a warp's float4
 // reads of 32 different units hit 8 distinct 16-byte bank groups per quarter warp, 4 wavefronts.
 // 8 warps x 2 rows per pass; a block covers rows_per_block rows (a multiple of 16) so that x is
 // copied once per many rows.
 constexpr int kSmemWarps = 8, kSmemPad = 36;
 
-template <int F, bool kAffine>
+template <int F, bool kAffine, int kNT>
 __global__ void __launch_bounds__(kSmemWarps * 32)
-    PackedMatVecSmemKernel(const float* __restrict__ x, DevPacked w, int gshift, int rows_per_block,
-                           const float* __restrict__ bias, float* __restrict__ y) {
+    PackedMatVecSmemKernel(const float* __restrict__ x, int n, DevPacked w, int gshift,
+                           int rows_per_block, const float* __restrict__ bias,
+                           float* __restrict__ y) {
   constexpr int kU = kPackedUnroll<F>;
   constexpr int kUB = kUnitBytes<F>;
   float* book = DynamicShared();
@@ -140,10 +141,12 @@ __global__ void __launch_bounds__(kSmemWarps * 32)
   const int units = int(w.cols / 32);
   if (!kAffine)
     for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
-  for (int i = threadIdx.x * 4; i < units * 32; i += blockDim.x * 4) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(x + i));
-    *reinterpret_cast<float4*>(xs + (i >> 5) * kSmemPad + (i & 31)) = v;
-  }
+  const int xstride = units * kSmemPad;  // floats per token in shared memory
+  for (int t = 0; t < n; ++t)
+    for (int i = threadIdx.x * 4; i < units * 32; i += blockDim.x * 4) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(x + int64_t(t) * units * 32 + i));
+      *reinterpret_cast<float4*>(xs + t * xstride + (i >> 5) * kSmemPad + (i & 31)) = v;
+    }
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const int64_t first = int64_t(blockIdx.x) * rows_per_block;
@@ -157,7 +160,7 @@ __global__ void __launch_bounds__(kSmemWarps * 32)
       codes[i] = w.codes + r * w.row_bytes;
       group0[i] = r * (w.cols >> gshift);
     }
-    float acc[kVecRows] = {};
+    float acc[kVecRows][kNT] = {};
     for (int u0 = lane; u0 < units; u0 += 32 * kU) {
       Unit<F> q[kU][kVecRows];
       float s[kU][kVecRows][2], m[kU][kVecRows][2];
@@ -184,32 +187,43 @@ __global__ void __launch_bounds__(kSmemWarps * 32)
         const float* xu = xs + u * kSmemPad;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          float part[kVecRows] = {};
+          float part[kVecRows][kNT] = {};
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             const int j0 = half * 16 + 4 * k;
-            const float4 xv = *reinterpret_cast<const float4*>(xu + j0);
+            float wv[kVecRows][4];
 #pragma unroll
-            for (int i = 0; i < kVecRows; ++i) {
-              float wv[4];
+            for (int i = 0; i < kVecRows; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) {
                 const int c = UnitCode<F>(q[v][i], j0 + e);
-                wv[e] = kAffine ? m[v][i][half] + s[v][i][half] * float(c) : book[c];
+                wv[i][e] = kAffine ? m[v][i][half] + s[v][i][half] * float(c) : book[c];
               }
-              part[i] += wv[0] * xv.x + wv[1] * xv.y + wv[2] * xv.z + wv[3] * xv.w;
+#pragma unroll
+            for (int t = 0; t < kNT; ++t) {
+              if (t >= n) break;
+              const float4 xv = *reinterpret_cast<const float4*>(xu + t * xstride + j0);
+#pragma unroll
+              for (int i = 0; i < kVecRows; ++i)
+                part[i][t] += wv[i][0] * xv.x + wv[i][1] * xv.y + wv[i][2] * xv.z + wv[i][3] * xv.w;
             }
           }
 #pragma unroll
-          for (int i = 0; i < kVecRows; ++i) acc[i] += kAffine ? part[i] : s[v][i][half] * part[i];
+          for (int i = 0; i < kVecRows; ++i)
+#pragma unroll
+            for (int t = 0; t < kNT; ++t)
+              acc[i][t] += kAffine ? part[i][t] : s[v][i][half] * part[i][t];
         }
       }
     }
 #pragma unroll
-    for (int i = 0; i < kVecRows; ++i) {
-      const float sum = WarpSum(acc[i]);
-      if (lane == 0 && r0 + i < last) y[r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
-    }
+    for (int i = 0; i < kVecRows; ++i)
+#pragma unroll
+      for (int t = 0; t < kNT; ++t) {
+        if (t >= n) break;
+        const float sum = WarpSum(acc[i][t]);
+        if (lane == 0 && r0 + i < last) y[t * w.rows + r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
+      }
   }
 }
 
@@ -292,13 +306,15 @@ bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p)
 constexpr int kVecRowsPerBlock = kVecWarps * kVecRows;
 
 // Dynamic shared memory of the staged-x kernel: the codebook and the padded x.
-inline size_t SmemBytes(int64_t cols) { return size_t(256 + cols / 32 * kSmemPad) * 4; }
+inline size_t SmemBytes(int64_t cols, int n) {
+  return size_t(256 + int64_t(n) * (cols / 32) * kSmemPad) * 4;
+}
 constexpr size_t kMaxSmem = 200 * 1024;  // of the H200's 227 KiB per block
 
-template <int F, bool kAffine>
-void LaunchPackedSmem(const float* x, const DevPacked& w, int gshift, const float* bias, float* y,
-                      cudaStream_t s) {
-  auto* kernel = PackedMatVecSmemKernel<F, kAffine>;
+template <int F, bool kAffine, int kNT>
+void LaunchPackedSmem(const float* x, int n, const DevPacked& w, int gshift, const float* bias,
+                      float* y, cudaStream_t s) {
+  auto* kernel = PackedMatVecSmemKernel<F, kAffine, kNT>;
   static const bool raised =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmem)) ==
       cudaSuccess;
@@ -307,8 +323,8 @@ void LaunchPackedSmem(const float* x, const DevPacked& w, int gshift, const floa
   constexpr int64_t kPass = kSmemWarps * kVecRows, kTargetBlocks = 264;
   int64_t per = (w.rows + kTargetBlocks - 1) / kTargetBlocks;
   per = (per + kPass - 1) / kPass * kPass;
-  TQ_LAUNCH_SMEM(kernel, Blocks(w.rows, int(per)), kSmemWarps * 32, SmemBytes(w.cols), s, x, w,
-                 gshift, int(per), bias, y);
+  TQ_LAUNCH_SMEM(kernel, Blocks(w.rows, int(per)), kSmemWarps * 32, SmemBytes(w.cols, n), s, x, n,
+                 w, gshift, int(per), bias, y);
 }
 
 template <int F>
@@ -316,9 +332,13 @@ void LaunchPacked(const float* x, int n, const DevPacked& w, const float* bias, 
                   cudaStream_t s) {
   int gshift = 0;
   while ((int64_t(1) << gshift) < w.group_size) ++gshift;
-  if (n == 1 && SmemBytes(w.cols) <= kMaxSmem) {
-    if (w.affine) return LaunchPackedSmem<F, true>(x, w, gshift, bias, y, s);
-    return LaunchPackedSmem<F, false>(x, w, gshift, bias, y, s);
+  if (SmemBytes(w.cols, n) <= kMaxSmem) {  // 1 token up to 45K columns, 8 up to 5.6K
+    if (n == 1) {
+      if (w.affine) return LaunchPackedSmem<F, true, 1>(x, n, w, gshift, bias, y, s);
+      return LaunchPackedSmem<F, false, 1>(x, n, w, gshift, bias, y, s);
+    }
+    if (w.affine) return LaunchPackedSmem<F, true, kVecTokens>(x, n, w, gshift, bias, y, s);
+    return LaunchPackedSmem<F, false, kVecTokens>(x, n, w, gshift, bias, y, s);
   }
   // (pointers: the templates' commas would split TQ_LAUNCH's arguments)
   auto* kernel =
