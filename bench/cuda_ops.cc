@@ -44,6 +44,13 @@ DeviceBuffer Halfs(Backend& b, size_t n, float value) {
   std::vector<uint16_t> v(n, F32ToF16(value));
   return b.Upload(v.data(), n * 2, "bench");
 }
+DeviceBuffer RandomBf16(Backend& b, size_t n, uint32_t seed) {  // N(0, 0.02): never time zeros
+  std::vector<uint16_t> v(n);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 0.02f);
+  for (auto& x : v) x = F32ToBf16(d(rng));
+  return b.Upload(v.data(), n * 2, "bench");
+}
 DeviceBuffer Floats(Backend& b, size_t n, uint32_t seed) {
   std::vector<float> v(n);
   std::mt19937 rng(seed);
@@ -52,9 +59,10 @@ DeviceBuffer Floats(Backend& b, size_t n, uint32_t seed) {
   return b.Upload(v.data(), n * 4, "bench");
 }
 
-// Times kBatch calls of f per iteration; reports GB/s for `bytes` per call.
+// Times kBatch calls of f per iteration; reports GB/s for `bytes` per call (and TFLOP/s for
+// `flops` per call when given).
 template <typename F>
-void Time(benchmark::State& state, Backend& gpu, double bytes, F&& f) {
+void Time(benchmark::State& state, Backend& gpu, double bytes, F&& f, double flops = 0) {
   f();
   gpu.Synchronize();
   for (auto _ : state) {
@@ -66,6 +74,9 @@ void Time(benchmark::State& state, Backend& gpu, double bytes, F&& f) {
   }
   state.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["MB"] = bytes / 1e6;
+  if (flops > 0)
+    state.counters["TFLOP/s"] =
+        benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // PackedMatMul: rows x cols q4 (codebook, fp16 scales, group 128), n tokens.
@@ -91,7 +102,9 @@ void BM_PackedMatMul(benchmark::State& state) {
   w.scales = scales.as<uint16_t>();
   w.codebook = cb.as<float>();
   const double bytes = double(rows * row_bytes + rows * cols / g * 2 + n * cols * 4 + n * rows * 4);
-  Time(state, *gpu, bytes, [&] { gpu->PackedMatMul(x.as<float>(), n, w, nullptr, y.as<float>()); });
+  Time(
+      state, *gpu, bytes, [&] { gpu->PackedMatMul(x.as<float>(), n, w, nullptr, y.as<float>()); },
+      2.0 * double(n * rows * cols));
 }
 
 // MatMul with bf16 weights.
@@ -99,12 +112,14 @@ void BM_MatMulBf16(benchmark::State& state) {
   Backend* gpu = Gpu();
   if (!gpu) return state.SkipWithError("no CUDA device");
   const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
-  auto wb = Halfs(*gpu, size_t(rows * cols), 0.0f);
+  auto wb = RandomBf16(*gpu, size_t(rows * cols), 7);
   auto x = Floats(*gpu, size_t(n * cols), 2);
   auto y = gpu->Allocate(size_t(n * rows) * 4, "y");
   const TensorView w{wb.data(), DType::BF16, {rows, cols}};
   const double bytes = double(rows * cols * 2 + n * cols * 4 + n * rows * 4);
-  Time(state, *gpu, bytes, [&] { gpu->MatMul(x.as<float>(), n, w, nullptr, y.as<float>()); });
+  Time(
+      state, *gpu, bytes, [&] { gpu->MatMul(x.as<float>(), n, w, nullptr, y.as<float>()); },
+      2.0 * double(n * rows * cols));
 }
 
 // Decode attention over an fp16 plain cache of `ctx` positions (32 heads / 8 KV heads, d 128).
@@ -178,12 +193,15 @@ BENCHMARK(BM_PackedMatMul)
     ->Args({14336, 4096, 1, kQ3})
     ->Args({14336, 4096, 1, kQ2})
     ->Args({4096, 4096, 1, kQ4})
+    ->Args({1024, 4096, 1, kQ4})
     ->Args({14336, 4096, 8, kQ4})
     ->Args({14336, 4096, 512, kQ4})
     ->UseManualTime();
 BENCHMARK(BM_MatMulBf16)
     ->Args({14336, 4096, 1})
     ->Args({4096, 14336, 1})
+    ->Args({4096, 4096, 1})
+    ->Args({14336, 4096, 8})
     ->Args({14336, 4096, 512})
     ->UseManualTime();
 BENCHMARK(BM_AttentionF16)->Arg(512)->Arg(32768)->UseManualTime();

@@ -14,7 +14,9 @@
 # Exit status: 0 when every step that ran passed; 1 otherwise; 2 for usage / no GPU.
 # Env: TQ_CUDA_ARCH (e.g. 90a), TQ_CMAKE_ARGS (extra configure options), JOBS (build jobs, default nproc), BENCH_LAYERS (synthesize only
 # the first N layers: a quick smoke run; default all), SKIP_BENCH=1, SANITIZE=1 (also run the op
-# suite under compute-sanitizer memcheck), TQ_SHARED_DIR (shared models for the model tests).
+# suite under compute-sanitizer memcheck), TQ_SHARED_DIR (shared models for the model tests),
+# SHAPES (default "llama-3.1-8b mistral-7b"), BENCH_BITS (TurboQuant widths, default "4"),
+# BENCH_OPS=1 (also bench_cuda_ops, the per-kernel roofline rows, when built with -DTQ_BENCH=ON).
 set -uo pipefail
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
@@ -109,14 +111,20 @@ else
   trap 'rm -rf "$WORK"' EXIT
   layers=()
   [[ -n "${BENCH_LAYERS:-}" ]] && layers=(--layers "$BENCH_LAYERS")
-  for shape in llama-3.1-8b mistral-7b; do
+  for shape in ${SHAPES:-llama-3.1-8b mistral-7b}; do
     if ! "$TQ" synth --like "$shape" --out "$WORK/$shape-bf16" "${layers[@]}" >"$OUT/synth-$shape.txt" 2>&1; then
       row "bench $shape" FAIL "synth failed (see synth-$shape.txt)"
       continue
     fi
-    "$TQ" convert --model "$WORK/$shape-bf16" --out "$WORK/$shape-tq4" --bits 4 \
-      >"$OUT/convert-$shape.txt" 2>&1 || row "bench $shape tq4" FAIL "convert failed"
-    for kind in bf16 tq4; do
+    # --scale rms: the fast scale search (the MSE search of an 8B model takes minutes); the
+    # bytes and the kernels are the same.
+    kinds=(bf16)
+    for bits in ${BENCH_BITS:-4}; do
+      "$TQ" convert --model "$WORK/$shape-bf16" --out "$WORK/$shape-tq$bits" --bits "$bits" \
+        --scale rms >"$OUT/convert-$shape-tq$bits.txt" 2>&1 || row "bench $shape tq$bits" FAIL "convert failed"
+      kinds+=("tq$bits")
+    done
+    for kind in "${kinds[@]}"; do
       [[ -d "$WORK/$shape-$kind" ]] || continue
       json="$OUT/bench-$shape-$kind.json"
       if "$TQ" bench --model "$WORK/$shape-$kind" --device cuda --json >"$json" 2>"$OUT/bench-$shape-$kind.err"; then
@@ -126,9 +134,20 @@ else
       else
         row "bench $shape $kind" FAIL "see bench-$shape-$kind.err"
       fi
+      [[ "$kind" == bf16 ]] || rm -rf "${WORK:?}/$shape-$kind"
     done
-    rm -rf "$WORK/$shape-bf16" "$WORK/$shape-tq4"
+    rm -rf "${WORK:?}/$shape-bf16"
   done
+fi
+if [[ "${BENCH_OPS:-0}" == 1 ]]; then
+  if cmake --build "$BUILD" -j"$JOBS" --target bench_cuda_ops >>"$OUT/build.txt" 2>&1; then
+    # 0.05 s a case: the default minimum time makes the whole set take ~4.5 minutes.
+    "$BUILD/bench/bench_cuda_ops" --benchmark_min_time=0.05 >"$OUT/bench-ops.txt" 2>&1 &&
+      row bench-ops ok "see bench-ops.txt" || row bench-ops FAIL "see bench-ops.txt"
+    cat "$OUT/bench-ops.txt"
+  else
+    row bench-ops FAIL "bench_cuda_ops did not build (-DTQ_BENCH=ON?)"
+  fi
 fi
 
 # 4. One table, one JSON.

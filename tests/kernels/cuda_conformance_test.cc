@@ -37,6 +37,10 @@ using test::Up;
 // code gives O(1e-3 .. 1).
 constexpr double kFp32Bound = 1e-10;      // matmuls, norms, RoPE, rotation, SiLU
 constexpr double kAttentionBound = 1e-9;  // softmax over up to 32K positions
+// Packed prefill (n > 8) runs on the tensor cores in 3xTF32, whose fp32 accumulation inside
+// mma truncates: NMSE ~1e-9 at K = 4608 (measured 1.0-1.4e-9 on the H200); a wrong index, scale
+// or code still gives O(1e-3 .. 1).
+constexpr double kTensorCoreBound = 1e-8;
 
 std::vector<float> Random(int64_t n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);
@@ -77,8 +81,11 @@ TEST_P(CudaConformance, MatMul) {
   struct S {
     int64_t n, out, in;
   };
-  const S shapes[] = {{1, 37, 77}, {2, 96, 256},  {3, 1031, 33},  {5, 37, 77},      {8, 96, 256},
-                      {9, 37, 77}, {17, 96, 256}, {64, 131, 300}, {257, 131, 1100}, {70, 7, 1}};
+  // {n <= 8, in * elem size % 16 == 0}: the 16-byte matvec (4104 = 513 bf16 pieces: several
+  // loop trips and a short one); the rest the generic kernels.
+  const S shapes[] = {{1, 37, 77},  {2, 96, 256}, {3, 1031, 33},    {5, 37, 77},
+                      {8, 96, 256}, {9, 37, 77},  {17, 96, 256},    {64, 131, 300},
+                      {1, 5, 4104}, {7, 9, 4104}, {257, 131, 1100}, {70, 7, 1}};
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     for (const S& s : shapes) {
       if (Emulated() && s.n * s.out * s.in > 4000000) continue;  // minutes of fibers; GPU only
@@ -207,8 +214,10 @@ TEST_P(CudaConformance, PackedMatMul) {
   };
   for (const PackedKind& k : AllPackedKinds()) {
     for (int64_t g : {16, 32, 64, 128}) {
-      for (const S s : {S{37, 640}, S{5, 352}}) {
+      // 4608 = 144 units: the matvec's unrolled loop twice, the second trip short.
+      for (const S s : {S{37, 640}, S{5, 352}, S{3, 4608}}) {
         if (s.cols % g) continue;
+        if (s.cols == 4608 && g != 64) continue;
         const test::Owned o = test::RandomPacked(k.method, k.format, s.rows, s.cols, g,
                                                  uint32_t(s.rows + g), k.scales);
         DevicePacked d = ToDevice(*gpu, o);
@@ -216,6 +225,10 @@ TEST_P(CudaConformance, PackedMatMul) {
         auto db = Up(*gpu, bias);
         for (int64_t n : {1, 5, 8, 9, 257}) {
           if (s.rows == 5 && n == 257 && g != 32) continue;  // prefill covered by the 37-row case
+          // The GEMM's mma exchanges cost the emulator ~1 s a case: there, one group size and
+          // scale format of each code format (the GPU runs them all).
+          if (Emulated() && n > 8 && (s.cols == 4608 || g != 32 || k.scales != test::Scales::kF16))
+            continue;
           const auto x = Random(n * s.cols, uint64_t(n));
           const bool with_bias = n % 2 == 1;
           std::vector<float> want(static_cast<size_t>(n * s.rows));
@@ -225,7 +238,7 @@ TEST_P(CudaConformance, PackedMatMul) {
           gpu->PackedMatMul(dx.as<float>(), n, d.view, with_bias ? db.as<float>() : nullptr,
                             dy.as<float>());
           Expect("PackedMatMul", fmt::format("{} [{}, {}] n={}", KindName(k, g), s.rows, s.cols, n),
-                 Down<float>(*gpu, dy, want.size()), want, kFp32Bound);
+                 Down<float>(*gpu, dy, want.size()), want, n > 8 ? kTensorCoreBound : kFp32Bound);
         }
       }
     }

@@ -11,6 +11,7 @@
 #define CudaDeviceCountImpl EmulatedCudaDeviceCountImpl
 #include "../../src/kernels/cuda/elementwise.cu"
 #include "../../src/kernels/cuda/rotate.cu"
+#include "../../src/kernels/cuda/matvec.cu"
 #include "../../src/kernels/cuda/matmul.cu"
 #include "../../src/kernels/cuda/attention.cu"
 #include "../../src/kernels/cuda/cuda_backend.cc"

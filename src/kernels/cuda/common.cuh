@@ -82,6 +82,59 @@ __device__ __forceinline__ void SharedFwht(float* x, int n, int b) {
   __syncthreads();
 }
 
+// TF32 (cvt.rna: 10-bit mantissa, rounded to nearest, ties away) as the bits of an fp32.
+__device__ __forceinline__ uint32_t ToTf32(float x) {
+#if defined(TQ_CUDA_EMU)
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  return u;
+#else
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+#endif
+}
+
+// c[4] += A (16x8, row) · B (8x8, col) on the tensor cores with fp32's accuracy from TF32
+// parts: A = ah + al, B = bh + bl (TF32 bits), c += al·bh + ah·bl + ah·bh (al·bl, ~2^-22
+// relative, dropped), three mma.m16n8k8 with fp32 accumulation. PTX fragments (g = lane / 4,
+// t = lane % 4): a = {A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]}, b = {B[t][g], B[t+4][g]},
+// c = {C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]}. Every lane of the warp calls it (the
+// emulator: tests/kernels/cuda_emu/emu.h WarpMma3xTf32).
+__device__ __forceinline__ void Mma3xTf32(float (&c)[4], const uint32_t (&ah)[4],
+                                          const uint32_t (&al)[4], const uint32_t (&bh)[2],
+                                          const uint32_t (&bl)[2]) {
+#if defined(TQ_CUDA_EMU)
+  ::tq::emu::WarpMma3xTf32(c, ah, al, bh, bl);
+#else
+#define TQ_MMA_TF32(A, B)                                                                 \
+  asm volatile(                                                                           \
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, " \
+      "{%8,%9}, {%0,%1,%2,%3};"                                                           \
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                    \
+      : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]))
+  TQ_MMA_TF32(al, bh);
+  TQ_MMA_TF32(ah, bl);
+  TQ_MMA_TF32(ah, bh);
+#undef TQ_MMA_TF32
+#endif
+}
+
+// The block's dynamic shared memory (TQ_LAUNCH_SMEM), 16-byte aligned; the emulator's is one
+// static buffer of the H200's 227 KiB (blocks run one after another).
+#if defined(TQ_CUDA_EMU)
+inline float* DynamicShared() {
+  alignas(16) static float buf[227 * 1024 / 4];
+  return buf;
+}
+#else
+__device__ __forceinline__ float* DynamicShared() {
+  extern __shared__ float4 tq_dynamic_shared[];
+  return reinterpret_cast<float*>(tq_dynamic_shared);
+}
+#endif
+
 inline unsigned Blocks(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
 }  // namespace tq::kernels::cuda

@@ -16,10 +16,16 @@
 
 // kernel<<<grid, block, 0, stream>>>(args...), or the host emulator's launch in the unit tests
 // (tests/kernels/cuda_emu/emu.h defines TQ_EMU_LAUNCH).
+// TQ_LAUNCH_SMEM: the same with `smem` bytes of dynamic shared memory (DynamicShared() in
+// common.cuh; above 48 KiB the kernel must have raised its limit with cudaFuncSetAttribute).
 #if defined(TQ_CUDA_EMU)
 #define TQ_LAUNCH(kernel, grid, block, stream, ...) TQ_EMU_LAUNCH(kernel, grid, block, __VA_ARGS__)
+#define TQ_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
+  TQ_EMU_LAUNCH(kernel, grid, block, __VA_ARGS__)
 #else
 #define TQ_LAUNCH(kernel, grid, block, stream, ...) kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
+#define TQ_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
+  kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
 #endif
 
 namespace tq::kernels::cuda {
@@ -137,6 +143,13 @@ void LaunchDenseMatMul(const float* x, int64_t n, const DevDense& w, const float
                        cudaStream_t s);
 void LaunchPackedMatMul(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
                         cudaStream_t s);
+
+// --- matvec.cu --- the same products for n <= 8 tokens with 16-byte loads, kRows rows per
+// warp: false (nothing launched) when the weight's layout or alignment does not allow it.
+bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
+                      cudaStream_t s);
+bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
+                     cudaStream_t s);
 
 // --- attention.cu --- one CUDA block (4 warps) per (query row, head), online softmax.
 void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,

@@ -58,6 +58,7 @@ struct Scheduler {
   const std::function<void()>* body = nullptr;
   float shfl_f[64][32];
   int shfl_i[64][32];
+  unsigned mma_parity[64][32];  // WarpMma3xTf32's buffer choice, per fiber; zeroed per block
 };
 inline Scheduler g_sched;
 
@@ -88,6 +89,7 @@ inline bool Launch(dim3 grid, dim3 block, const std::function<void()>& body) {
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         g_block = dim3(bx, by, bz);
+        std::memset(s.mma_parity, 0, sizeof(s.mma_parity));
         for (unsigned t = 0; t < n; ++t) {
           Fiber& f = s.fibers[t];
           f.state = FiberState::kRunnable;
@@ -159,6 +161,40 @@ T Shfl(T v, int src_lane, T (&buf)[64][32]) {
   return r;
 }
 
+// Three mma.m16n8k8 (TF32 inputs as fp32 bits, fp32 accumulation) for the warp of the calling
+// fiber, c += al·bh + ah·bl + ah·bh (common.cuh Mma3xTf32 gives the fragment layout): every
+// lane posts its fragments, one warp barrier, each lane computes its 4 outputs. Two buffers
+// alternate, so a lane that runs ahead writes the one nobody reads (it cannot get two calls
+// ahead: the next barrier waits for everyone).
+inline void WarpMma3xTf32(float (&c)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                          const uint32_t (&bh)[2], const uint32_t (&bl)[2]) {
+  static float fa[2][64][32][8], fb[2][64][32][4];
+  const unsigned t = g_thread.x + g_block_dim.x * (g_thread.y + g_block_dim.y * g_thread.z);
+  const unsigned warp = t / 32, lane = t % 32, p = g_sched.mma_parity[warp][lane]++ & 1u;
+  auto f = [](uint32_t u) {
+    float v;
+    std::memcpy(&v, &u, 4);
+    return v;
+  };
+  for (int i = 0; i < 4; ++i) fa[p][warp][lane][i] = f(ah[i]), fa[p][warp][lane][4 + i] = f(al[i]);
+  for (int i = 0; i < 2; ++i) fb[p][warp][lane][i] = f(bh[i]), fb[p][warp][lane][2 + i] = f(bl[i]);
+  Wait(FiberState::kWarpBarrier);
+  const unsigned g = lane >> 2, tg = lane & 3;
+  float sum[4] = {0, 0, 0, 0};
+  for (unsigned k = 0; k < 8; ++k) {
+    const float* ra = fa[p][warp][g * 4 + (k & 3)];
+    const float* rb0 = fb[p][warp][2 * tg * 4 + (k & 3)];
+    const float* rb1 = fb[p][warp][(2 * tg + 1) * 4 + (k & 3)];
+    const unsigned ia = k < 4 ? 0 : 2, ib = k < 4 ? 0 : 1;
+    const float a[2][2] = {{ra[ia], ra[4 + ia]}, {ra[ia + 1], ra[4 + ia + 1]}};  // [row][hi, lo]
+    const float b[2][2] = {{rb0[ib], rb0[2 + ib]}, {rb1[ib], rb1[2 + ib]}};      // [col][hi, lo]
+    for (int r = 0; r < 2; ++r)
+      for (int cc = 0; cc < 2; ++cc)
+        sum[r * 2 + cc] += a[r][1] * b[cc][0] + a[r][0] * b[cc][1] + a[r][0] * b[cc][0];
+  }
+  for (int i = 0; i < 4; ++i) c[i] += sum[i];
+}
+
 }  // namespace tq::emu
 
 #define threadIdx (::tq::emu::g_thread)
@@ -170,6 +206,9 @@ inline void __syncthreads() { ::tq::emu::Wait(::tq::emu::FiberState::kBlockBarri
 inline float __shfl_xor_sync(unsigned, float v, int o) {
   const unsigned lane = threadIdx.x % 32;
   return ::tq::emu::Shfl(v, int(lane ^ unsigned(o)), ::tq::emu::g_sched.shfl_f);
+}
+inline float __shfl_sync(unsigned, float v, int src) {
+  return ::tq::emu::Shfl(v, src, ::tq::emu::g_sched.shfl_f);
 }
 template <typename T>
 inline T __ldg(const T* p) {
@@ -188,6 +227,16 @@ inline float __uint_as_float(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
+// CUDA's vector types (16- and 8-byte loads of the kernels).
+struct uint4 {
+  unsigned x, y, z, w;
+};
+struct uint2 {
+  unsigned x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
 struct __half {
   uint16_t bits;
 };
@@ -284,6 +333,11 @@ inline cudaError_t cudaMemGetInfo(size_t* free_b, size_t* total_b) {
   *free_b = tq::emu::kEmuMemory - tq::emu::g_allocated;
   *total_b = tq::emu::kEmuMemory;
   return cudaSuccess;
+}
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <typename F>
+inline cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int bytes) {
+  return bytes <= 227 * 1024 ? cudaSuccess : cudaErrorInvalidValue;
 }
 inline cudaError_t cudaGetLastError() {
   const cudaError_t e = tq::emu::g_last_error;

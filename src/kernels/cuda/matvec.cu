@@ -1,0 +1,401 @@
+// Decode products (1..8 tokens) y [n, out] = x [n, in] · Wᵀ (+ bias), shaped for bandwidth:
+// each warp owns kVecRows output rows and streams them once for all n tokens; every lane loads
+// whole 16-byte pieces of the rows (a 32-code unit of packed codes, 8 bf16/f16 or 4 f32
+// weights), kUnroll of them per row before the first use so that each SM has tens of KiB in
+// flight; the input x [n, in] (fp32, L1/L2-resident: 16–57 KiB per token) is read as float4 once
+// per warp for its kVecRows rows. Packed codes are expanded with shifts of the loaded words (the
+// code index is a compile-time constant after unrolling), looked up in the 16-entry (q2/q3/q4:
+// one bank each, conflict free) or 256-entry (q8) codebook in shared memory, and multiplied
+// unscaled; the group scale multiplies each 16-code half's partial sum. fp32 accumulation,
+// warp-shuffle reduction, one store per (token, row).
+//
+// Eligible (the host checks, else matmul.cu's generic kernels run): packed q2/q3/q4/q8,
+// codebook or affine, cols % 32 == 0, group size a multiple of 16, rows stored unit after unit
+// (row_bytes = cols / 32 · unit bytes), codes aligned to the unit load; dense rows a multiple of
+// 16 bytes, 16-byte aligned; x 16-byte aligned.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/packed_unit.cuh"
+
+namespace tq::kernels::cuda {
+namespace {
+
+constexpr int kVecTokens = 8;  // the most tokens of one call (matmul.cu's kMaxVecTokens)
+constexpr int kVecWarps = 4;   // warps per CUDA block
+constexpr int kVecRows = 2;    // output rows per warp (each x load serves all of them)
+
+template <int F>
+inline constexpr int kPackedUnroll = F == kQ8 ? 2 : 4;
+
+// Codebook (kAffine false: scale · book[code]) or affine (min + scale · code) rows; kNT tokens
+// at most (1: the decode step, its accumulators alone in registers; 8: up to 8, n at run time).
+// gshift = log2(group size): the group of code c is c >> gshift (no division in the loop).
+template <int F, bool kAffine, int kNT>
+__global__ void __launch_bounds__(kVecWarps * 32)
+    PackedMatVecKernel(const float* __restrict__ x, int n, DevPacked w, int gshift,
+                       const float* __restrict__ bias, float* __restrict__ y) {
+  constexpr int kU = kPackedUnroll<F>;
+  constexpr int kUB = kUnitBytes<F>;
+  __shared__ float book[256];
+  if (!kAffine) {
+    for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
+    __syncthreads();
+  }
+  const int lane = threadIdx.x & 31;
+  const int64_t r0 = (int64_t(blockIdx.x) * kVecWarps + threadIdx.x / 32) * kVecRows;
+  if (r0 >= w.rows) return;
+  const int units = int(w.cols / 32), in = int(w.cols);
+  const uint8_t* codes[kVecRows];
+  int64_t group0[kVecRows];  // the row's first group
+#pragma unroll
+  for (int i = 0; i < kVecRows; ++i) {
+    const int64_t r = r0 + i < w.rows ? r0 + i : w.rows - 1;
+    codes[i] = w.codes + r * w.row_bytes;
+    group0[i] = r * (w.cols >> gshift);
+  }
+  float acc[kVecRows][kNT] = {};
+  for (int u0 = lane; u0 < units; u0 += 32 * kU) {
+    Unit<F> q[kU][kVecRows];
+    float s[kU][kVecRows][2], m[kU][kVecRows][2];
+#pragma unroll
+    for (int v = 0; v < kU; ++v) {
+      const int u = u0 + 32 * v;
+      if (u >= units) break;
+      const int gl = (u * 32) >> gshift, gh = (u * 32 + 16) >> gshift;
+#pragma unroll
+      for (int i = 0; i < kVecRows; ++i) {
+        q[v][i] = LoadUnit<F>(codes[i] + u * kUB);
+        s[v][i][0] = PackedScale(w, group0[i] + gl);
+        s[v][i][1] = gh == gl ? s[v][i][0] : PackedScale(w, group0[i] + gh);
+        if (kAffine) {
+          m[v][i][0] = F16(__ldg(w.mins + group0[i] + gl));
+          m[v][i][1] = F16(__ldg(w.mins + group0[i] + gh));
+        }
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < kU; ++v) {
+      const int u = u0 + 32 * v;
+      if (u >= units) break;
+      const float* xu = x + u * 32;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float part[kVecRows][kNT] = {};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int j0 = half * 16 + 4 * k;
+          float wv[kVecRows][4];
+#pragma unroll
+          for (int i = 0; i < kVecRows; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int c = UnitCode<F>(q[v][i], j0 + e);
+              wv[i][e] = kAffine ? m[v][i][half] + s[v][i][half] * float(c) : book[c];
+            }
+#pragma unroll
+          for (int t = 0; t < kNT; ++t) {
+            if (t >= n) break;
+            const float4 xv = __ldg(reinterpret_cast<const float4*>(xu + t * in + j0));
+#pragma unroll
+            for (int i = 0; i < kVecRows; ++i)
+              part[i][t] += wv[i][0] * xv.x + wv[i][1] * xv.y + wv[i][2] * xv.z + wv[i][3] * xv.w;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kVecRows; ++i)
+#pragma unroll
+          for (int t = 0; t < kNT; ++t)
+            acc[i][t] += kAffine ? part[i][t] : s[v][i][half] * part[i][t];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kVecRows; ++i) {
+    if (r0 + i >= w.rows) break;
+#pragma unroll
+    for (int t = 0; t < kNT; ++t) {
+      if (t >= n) break;
+      const float sum = WarpSum(acc[i][t]);
+      if (lane == 0) y[t * w.rows + r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
+    }
+  }
+}
+
+// 1..8 tokens through packed rows with x staged in shared memory (where n · cols fits): the L1 path
+// above reads x at a stride of 128 bytes across the lanes (each lane owns a unit: 32 wavefronts per
+// 16-byte load, the L1 pipe saturated at ~12% of DRAM bandwidth on the H200), so here the block
+// first copies x once into shared memory, each 32-float unit padded to 36 floats: a warp's float4
+// reads of 32 different units hit 8 distinct 16-byte bank groups per quarter warp, 4 wavefronts.
+// 8 warps x 2 rows per pass; a block covers rows_per_block rows (a multiple of 16) so that x is
+// copied once per many rows.
+constexpr int kSmemWarps = 8, kSmemPad = 36;
+
+template <int F, bool kAffine, int kNT>
+__global__ void __launch_bounds__(kSmemWarps * 32)
+    PackedMatVecSmemKernel(const float* __restrict__ x, int n, DevPacked w, int gshift,
+                           int rows_per_block, const float* __restrict__ bias,
+                           float* __restrict__ y) {
+  constexpr int kU = kPackedUnroll<F>;
+  constexpr int kUB = kUnitBytes<F>;
+  float* book = DynamicShared();
+  float* xs = book + 256;
+  const int units = int(w.cols / 32);
+  if (!kAffine)
+    for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
+  const int xstride = units * kSmemPad;  // floats per token in shared memory
+  for (int t = 0; t < n; ++t)
+    for (int i = threadIdx.x * 4; i < units * 32; i += blockDim.x * 4) {
+      const float4 v = __ldg(reinterpret_cast<const float4*>(x + int64_t(t) * units * 32 + i));
+      *reinterpret_cast<float4*>(xs + t * xstride + (i >> 5) * kSmemPad + (i & 31)) = v;
+    }
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int64_t first = int64_t(blockIdx.x) * rows_per_block;
+  const int64_t last = first + rows_per_block < w.rows ? first + rows_per_block : w.rows;
+  for (int64_t r0 = first + warp * kVecRows; r0 < last; r0 += kSmemWarps * kVecRows) {
+    const uint8_t* codes[kVecRows];
+    int64_t group0[kVecRows];
+#pragma unroll
+    for (int i = 0; i < kVecRows; ++i) {
+      const int64_t r = r0 + i < w.rows ? r0 + i : w.rows - 1;
+      codes[i] = w.codes + r * w.row_bytes;
+      group0[i] = r * (w.cols >> gshift);
+    }
+    float acc[kVecRows][kNT] = {};
+    for (int u0 = lane; u0 < units; u0 += 32 * kU) {
+      Unit<F> q[kU][kVecRows];
+      float s[kU][kVecRows][2], m[kU][kVecRows][2];
+#pragma unroll
+      for (int v = 0; v < kU; ++v) {
+        const int u = u0 + 32 * v;
+        if (u >= units) break;
+        const int gl = (u * 32) >> gshift, gh = (u * 32 + 16) >> gshift;
+#pragma unroll
+        for (int i = 0; i < kVecRows; ++i) {
+          q[v][i] = LoadUnit<F>(codes[i] + u * kUB);
+          s[v][i][0] = PackedScale(w, group0[i] + gl);
+          s[v][i][1] = gh == gl ? s[v][i][0] : PackedScale(w, group0[i] + gh);
+          if (kAffine) {
+            m[v][i][0] = F16(__ldg(w.mins + group0[i] + gl));
+            m[v][i][1] = F16(__ldg(w.mins + group0[i] + gh));
+          }
+        }
+      }
+#pragma unroll
+      for (int v = 0; v < kU; ++v) {
+        const int u = u0 + 32 * v;
+        if (u >= units) break;
+        const float* xu = xs + u * kSmemPad;
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float part[kVecRows][kNT] = {};
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            const int j0 = half * 16 + 4 * k;
+            float wv[kVecRows][4];
+#pragma unroll
+            for (int i = 0; i < kVecRows; ++i)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int c = UnitCode<F>(q[v][i], j0 + e);
+                wv[i][e] = kAffine ? m[v][i][half] + s[v][i][half] * float(c) : book[c];
+              }
+#pragma unroll
+            for (int t = 0; t < kNT; ++t) {
+              if (t >= n) break;
+              const float4 xv = *reinterpret_cast<const float4*>(xu + t * xstride + j0);
+#pragma unroll
+              for (int i = 0; i < kVecRows; ++i)
+                part[i][t] += wv[i][0] * xv.x + wv[i][1] * xv.y + wv[i][2] * xv.z + wv[i][3] * xv.w;
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < kVecRows; ++i)
+#pragma unroll
+            for (int t = 0; t < kNT; ++t)
+              acc[i][t] += kAffine ? part[i][t] : s[v][i][half] * part[i][t];
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kVecRows; ++i)
+#pragma unroll
+      for (int t = 0; t < kNT; ++t) {
+        if (t >= n) break;
+        const float sum = WarpSum(acc[i][t]);
+        if (lane == 0 && r0 + i < last) y[t * w.rows + r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
+      }
+  }
+}
+
+// Dense rows: kPer elements per 16-byte load (8 bf16/f16, 4 f32), kept as loaded (4 registers)
+// until used.
+template <Elem E>
+inline constexpr int kPer = E == Elem::kF32 ? 4 : 8;
+
+// Element e (0 <= e < kPer) of a loaded piece.
+template <Elem E>
+__device__ __forceinline__ float PieceElem(const uint4& q, int e) {
+  const uint32_t word = e < (E == Elem::kF32 ? 1 : 2)   ? q.x
+                        : e < (E == Elem::kF32 ? 2 : 4) ? q.y
+                        : e < (E == Elem::kF32 ? 3 : 6) ? q.z
+                                                        : q.w;
+  if constexpr (E == Elem::kF32) {
+    return __uint_as_float(word);
+  } else {
+    const uint16_t h = uint16_t((e & 1) ? word >> 16 : word & 0xffffu);
+    return E == Elem::kBF16 ? Bf16(h) : F16(h);
+  }
+}
+
+template <Elem E, int kNT>
+__global__ void __launch_bounds__(kVecWarps * 32)
+    DenseMatVecKernel(const float* __restrict__ x, int n, DevDense w,
+                      const float* __restrict__ bias, float* __restrict__ y) {
+  constexpr int kP = kPer<E>, kU = 4;
+  const int lane = threadIdx.x & 31;
+  const int64_t r0 = (int64_t(blockIdx.x) * kVecWarps + threadIdx.x / 32) * kVecRows;
+  if (r0 >= w.out) return;
+  const int pieces = int(w.in / kP), in = int(w.in);
+  const uint4* rows[kVecRows];
+#pragma unroll
+  for (int i = 0; i < kVecRows; ++i)
+    rows[i] = static_cast<const uint4*>(w.data) + (r0 + i < w.out ? r0 + i : w.out - 1) * pieces;
+  float acc[kVecRows][kNT] = {};
+  for (int p0 = lane; p0 < pieces; p0 += 32 * kU) {
+    uint4 q[kU][kVecRows];
+#pragma unroll
+    for (int v = 0; v < kU; ++v) {
+      const int p = p0 + 32 * v;
+      if (p >= pieces) break;
+#pragma unroll
+      for (int i = 0; i < kVecRows; ++i) q[v][i] = __ldg(rows[i] + p);
+    }
+#pragma unroll
+    for (int v = 0; v < kU; ++v) {
+      const int p = p0 + 32 * v;
+      if (p >= pieces) break;
+#pragma unroll
+      for (int t = 0; t < kNT; ++t) {
+        if (t >= n) break;
+        const float* xp = x + t * in + p * kP;
+#pragma unroll
+        for (int k = 0; k < kP; k += 4) {
+          const float4 xv = __ldg(reinterpret_cast<const float4*>(xp + k));
+#pragma unroll
+          for (int i = 0; i < kVecRows; ++i)
+            acc[i][t] += PieceElem<E>(q[v][i], k) * xv.x + PieceElem<E>(q[v][i], k + 1) * xv.y +
+                         PieceElem<E>(q[v][i], k + 2) * xv.z + PieceElem<E>(q[v][i], k + 3) * xv.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kVecRows; ++i) {
+    if (r0 + i >= w.out) break;
+#pragma unroll
+    for (int t = 0; t < kNT; ++t) {
+      if (t >= n) break;
+      const float sum = WarpSum(acc[i][t]);
+      if (lane == 0) y[t * w.out + r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
+    }
+  }
+}
+
+bool Aligned(const void* p, uintptr_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+constexpr int kVecRowsPerBlock = kVecWarps * kVecRows;
+
+// Dynamic shared memory of the staged-x kernel: the codebook and the padded x.
+inline size_t SmemBytes(int64_t cols, int n) {
+  return size_t(256 + int64_t(n) * (cols / 32) * kSmemPad) * 4;
+}
+constexpr size_t kMaxSmem = 200 * 1024;  // of the H200's 227 KiB per block
+
+template <int F, bool kAffine, int kNT>
+void LaunchPackedSmem(const float* x, int n, const DevPacked& w, int gshift, const float* bias,
+                      float* y, cudaStream_t s) {
+  auto* kernel = PackedMatVecSmemKernel<F, kAffine, kNT>;
+  static const bool raised =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmem)) ==
+      cudaSuccess;
+  (void)raised;
+  // About two blocks per SM of a 132-SM part, each at least one pass of 16 rows.
+  constexpr int64_t kPass = kSmemWarps * kVecRows, kTargetBlocks = 264;
+  int64_t per = (w.rows + kTargetBlocks - 1) / kTargetBlocks;
+  per = (per + kPass - 1) / kPass * kPass;
+  TQ_LAUNCH_SMEM(kernel, Blocks(w.rows, int(per)), kSmemWarps * 32, SmemBytes(w.cols, n), s, x, n,
+                 w, gshift, int(per), bias, y);
+}
+
+template <int F>
+void LaunchPacked(const float* x, int n, const DevPacked& w, const float* bias, float* y,
+                  cudaStream_t s) {
+  int gshift = 0;
+  while ((int64_t(1) << gshift) < w.group_size) ++gshift;
+  if (SmemBytes(w.cols, n) <= kMaxSmem) {  // 1 token up to 45K columns, 8 up to 5.6K
+    if (n == 1) {
+      if (w.affine) return LaunchPackedSmem<F, true, 1>(x, n, w, gshift, bias, y, s);
+      return LaunchPackedSmem<F, false, 1>(x, n, w, gshift, bias, y, s);
+    }
+    if (w.affine) return LaunchPackedSmem<F, true, kVecTokens>(x, n, w, gshift, bias, y, s);
+    return LaunchPackedSmem<F, false, kVecTokens>(x, n, w, gshift, bias, y, s);
+  }
+  // (pointers: the templates' commas would split TQ_LAUNCH's arguments)
+  auto* kernel =
+      w.affine ? PackedMatVecKernel<F, true, kVecTokens> : PackedMatVecKernel<F, false, kVecTokens>;
+  TQ_LAUNCH(kernel, Blocks(w.rows, kVecRowsPerBlock), kVecWarps * 32, s, x, n, w, gshift, bias, y);
+}
+
+template <Elem E>
+void LaunchDense(const float* x, int n, const DevDense& w, const float* bias, float* y,
+                 cudaStream_t s) {
+  auto* kernel = n == 1 ? DenseMatVecKernel<E, 1> : DenseMatVecKernel<E, kVecTokens>;
+  TQ_LAUNCH(kernel, Blocks(w.out, kVecRowsPerBlock), kVecWarps * 32, s, x, n, w, bias, y);
+}
+
+}  // namespace
+
+bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
+                      cudaStream_t s) {
+  // Power-of-two groups (every converter's) and 32-bit unit indices.
+  if (n < 1 || n > kVecTokens || !UnitLayout(w) || !Aligned(x, 16) ||
+      (w.group_size & (w.group_size - 1)) || w.cols >= (int64_t(1) << 30))
+    return false;
+  switch (w.format) {
+    case kQ2:
+      LaunchPacked<kQ2>(x, int(n), w, bias, y, s);
+      break;
+    case kQ3:
+      LaunchPacked<kQ3>(x, int(n), w, bias, y, s);
+      break;
+    case kQ4:
+      LaunchPacked<kQ4>(x, int(n), w, bias, y, s);
+      break;
+    default:
+      LaunchPacked<kQ8>(x, int(n), w, bias, y, s);
+      break;
+  }
+  return true;
+}
+
+bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
+                     cudaStream_t s) {
+  const int64_t esize = w.elem == Elem::kF32 ? 4 : 2;
+  if (n < 1 || n > kVecTokens || (w.in * esize) % 16 || !Aligned(w.data, 16) || !Aligned(x, 16))
+    return false;
+  if (w.in >= (int64_t(1) << 30)) return false;
+  switch (w.elem) {
+    case Elem::kF32:
+      LaunchDense<Elem::kF32>(x, int(n), w, bias, y, s);
+      break;
+    case Elem::kF16:
+      LaunchDense<Elem::kF16>(x, int(n), w, bias, y, s);
+      break;
+    case Elem::kBF16:
+      LaunchDense<Elem::kBF16>(x, int(n), w, bias, y, s);
+      break;
+  }
+  return true;
+}
+
+}  // namespace tq::kernels::cuda

@@ -1,0 +1,79 @@
+// One 32-code unit of a packed row (quant/packing.h: q2 8 bytes, q3 12, q4 16, q8 32) loaded
+// with the widest aligned loads, and its codes read from the loaded words (code_at.h's layout;
+// the index is a compile-time constant once the caller's loop is unrolled). For the matvec
+// (matvec.cu) and the tensor-core GEMM's weight tiles (matmul.cu).
+#pragma once
+
+#include "kernels/cuda/common.cuh"
+
+namespace tq::kernels::cuda {
+
+// Bytes of one 32-code unit (quant/packing.h).
+template <int F>
+inline constexpr int kUnitBytes = F == kQ2   ? 8
+                                  : F == kQ3 ? 12
+                                  : F == kQ4 ? 16
+                                             : 32;
+
+template <int F>
+struct Unit {
+  uint32_t w[kUnitBytes<F> / 4];
+};
+
+template <int F>
+__device__ __forceinline__ Unit<F> LoadUnit(const uint8_t* p) {
+  Unit<F> u;
+  if constexpr (F == kQ4) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+    u.w[0] = v.x, u.w[1] = v.y, u.w[2] = v.z, u.w[3] = v.w;
+  } else if constexpr (F == kQ8) {
+    const uint4 a = __ldg(reinterpret_cast<const uint4*>(p));
+    const uint4 b = __ldg(reinterpret_cast<const uint4*>(p) + 1);
+    u.w[0] = a.x, u.w[1] = a.y, u.w[2] = a.z, u.w[3] = a.w;
+    u.w[4] = b.x, u.w[5] = b.y, u.w[6] = b.z, u.w[7] = b.w;
+  } else if constexpr (F == kQ2) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(p));
+    u.w[0] = v.x, u.w[1] = v.y;
+  } else {  // q3: 12 bytes, 4-byte aligned
+    const uint32_t* q = reinterpret_cast<const uint32_t*>(p);
+    u.w[0] = __ldg(q), u.w[1] = __ldg(q + 1), u.w[2] = __ldg(q + 2);
+  }
+  return u;
+}
+
+// Code j (0..31) of a unit, code_at.h's layout read from the loaded words.
+template <int F>
+__device__ __forceinline__ int UnitCode(const Unit<F>& u, int j) {
+  auto byte = [&](int i) { return int((u.w[i >> 2] >> (8 * (i & 3))) & 255u); };
+  if constexpr (F == kQ4) {
+    return (byte(j & 15) >> (4 * (j >> 4))) & 15;
+  } else if constexpr (F == kQ2) {
+    return (byte(j & 7) >> (2 * (j >> 3))) & 3;
+  } else if constexpr (F == kQ3) {
+    return ((byte(j & 7) >> (2 * (j >> 3))) & 3) | ((byte(8 + (j >> 3)) >> (j & 7)) & 1) << 2;
+  } else {
+    return byte(j);
+  }
+}
+
+// The fast kernels take q2/q3/q4/q8 rows stored unit after unit, cols % 32 == 0, groups a
+// multiple of 16 (a unit's halves each have one scale), codes aligned to the unit load.
+inline bool UnitLayout(const DevPacked& w) {
+  if (w.cols % 32 || w.group_size % 16) return false;
+  const int64_t units = w.cols / 32;
+  const auto a = reinterpret_cast<uintptr_t>(w.codes);
+  switch (w.format) {
+    case kQ2:
+      return w.row_bytes == units * 8 && a % 8 == 0;
+    case kQ3:
+      return w.row_bytes == units * 12 && a % 4 == 0;
+    case kQ4:
+      return w.row_bytes == units * 16 && a % 16 == 0;
+    case kQ8:
+      return w.row_bytes == units * 32 && a % 16 == 0;
+    default:
+      return false;
+  }
+}
+
+}  // namespace tq::kernels::cuda
