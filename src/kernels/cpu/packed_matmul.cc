@@ -15,6 +15,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/packed_decode.h"
 #include "kernels/cpu/packed_matmul_amx.h"
+#include "kernels/cpu/packed_prefill.h"
 #include "kernels/cpu/vec.h"
 #include "kernels/packed_ops.h"
 
@@ -159,6 +160,8 @@ void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float*
   const int64_t rows = w.rows, cols = w.cols;
   if (n >= kAmxMinTokens && AmxPackedSupports(w)) return AmxPackedMatMul(x, n, w, bias, y);
   if (n <= kFastDecodeMaxTokens && FastDecodeSupports(w)) return FastPackedDecode(x, n, w, bias, y);
+  if (n > kFastDecodeMaxTokens && PrefillInt8Supports(w))
+    return PrefillInt8MatMul(x, n, w, bias, y);
   if (n < kFewTokens) {
     auto body = [&](int64_t b, int64_t e) {
       RowScratch& s = Scratch(cols);
