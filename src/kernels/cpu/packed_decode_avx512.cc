@@ -104,16 +104,6 @@ void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, bool p
   *tv = {xq, bias, xs, gsum, xss};
 }
 
-// The fp32 scales of the groups i0 .. i0+15 (flat index row · groups + group) where m is set,
-// 0 elsewhere: fp16 scales, or e8 codes looked up in the per-tensor table.
-TQ_AVX512_INLINE __m512 LoadScales(const PackedMatrix& w, int64_t i0, __mmask16 m) {
-  if (w.scale_codes != nullptr) {
-    const __m512i idx = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, w.scale_codes + i0));
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, w.scale_table, 4);
-  }
-  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w.scales + i0));
-}
-
 // Per-lane group (0 .. 64/g - 1 within a step) of each dword lane for g = 16 or 32: a dword's 4
 // codes are consecutive and 4-aligned in every format order (PosToCode), so one group holds them.
 template <CodeFormat F>

@@ -35,6 +35,9 @@ using namespace avx512;  // NOLINT: PosToCode, Expand, Lookup, Tables (avx512_co
 constexpr int64_t kPanelBytes = 256 * 1024;
 constexpr int64_t kTokenTileBytes = 256 * 1024;
 
+// Rows ahead of the one being expanded whose codes are prefetched.
+constexpr int64_t kPrefetchRows = 4;
+
 struct Tokens {
   AlignedBuffer<int8_t> q;
   AlignedBuffer<float> s, a;
@@ -110,11 +113,29 @@ TQ_AVX512 void ExpandPanel(const PackedMatrix& w, const Tables& t, int64_t r0, i
   for (int64_t r = 0; r < count; ++r) {
     const uint8_t* p = w.codes + (r0 + r) * w.row_bytes;
     uint8_t* q = pn->q.data() + r * steps * 64;
+    // Rows are contiguous; the hardware prefetchers stop at each 4 KiB page (packed_decode.h),
+    // so the row kPrefetchRows ahead is asked for while this one expands.
+    if (r + kPrefetchRows < count) {
+      const char* next = reinterpret_cast<const char*>(p + kPrefetchRows * w.row_bytes);
+      for (int64_t k = 0; k < w.row_bytes; k += 64) _mm_prefetch(next + k, _MM_HINT_T0);
+    }
     for (int64_t s = 0; s < steps; ++s)
       _mm512_store_si512(q + s * 64,
                          Lookup<F, kAffine>(Expand<F, false>(p + s * kStepBytes<F>), t));
     float* ws = pn->s.data() + r * sp;
     float* wb = pn->b.data() + r * sp;
+    const int64_t i0 = (r0 + r) * groups;
+    if (spg == 1) {  // groups of 64: one scale per step, 16 at a time (LoadScales)
+      const __m512 cb = _mm512_set1_ps(t.cb_scale);
+      for (int64_t j = 0; j < groups; j += 16) {
+        const __mmask16 m = __mmask16((1u << std::min<int64_t>(16, groups - j)) - 1);
+        const __m512 sc = _mm512_mul_ps(LoadScales(w, i0 + j, m), cb);
+        _mm512_store_ps(ws + j, sc);
+        _mm512_store_ps(
+            wb + j, kAffine ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w.mins + i0 + j)) : sc);
+      }
+      continue;
+    }
     for (int64_t j = 0; j < groups; ++j) {
       const float sc = w.Scale(r0 + r, j) * t.cb_scale;
       const float bj = kAffine ? F16ToF32(w.mins[(r0 + r) * groups + j]) : sc;
