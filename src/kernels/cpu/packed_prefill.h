@@ -21,8 +21,9 @@ namespace tq::kernels::cpu {
 // Tokens from which cpu::PackedMatMul takes this GEMM before the decode kernels: the panel
 // expansion is a fixed cost per call, paid back by sharing it over the tokens. Measured (bench
 // bench_decode_batch BM_Int8Paths, [8192, 2048] q4 g64, 1 thread, CPU ms, decode vs GEMM, AMD
-// EPYC Zen 5): 8 rows 2.11 vs 2.44, 12 rows 3.19 vs 2.98, 16 rows 4.33 vs 3.57, 32 rows 8.1 vs 5.4.
-inline constexpr int64_t kPrefillInt8MinTokens = 12;
+// EPYC Zen 5, a busy machine): 1 row 0.39 vs 0.73, 4 rows 0.96 vs 1.11, 5-7 rows even, 8 rows
+// 1.9-2.5 vs 1.6-2.1, 16 rows 4.0-4.8 vs 3.0, 64 rows 16.3 vs 7.6.
+inline constexpr int64_t kPrefillInt8MinTokens = 8;
 
 // Normalised MSE bound against the float product (kernels/ref), per format (index:
 // quant::CodeFormat), for Gaussian-like activations; measured in
