@@ -7,6 +7,9 @@
 // - BM_PackedRows/rows/chunk/threads: the kernel under it, y [rows, 8192] = x · Ŵᵀ for one
 //   [8192, 2048] q4 g64 matrix (Llama-3.2-1B's MLP shape), the rows in one call (chunk 0) or in
 //   calls of at most `chunk` rows: shows which path PackedMatMul takes for 8-16 rows.
+// - BM_Int8Paths/rows/path: the same matrix through one int8 kernel directly, 1 thread, at the
+//   avx512 level: path 0 the decode kernel (cpu/packed_decode.h, calls of at most 16 rows),
+//   path 1 the prefill GEMM (cpu/packed_prefill.h); sets where PackedMatMul switches.
 // Model: TQ_DB_MODEL (default /work/runtime-data/fastk/tq4-g64, a synth Llama-3.2-1B converted
 // with --bits 4 --group-size 64 --embed-bits 8); KV cache: TQ_DB_KV_BITS (default: f16 cache).
 #include <benchmark/benchmark.h>
@@ -21,6 +24,9 @@
 #include "core/aligned_buffer.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/packed_decode.h"
+#include "kernels/cpu/packed_prefill.h"
 #include "kernels/packed_ops.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -133,6 +139,38 @@ void BM_PackedRows(benchmark::State& state) {
       benchmark::Counter(double(state.iterations()) * double(rows), benchmark::Counter::kIsRate);
 }
 
+void BM_Int8Paths(benchmark::State& state) {
+  static Matrix w;
+  const int64_t rows = state.range(0);
+  const bool gemm = state.range(1) != 0;
+  tq::ThreadPool::SetGlobalThreads(1);
+  namespace cpu = tq::kernels::cpu;
+  const cpu::Isa saved = cpu::ActiveIsa();
+  if (cpu::SetActiveIsa(cpu::Isa::kAvx512) != cpu::Isa::kAvx512) {
+    cpu::SetActiveIsa(saved);
+    state.SkipWithError("no avx512 level on this CPU");
+    return;
+  }
+  const tq::kernels::PackedMatrix& m = w.m;
+  std::vector<float> x(size_t(rows * m.cols)), y(size_t(rows * m.rows));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (auto& v : x) v = nd(rng);
+  for (auto _ : state) {
+    if (gemm) {
+      cpu::PrefillInt8MatMul(x.data(), rows, m, nullptr, y.data());
+    } else {
+      for (int64_t r0 = 0; r0 < rows; r0 += cpu::kFastDecodeMaxTokens)
+        cpu::FastPackedDecode(x.data() + r0 * m.cols,
+                              std::min(cpu::kFastDecodeMaxTokens, rows - r0), m, nullptr,
+                              y.data() + r0 * m.rows);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  cpu::SetActiveIsa(saved);
+  state.SetLabel(gemm ? "int8 gemm" : "int8 decode");
+}
+
 void DecodeBatchArgs(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
     for (int rows : {1, 2, 4, 8, 16}) b->Args({rows, t});
@@ -148,6 +186,10 @@ void PackedRowsArgs(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_PackedRows)->Apply(PackedRowsArgs);
+BENCHMARK(BM_Int8Paths)
+    ->ArgsProduct({{1, 2, 4, 5, 6, 7, 8, 12, 16, 24, 32, 64}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.3);
 BENCHMARK(BM_DecodeBatch)->Apply(DecodeBatchArgs);
 
 }  // namespace

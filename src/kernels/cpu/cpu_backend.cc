@@ -1,13 +1,14 @@
 // The cpu backend: host memory, SIMD kernels with run-time ISA dispatch, the thread pool.
-#include <algorithm>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/packed_decode.h"
 #include "kernels/cpu/packed_matmul_amx.h"
+#include "kernels/cpu/packed_prefill.h"
 #include "kernels/host_backend.h"
 
 namespace tq::kernels {
@@ -44,8 +45,9 @@ class CpuBackendImpl final : public HostBackend {
                     float* y) override {
     const int64_t chunk = cpu::kFastDecodeMaxTokens;
     // With the amx level the whole batch is one AMX call (cpu/packed_matmul_amx.h).
+    // With the int8 GEMM (cpu/packed_prefill.h) the whole batch is one call too.
     if (n > chunk && n <= kDecodeSplitMaxRows && cpu::FastDecodeSupports(w) &&
-        !cpu::AmxPackedSupports(w)) {
+        !cpu::AmxPackedSupports(w) && !cpu::PrefillInt8Supports(w)) {
       for (int64_t r0 = 0; r0 < n; r0 += chunk)
         cpu::PackedMatMul(x + r0 * w.cols, std::min(chunk, n - r0), w, bias, y + r0 * w.rows);
       return;

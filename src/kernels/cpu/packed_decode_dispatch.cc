@@ -1,7 +1,8 @@
-// Picks the int8 decode kernel of the active ISA (isa.h).
+// Picks the int8 decode and prefill kernels of the active ISA (isa.h).
 #include "core/error.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/packed_decode.h"
+#include "kernels/cpu/packed_prefill.h"
 
 namespace tq::kernels::cpu {
 
@@ -25,6 +26,18 @@ void FastPackedDecode(const float* x, int64_t n, const PackedMatrix& w, const fl
            quant::Traits(w.format).name, w.rows, w.cols, w.group_size, IsaName(ActiveIsa()));
   if (ActiveIsa() >= Isa::kAvx512) return isa::Avx512Decode(x, n, w, bias, y);
   isa::Avx2Decode(x, n, w, bias, y);
+}
+
+bool PrefillInt8Supports(const PackedMatrix& w) {
+  return ActiveIsa() >= Isa::kAvx512 && isa::Avx512PrefillSupports(w);
+}
+
+void PrefillInt8MatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
+                       float* y) {
+  TQ_CHECK(n >= 1 && PrefillInt8Supports(w), "packed prefill",
+           "{} tokens or {} [{}, {}] g{} not supported by the {} int8 GEMM", n,
+           quant::Traits(w.format).name, w.rows, w.cols, w.group_size, IsaName(ActiveIsa()));
+  isa::Avx512Prefill(x, n, w, bias, y);
 }
 
 }  // namespace tq::kernels::cpu

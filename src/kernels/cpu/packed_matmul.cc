@@ -1,5 +1,6 @@
 // Packed-weight products for the cpu backend (the fast SIMD decode kernels are issue #7):
-// - With the amx level, many tokens run on AMX tiles (packed_matmul_amx.h); otherwise:
+// - With the amx level, many tokens run on AMX tiles (packed_matmul_amx.h); with avx512, the int8
+//   GEMM (packed_prefill.h) where it takes the matrix; otherwise:
 // - Many tokens (prefill, perplexity): a tile of weight rows is dequantized to fp32 once (in
 //   parallel) and multiplied by all tokens with the float GEMM (cpu/matmul.cc), so the decode cost
 //   is amortised over the tokens and a packed model runs at about float speed.
@@ -15,6 +16,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/packed_decode.h"
 #include "kernels/cpu/packed_matmul_amx.h"
+#include "kernels/cpu/packed_prefill.h"
 #include "kernels/cpu/vec.h"
 #include "kernels/packed_ops.h"
 
@@ -158,6 +160,8 @@ void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float*
   CheckPackedMatrix(w, "packed matmul cpu");
   const int64_t rows = w.rows, cols = w.cols;
   if (n >= kAmxMinTokens && AmxPackedSupports(w)) return AmxPackedMatMul(x, n, w, bias, y);
+  if (n >= kPrefillInt8MinTokens && PrefillInt8Supports(w))
+    return PrefillInt8MatMul(x, n, w, bias, y);
   if (n <= kFastDecodeMaxTokens && FastDecodeSupports(w)) return FastPackedDecode(x, n, w, bias, y);
   if (n < kFewTokens) {
     auto body = [&](int64_t b, int64_t e) {
