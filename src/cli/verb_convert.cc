@@ -8,6 +8,7 @@
 #include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
+#include "convert/budget.h"
 #include "convert/convert.h"
 #include "convert/repack.h"
 #include "core/error.h"
@@ -49,8 +50,9 @@ int Run(int argc, char** argv) {
   std::string method = "turboquant", scale = "mse", rotation = "hadamard";
   int threads = 0;
   int64_t seed = 0;
-  AddModelFlag(app, &o.model_dir,
-               "source model: a directory (Hugging Face, bf16/fp16/fp32) or a hub id ORG/NAME[@REV]");
+  AddModelFlag(
+      app, &o.model_dir,
+      "source model: a directory (Hugging Face, bf16/fp16/fp32) or a hub id ORG/NAME[@REV]");
   ModelFetchFlags fetch;
   AddModelFetchFlags(app, &fetch);
   app.add_option("-o,--out", o.out_dir, "output directory (must not exist unless --force)")
@@ -98,6 +100,27 @@ int Run(int argc, char** argv) {
       "--group-size, --attn-bits, --mlp-bits, --mlp-group-size, --expert-down-bits, "
       "--tensor-bits: it chooses those itself)");
   for (CLI::Option* c : chosen_by_budget) o_budget->excludes(c);
+  std::string target_size;
+  CLI::Option* o_target = app.add_option(
+      "--target-size", target_size,
+      "size the whole file (e.g. 13.2MB, 4.5GiB): choose bits and group per tensor, embedding and "
+      "LM head included, from measured sensitivities (noise injection on random tokens, no "
+      "data); excludes the same options as --budget-bpw");
+  for (CLI::Option* c : chosen_by_budget) o_target->excludes(c);
+  o_target->excludes(o_budget);
+  std::string sensitivity = "auto";
+  app.add_option("--sensitivity", sensitivity,
+                 "budget objective: measured (per-tensor noise injection, random tokens) | prior "
+                 "(role / depth rules: --budget-sensitive, --budget-edge) | auto (measured with "
+                 "--target-size, prior with --budget-bpw)")
+      ->capture_default_str();
+  app.add_option("--sensitivity-sequences", o.sensitivity.sequences,
+                 "random token sequences for measured sensitivities")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--sensitivity-tokens", o.sensitivity.tokens, "tokens per sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 8192));
   std::string objective = "weight";
   app.add_option("--budget-objective", objective,
                  "budget: weigh each tensor's relative error by its size (weight) or not (tensor)")
@@ -145,6 +168,16 @@ int Run(int argc, char** argv) {
     } else {
       throw UsageError("--method " + method, "must be turboquant or affine");
     }
+    if (!target_size.empty()) o.target_bytes = ParseFileSize(target_size);
+    if (sensitivity == "measured" || sensitivity == "prior") {
+      o.measure_sensitivity = sensitivity == "measured";
+    } else if (sensitivity == "auto") {
+      o.measure_sensitivity = o.target_bytes > 0;
+    } else {
+      throw UsageError("--sensitivity " + sensitivity, "must be measured, prior or auto");
+    }
+    if (o.measure_sensitivity && o.budget_bpw <= 0 && o.target_bytes <= 0)
+      throw UsageError("--sensitivity measured", "needs --target-size or --budget-bpw");
     if (scale == "rms") {
       o.scale = quant::ScaleMode::kRms;
     } else if (scale == "mse") {
@@ -157,9 +190,10 @@ int Run(int argc, char** argv) {
     } else if (scale_format == "e8") {
       r.scale_format = quant::ScaleFormat::kE8;
     } else if (scale_format == "auto") {
-      r.scale_format = o.budget_bpw > 0 && r.method == quant::QuantMethod::kCodebook
-                           ? quant::ScaleFormat::kE8
-                           : quant::ScaleFormat::kF16;
+      r.scale_format =
+          (o.budget_bpw > 0 || o.target_bytes > 0) && r.method == quant::QuantMethod::kCodebook
+              ? quant::ScaleFormat::kE8
+              : quant::ScaleFormat::kF16;
     } else {
       throw UsageError("--scale-format " + scale_format, "must be f16, e8 or auto");
     }
@@ -183,6 +217,9 @@ int Run(int argc, char** argv) {
                  o.out_dir.c_str(), (long long)s.output_tensors, (long long)s.quantized_tensors,
                  (long long)s.num_shards, HumanBytes(s.output_bytes).c_str(),
                  s.linear_bits_per_weight, s.seconds, HumanBytes(s.peak_rss_bytes).c_str());
+    if (o.target_bytes > 0)
+      std::fprintf(stderr, "file size %.3f MB (target %.3f MB)\n", double(s.file_bytes) / 1e6,
+                   double(o.target_bytes) / 1e6);
     return kExitOk;
   });
 }
