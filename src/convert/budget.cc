@@ -119,7 +119,7 @@ std::vector<BudgetChoice> AllocateBitBudget(
     const TensorDecision& d = recipe.tensors[i];
     const bool linear =
         d.quantize && IsDecoderLinear(d.role) && d.format != quant::CodeFormat::kTernary;
-    const bool embed = whole_file && measured && d.quantize && is_embedding(d);
+    const bool embed = whole_file && measured && opts.embeddings && d.quantize && is_embedding(d);
     if (linear || embed) {
       idx.push_back(i);
       chosen[i] = 1;

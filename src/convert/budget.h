@@ -45,6 +45,7 @@ struct BudgetOptions {
   // the embedding / LM head are candidates too (q4 / q8 in groups of 32-128 with fp16 scales, or
   // kept as stored). The recipe must have them quantized (convert plans them at 8 bits first).
   int64_t target_bytes = 0;
+  bool embeddings = true;  // with target_bytes and alpha: the embedding / LM head are candidates
   // Measured sensitivities (sensitivity.h), by tensor name: when non-empty, the objective is
   // Σ α_t · relative_error_t(choice) (the linearity theorem) and the priors above are unused.
   std::map<std::string, double> alpha;

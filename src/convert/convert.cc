@@ -260,10 +260,12 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
     q["max_rotation_block"] = ro.max_hadamard_block;
   if (o.target_bytes > 0) q["target_size_bytes"] = o.target_bytes;
   if (!alpha.empty()) {
-    q["sensitivity"] = {{"sequences", o.sensitivity.sequences},
-                        {"tokens", o.sensitivity.tokens},
-                        {"noise", o.sensitivity.noise},
-                        {"seed", o.sensitivity.seed}};
+    q["sensitivity"] = {
+        {"sequences", o.sensitivity.sequences},
+        {"tokens", o.sensitivity.tokens},
+        {"noise", o.sensitivity.noise},
+        {"seed", o.sensitivity.seed},
+        {"text", o.sensitivity.text == SensitivityOptions::Text::kSelf ? "self" : "random"}};
   }
   if (o.budget_bpw > 0) q["budget_bpw"] = o.budget_bpw;
   if ((o.budget_bpw > 0 || o.target_bytes > 0) && alpha.empty()) {
@@ -395,6 +397,28 @@ double LinearBitsPerWeight(const QuantRecipe& r) {
 
 }  // namespace
 
+std::map<std::string, double> ReadRecordedSensitivities(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "config.json").string();
+  nlohmann::json cfg;
+  try {
+    cfg = nlohmann::json::parse(ReadFileToString(path));
+  } catch (const nlohmann::json::exception& e) {
+    Fail("convert", "--sensitivity-from {}: {}: {}", dir, path, e.what());
+  }
+  std::map<std::string, double> alpha;
+  if (cfg.contains("quantization") && cfg["quantization"].contains("tensors") &&
+      cfg["quantization"]["tensors"].is_object()) {
+    for (const auto& [prefix, t] : cfg["quantization"]["tensors"].items())
+      if (t.is_object() && t.contains("sensitivity") && t["sensitivity"].is_number())
+        alpha[prefix + ".weight"] = t["sensitivity"].get<double>();
+  }
+  TQ_CHECK(!alpha.empty(), "convert",
+           "--sensitivity-from {}: {} records no sensitivities (convert it with --target-size or "
+           "--sensitivity measured)",
+           dir, path);
+  return alpha;
+}
+
 uint64_t RotationGroupSeed(uint64_t seed, const std::string& group) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
   for (unsigned char ch : group) h = (h ^ ch) * 0x100000001b3ull;
@@ -436,7 +460,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
   QuantRecipeOptions ropts = o.recipe;
   // A whole-file budget with measured sensitivities chooses the embedding / LM head itself: they
   // are planned at 8 bits (rotation, groups) and re-chosen by the allocator.
-  if (o.target_bytes > 0 && o.measure_sensitivity) ropts.embed_bits = 8;
+  if (o.target_bytes > 0 && o.measure_sensitivity && o.budget_embeddings) ropts.embed_bits = 8;
   QuantRecipe recipe = PlanQuantization(config, infos, ropts);
   const SourceReader reader(shard_files);
   std::map<std::string, double> alpha;  // measured sensitivities (empty: priors)
@@ -444,6 +468,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
     BudgetOptions bo;
     bo.target_bits = o.budget_bpw;
     bo.target_bytes = o.target_bytes;
+    bo.embeddings = o.budget_embeddings;
     if (o.measure_sensitivity) {
       std::vector<size_t> which;
       for (size_t i = 0; i < recipe.tensors.size(); ++i) {
@@ -452,12 +477,20 @@ ConvertSummary Convert(const ConvertOptions& o) {
                            d.role == TensorRole::kLmHead))
           which.push_back(i);
       }
-      SensitivityOptions so = o.sensitivity;
-      so.rotation_seed = o.seed;
-      so.progress = o.progress;
-      for (const TensorSensitivity& t : MeasureSensitivity(
-               o.model_dir, recipe, which, so, [&](size_t i) { return reader.Read(infos[i]); }))
-        alpha[t.name] = t.alpha;
+      if (!o.sensitivity_from.empty()) {
+        alpha = ReadRecordedSensitivities(o.sensitivity_from);
+        for (size_t i : which)
+          TQ_CHECK(alpha.count(recipe.tensors[i].name), "convert",
+                   "--sensitivity-from {}: no sensitivity recorded for '{}'", o.sensitivity_from,
+                   recipe.tensors[i].name);
+      } else {
+        SensitivityOptions so = o.sensitivity;
+        so.rotation_seed = o.seed;
+        so.progress = o.progress;
+        for (const TensorSensitivity& t : MeasureSensitivity(
+                 o.model_dir, recipe, which, so, [&](size_t i) { return reader.Read(infos[i]); }))
+          alpha[t.name] = t.alpha;
+      }
       bo.alpha = alpha;
     }
     bo.scale = o.scale;

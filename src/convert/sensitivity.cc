@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <span>
 
 #include "convert/convert.h"
 #include "core/error.h"
@@ -67,6 +69,35 @@ std::vector<float> LogProbs(Model& model, const std::vector<std::vector<int32_t>
   return out;
 }
 
+// Replaces s[1..] by the model's own continuation of s[0], sampled at `temperature` (> 0).
+void SampleContinuation(Model& model, std::vector<int32_t>& s, double temperature,
+                        quant::SplitMix64& rng) {
+  const int64_t vocab = model.vocab_size();
+  KvCacheOptions kv;
+  kv.max_tokens = int64_t(s.size());
+  kv.dtype = KvDType::kF32;
+  auto cache = model.NewCache(kv);
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  std::vector<double> p(static_cast<size_t>(vocab));
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    model.Forward(std::span<const int32_t>(&s[i], 1), *cache, logits.data());
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      sum += p[size_t(v)] = std::exp(double(logits[size_t(v)] - mx) / temperature);
+    double u = rng.Uniform() * sum;
+    int32_t next = int32_t(vocab - 1);
+    for (int64_t v = 0; v < vocab; ++v) {
+      u -= p[size_t(v)];
+      if (u <= 0) {
+        next = int32_t(v);
+        break;
+      }
+    }
+    s[i + 1] = next;
+  }
+}
+
 // Mean over positions of KL(p || q) from log-probabilities [positions, vocab].
 double MeanKl(const std::vector<float>& lp, const std::vector<float>& lq, int64_t vocab) {
   const int64_t positions = int64_t(lp.size()) / vocab;
@@ -125,6 +156,9 @@ std::vector<TensorSensitivity> MeasureSensitivity(
   std::vector<std::vector<int32_t>> seqs(size_t(o.sequences), std::vector<int32_t>(o.tokens));
   for (auto& s : seqs)
     for (int32_t& t : s) t = int32_t(token_rng.Next() % uint64_t(vocab));
+  if (o.text == SensitivityOptions::Text::kSelf) {
+    for (auto& s : seqs) SampleContinuation(*base, s, o.temperature, token_rng);
+  }
   const std::vector<float> lp0 = LogProbs(*base, seqs);
 
   // The sets, in order of first appearance in `which`.

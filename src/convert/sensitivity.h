@@ -3,7 +3,8 @@
 // output divergence is close to a weighted sum of the per-tensor relative errors,
 //   KL(p || p̂) ≈ Σ_l α_l · t_l²,   t_l² = ‖W_l − Ŵ_l‖² / ‖W_l‖²,
 // so α_l is measured by injecting Gaussian noise of a known t² into one tensor at a time and
-// measuring the KL divergence of the next-token distributions on random token sequences (no text).
+// measuring the KL divergence of the next-token distributions on random token sequences (no text),
+// or on text the model samples itself.
 //
 // The noise imitates quantization error: it is added in the rotated domain the codes live in (the
 // tensor's Hadamard rotation, the same signs convert uses), each element's standard deviation t
@@ -34,6 +35,10 @@ struct SensitivityOptions {
   uint64_t seed = 0;           // random tokens and noise (the rotation uses rotation_seed)
   uint64_t rotation_seed = 0;  // convert's --seed (sign vectors)
   bool progress = true;
+  // The token sequences: uniformly random ids, or text the model writes itself (sampled at
+  // temperature `temperature` from a random first token; still no external data).
+  enum class Text { kRandom, kSelf } text = Text::kRandom;
+  double temperature = 1.0;
 };
 
 struct TensorSensitivity {

@@ -77,6 +77,7 @@ std::string RecipeSummary(const QuantRecipeOptions& o) {
                               o.method == quant::QuantMethod::kAffine ? "affine" : "turboquant",
                               o.bits, o.group_size);
   if (o.rotation == RotationKind::kNone) s += ", no rotation";
+  if (o.scale_format == quant::ScaleFormat::kE8) s += " e8 scales";
   if (o.embed_bits < 16) s += fmt::format(", embeddings {}-bit", o.embed_bits);
   return s;
 }
