@@ -57,7 +57,7 @@ def parse_benchmarks(path):
             continue
         label = cells[0]
         kind = "plain"
-        if "measured" in label or "sensitivity" in label:
+        if "measured" in label:
             kind = "measured"
         elif "budget" in label or "target-size" in label:
             kind = "budget"

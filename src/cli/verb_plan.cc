@@ -9,6 +9,7 @@
 #include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
+#include "convert/budget.h"
 #include "convert/defaults.h"
 #include "core/error.h"
 #include "hub/hub_api.h"
@@ -76,12 +77,20 @@ int Run(int argc, char** argv) {
       "--budget-bpw", budget_bpw,
       "project convert --budget-bpw X (implies --bits 4 unless given): the linears at "
       "the allocator's guarantee of at most X bits per weight, an upper bound");
+  std::string target_size;
+  CLI::Option* o_target = app.add_option(
+      "--target-size", target_size,
+      "project convert --target-size SIZE (e.g. 13.2MB, 4.5GiB; implies --bits 4): the whole "
+      "file at most SIZE, an upper bound");
+  o_target->excludes(o_budget);
   // Bits and groups of the linears that the budget chooses itself: giving both is a conflict.
   for (CLI::Option* f : recipe_flags) {
     const std::string n = f->get_name();
     if (n == "--group-size" || n == "--attn-bits" || n == "--mlp-bits" || n == "--mlp-group-size" ||
-        n == "--expert-down-bits")
+        n == "--expert-down-bits") {
       o_budget->excludes(f);
+      o_target->excludes(f);
+    }
   }
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
@@ -102,7 +111,8 @@ int Run(int argc, char** argv) {
                     "turboquant plan -m ~/hf/Llama-3-8B --budget-bpw 3.5 --kv-bits 4 --json",
                     "turboquant plan -m out/q4 --device cuda"});
   return RunApp(app, argc, argv, [&] {
-    if (bits || budget_bpw) {
+    if (bits || budget_bpw || !target_size.empty()) {
+      if (!target_size.empty()) o.target_bytes = ParseFileSize(target_size);
       r.bits = bits.value_or(r.bits);
       r.method = method == "affine" ? quant::QuantMethod::kAffine : quant::QuantMethod::kCodebook;
       r.rotation = *ParseRotationKind(rotation);

@@ -82,11 +82,23 @@ int64_t ParseFileSize(std::string_view text, std::string_view flag) {
 }
 
 int64_t EstimatedHeaderBytes(const QuantRecipe& recipe) {
+  // One JSON entry per output tensor: "NAME":{"dtype":"U8","shape":[R,C],"data_offsets":[A,B]},
+  // measured 65 bytes + the name on the shared models; 72 + a 12-byte suffix allowance here.
+  constexpr int64_t kEntry = 72 + 12;
   int64_t bytes = 1024;  // {"__metadata__":...} and padding
+  std::set<std::string> groups;
   for (const TensorDecision& d : recipe.tensors) {
-    // A quantized tensor writes codes, scales, codebook / minimums, and maybe signs and a table.
-    const int64_t outputs = d.quantize ? 5 : 1;
-    bytes += outputs * (int64_t(d.name.size()) + 112);
+    const int64_t name = int64_t(d.name.size());
+    if (!d.quantize) {
+      bytes += name + kEntry;
+      continue;
+    }
+    bytes += 3 * (name + kEntry);  // codes, scales, codebook / minimums
+    // A sign vector per rotation group and an e8 table per table group (the first member's).
+    if (!d.rotation_group.empty() && groups.insert(d.rotation_group).second)
+      bytes += int64_t(d.rotation_group.size()) + kEntry;
+    if (!d.scale_table.empty() && groups.insert(d.scale_table).second)
+      bytes += int64_t(d.scale_table.size()) + kEntry;
   }
   return bytes;
 }
