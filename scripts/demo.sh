@@ -14,7 +14,7 @@ echo "== inspect $SRC"
 "$TQ" inspect -m "$SRC"
 if "$TQ" convert --help >/dev/null 2>&1; then
   echo "== convert to TurboQuant 4-bit -> $OUT"
-  "$TQ" convert -m "$SRC" -o "$OUT" --bits 4 --group-size 64
+  "$TQ" convert -m "$SRC" -o "$OUT" --bits 4
   echo "== doctor $OUT"
   "$TQ" doctor -m "$OUT"
   MODEL="$OUT"

@@ -8,7 +8,9 @@
 #include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
+#include "convert/budget.h"
 #include "convert/convert.h"
+#include "convert/defaults.h"
 #include "convert/repack.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -49,18 +51,20 @@ int Run(int argc, char** argv) {
   std::string method = "turboquant", scale = "mse", rotation = "hadamard";
   int threads = 0;
   int64_t seed = 0;
-  AddModelFlag(app, &o.model_dir,
-               "source model: a directory (Hugging Face, bf16/fp16/fp32) or a hub id ORG/NAME[@REV]");
+  AddModelFlag(
+      app, &o.model_dir,
+      "source model: a directory (Hugging Face, bf16/fp16/fp32) or a hub id ORG/NAME[@REV]");
   ModelFetchFlags fetch;
   AddModelFetchFlags(app, &fetch);
   app.add_option("-o,--out", o.out_dir, "output directory (must not exist unless --force)")
       ->required();
   app.add_option("--bits", r.bits, "bits per weight: 2, 3, 4 (8)")->capture_default_str();
   // The per-linear bits and groups that --budget-bpw chooses itself (CLI11 reports the conflict).
-  std::vector<CLI::Option*> chosen_by_budget = {
-      app.add_option("--group-size", r.group_size,
-                     "weights per group scale: 32, 64, 128 (16 with e8)")
-          ->capture_default_str()};
+  CLI::Option* o_group = app.add_option(
+      "--group-size", r.group_size,
+      "weights per group scale: 32, 64, 128 (16 with e8); default 128 at 4 and 8 bits, 64 at 2 "
+      "and 3");
+  std::vector<CLI::Option*> chosen_by_budget = {o_group};
   app.add_option("--method", method, "turboquant | affine (the baseline)")->capture_default_str();
   chosen_by_budget.push_back(
       app.add_option("--attn-bits", r.attn_bits, "bits of attention linears (default --bits)"));
@@ -81,16 +85,18 @@ int Run(int argc, char** argv) {
   app.add_option("--max-rotation-block", r.max_hadamard_block,
                  "largest Hadamard block (a power of two >= 32)")
       ->capture_default_str();
-  app.add_option("--embed-bits", r.embed_bits, "embedding / LM head: 4, 8 or 16 (= keep)")
-      ->capture_default_str();
+  CLI::Option* o_embed =
+      app.add_option("--embed-bits", r.embed_bits,
+                     "embedding / LM head: 4, 8 (default) or 16 (= keep); with --target-size the "
+                     "allocator chooses them unless this is given");
   app.add_option("--scale", scale, "group scale: rms | mse (MSE-optimal search)")
       ->capture_default_str();
   std::string scale_format = "auto";
   app.add_option(
          "--scale-format", scale_format,
          "how group scales are stored: f16 (2 bytes per group) | e8 (1 byte per group + "
-         "256-entry tables shared per rotation group; allows --group-size 16) | auto (e8 with "
-         "--budget-bpw, else f16)")
+         "256-entry tables shared per rotation group; allows --group-size 16) | auto (e8 for "
+         "--method turboquant, f16 for affine)")
       ->capture_default_str();
   CLI::Option* o_budget = app.add_option(
       "--budget-bpw", o.budget_bpw,
@@ -98,6 +104,35 @@ int Run(int argc, char** argv) {
       "--group-size, --attn-bits, --mlp-bits, --mlp-group-size, --expert-down-bits, "
       "--tensor-bits: it chooses those itself)");
   for (CLI::Option* c : chosen_by_budget) o_budget->excludes(c);
+  std::string target_size;
+  CLI::Option* o_target = app.add_option(
+      "--target-size", target_size,
+      "size the whole file (e.g. 13.2MB, 4.5GiB): choose bits and group per tensor, embedding and "
+      "LM head included, from measured sensitivities (noise injection on random tokens, no "
+      "data); excludes the same options as --budget-bpw");
+  for (CLI::Option* c : chosen_by_budget) o_target->excludes(c);
+  o_target->excludes(o_budget);
+  std::string sensitivity = "auto";
+  app.add_option("--sensitivity", sensitivity,
+                 "budget objective: measured (per-tensor noise injection, random tokens) | prior "
+                 "(role / depth rules: --budget-sensitive, --budget-edge) | auto (measured with "
+                 "--target-size, prior with --budget-bpw)")
+      ->capture_default_str();
+  app.add_option("--sensitivity-sequences", o.sensitivity.sequences,
+                 "random token sequences for measured sensitivities")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--sensitivity-from", o.sensitivity_from,
+                 "reuse the sensitivities recorded by an earlier convert of the same model (its "
+                 "output directory) instead of measuring them");
+  std::string sensitivity_text = "random";
+  app.add_option("--sensitivity-text", sensitivity_text,
+                 "measured sensitivities on: random (uniform token ids) | self (text the model "
+                 "samples itself at temperature 1)")
+      ->capture_default_str();
+  app.add_option("--sensitivity-tokens", o.sensitivity.tokens, "tokens per sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 8192));
   std::string objective = "weight";
   app.add_option("--budget-objective", objective,
                  "budget: weigh each tensor's relative error by its size (weight) or not (tensor)")
@@ -145,6 +180,24 @@ int Run(int argc, char** argv) {
     } else {
       throw UsageError("--method " + method, "must be turboquant or affine");
     }
+    if (!target_size.empty()) o.target_bytes = ParseFileSize(target_size);
+    o.budget_embeddings = o_embed->count() == 0;
+    if (sensitivity_text == "random" || sensitivity_text == "self") {
+      o.sensitivity.text = sensitivity_text == "self" ? SensitivityOptions::Text::kSelf
+                                                      : SensitivityOptions::Text::kRandom;
+    } else {
+      throw UsageError("--sensitivity-text " + sensitivity_text, "must be random or self");
+    }
+    if (sensitivity == "measured" || sensitivity == "prior") {
+      o.measure_sensitivity = sensitivity == "measured";
+    } else if (sensitivity == "auto") {
+      o.measure_sensitivity = o.target_bytes > 0;
+    } else {
+      throw UsageError("--sensitivity " + sensitivity, "must be measured, prior or auto");
+    }
+    if (!o.sensitivity_from.empty() && sensitivity == "auto") o.measure_sensitivity = true;
+    if (o.measure_sensitivity && o.budget_bpw <= 0 && o.target_bytes <= 0)
+      throw UsageError("--sensitivity measured", "needs --target-size or --budget-bpw");
     if (scale == "rms") {
       o.scale = quant::ScaleMode::kRms;
     } else if (scale == "mse") {
@@ -156,13 +209,12 @@ int Run(int argc, char** argv) {
       r.scale_format = quant::ScaleFormat::kF16;
     } else if (scale_format == "e8") {
       r.scale_format = quant::ScaleFormat::kE8;
-    } else if (scale_format == "auto") {
-      r.scale_format = o.budget_bpw > 0 && r.method == quant::QuantMethod::kCodebook
-                           ? quant::ScaleFormat::kE8
-                           : quant::ScaleFormat::kF16;
-    } else {
+    } else if (scale_format != "auto") {
       throw UsageError("--scale-format " + scale_format, "must be f16, e8 or auto");
     }
+    ApplyConvertDefaults(r, {.group_size = o_group->count() > 0,
+                             .embed_bits = o_embed->count() > 0,
+                             .scale_format = scale_format != "auto"});
     const auto rk = ParseRotationKind(rotation);
     if (!rk) throw UsageError("--rotation " + rotation, "must be hadamard or none");
     r.rotation = *rk;
@@ -183,6 +235,9 @@ int Run(int argc, char** argv) {
                  o.out_dir.c_str(), (long long)s.output_tensors, (long long)s.quantized_tensors,
                  (long long)s.num_shards, HumanBytes(s.output_bytes).c_str(),
                  s.linear_bits_per_weight, s.seconds, HumanBytes(s.peak_rss_bytes).c_str());
+    if (o.target_bytes > 0)
+      std::fprintf(stderr, "file size %.3f MB (target %.3f MB)\n", double(s.file_bytes) / 1e6,
+                   double(o.target_bytes) / 1e6);
     return kExitOk;
   });
 }

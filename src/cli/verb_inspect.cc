@@ -270,6 +270,10 @@ void PrintHuman(const nlohmann::ordered_json& j) {
                          q["linear_bits_per_weight"].get<double>());
       if (q.contains("budget_bpw") && q["budget_bpw"].is_number())
         v += fmt::format(" (--budget-bpw {})", q["budget_bpw"].get<double>());
+      if (q.contains("target_size_bytes") && q["target_size_bytes"].is_number())
+        v += fmt::format(" (--target-size {:.2f} MB{})",
+                         double(q["target_size_bytes"].get<int64_t>()) / 1e6,
+                         q.contains("sensitivity") ? ", measured sensitivities" : "");
     }
     row("quantization", v);
   }
@@ -279,6 +283,22 @@ void PrintHuman(const nlohmann::ordered_json& j) {
       for (const auto& [what, n] : counts.items())
         v += fmt::format("{}{} x {}", v.empty() ? "" : ", ", n.dump(), what);
       row(("  " + role).c_str(), v);
+    }
+  }
+  // With --tensors: what each quantized tensor got (a budget's choices) and its sensitivity.
+  if (j.contains("tensor_list") && j.contains("quantization") && j["quantization"].is_object() &&
+      j["quantization"].contains("tensors") && j["quantization"]["tensors"].is_object()) {
+    std::printf("\n%-48s %-6s %-6s %-6s %s\n", "quantized tensor", "format", "group", "scales",
+                "sensitivity");
+    for (const auto& [name, t] : j["quantization"]["tensors"].items()) {
+      if (!t.is_object()) continue;
+      const std::string sens = t.contains("sensitivity") && t["sensitivity"].is_number()
+                                   ? fmt::format("{:.4g}", t["sensitivity"].get<double>())
+                                   : "-";
+      std::printf("%-48s %-6s %-6s %-6s %s\n", name.c_str(),
+                  t.value("format", std::string("?")).c_str(),
+                  fmt::format("g{}", t.value("group_size", int64_t(0))).c_str(),
+                  t.value("scales", std::string("f16")).c_str(), sens.c_str());
     }
   }
   if (j.contains("tensor_list")) {

@@ -9,6 +9,8 @@
 #include "cli/common_flags.h"
 #include "cli/model_arg.h"
 #include "cli/verb.h"
+#include "convert/budget.h"
+#include "convert/defaults.h"
 #include "core/error.h"
 #include "hub/hub_api.h"
 #include "hub/hub_cache.h"
@@ -29,6 +31,7 @@ int Run(int argc, char** argv) {
   PlanOptions o;
   QuantRecipeOptions r;
   std::string method = "turboquant", rotation = "hadamard", device = "cpu", kv_dtype = "f16";
+  std::string scale_format;
   std::optional<int> bits;
   std::optional<double> budget_bpw;
   std::optional<double> ram_gb;
@@ -46,7 +49,9 @@ int Run(int argc, char** argv) {
                  "project a TurboQuant conversion at B bits (2, 3, 4, 8); "
                  "default: the weights as stored");
   std::vector<CLI::Option*> recipe_flags = {
-      app.add_option("--group-size", r.group_size, "with --bits: group size (32, 64, 128)"),
+      app.add_option("--group-size", r.group_size,
+                     "with --bits: group size (32, 64, 128; 16 with e8 scales); default as "
+                     "convert's: 128 at 4 and 8 bits, 64 at 2 and 3"),
       app.add_option("--method", method, "with --bits: turboquant or affine")
           ->check(CLI::IsMember({"turboquant", "affine"})),
       app.add_option("--attn-bits", r.attn_bits, "with --bits: attention linears' bits"),
@@ -60,7 +65,11 @@ int Run(int argc, char** argv) {
       app.add_option("--protect-bits", r.protect_bits,
                      "with --bits: bits of protected layers (16 = as stored)"),
       app.add_option("--embed-bits", r.embed_bits,
-                     "with --bits: embedding / LM head bits (4, 8, 16 = as stored)"),
+                     "with --bits: embedding / LM head bits (4, 8 = default, 16 = as stored)"),
+      app.add_option("--scale-format", scale_format,
+                     "with --bits: group scales f16 | e8 (default, as convert's auto for "
+                     "turboquant)")
+          ->check(CLI::IsMember({"f16", "e8"})),
       app.add_option("--rotation", rotation, "with --bits: hadamard or none")
           ->check(CLI::IsMember({"hadamard", "none"})),
   };
@@ -68,12 +77,20 @@ int Run(int argc, char** argv) {
       "--budget-bpw", budget_bpw,
       "project convert --budget-bpw X (implies --bits 4 unless given): the linears at "
       "the allocator's guarantee of at most X bits per weight, an upper bound");
+  std::string target_size;
+  CLI::Option* o_target = app.add_option(
+      "--target-size", target_size,
+      "project convert --target-size SIZE (e.g. 13.2MB, 4.5GiB; implies --bits 4): the whole "
+      "file at most SIZE, an upper bound");
+  o_target->excludes(o_budget);
   // Bits and groups of the linears that the budget chooses itself: giving both is a conflict.
   for (CLI::Option* f : recipe_flags) {
     const std::string n = f->get_name();
     if (n == "--group-size" || n == "--attn-bits" || n == "--mlp-bits" || n == "--mlp-group-size" ||
-        n == "--expert-down-bits")
+        n == "--expert-down-bits") {
       o_budget->excludes(f);
+      o_target->excludes(f);
+    }
   }
   app.add_option("--kv-dtype", kv_dtype, "KV cache element type")
       ->check(CLI::IsMember({"f16", "bf16", "f32"}))
@@ -94,10 +111,22 @@ int Run(int argc, char** argv) {
                     "turboquant plan -m ~/hf/Llama-3-8B --budget-bpw 3.5 --kv-bits 4 --json",
                     "turboquant plan -m out/q4 --device cuda"});
   return RunApp(app, argc, argv, [&] {
-    if (bits || budget_bpw) {
+    if (bits || budget_bpw || !target_size.empty()) {
+      if (!target_size.empty()) o.target_bytes = ParseFileSize(target_size);
       r.bits = bits.value_or(r.bits);
       r.method = method == "affine" ? quant::QuantMethod::kAffine : quant::QuantMethod::kCodebook;
       r.rotation = *ParseRotationKind(rotation);
+      // convert's defaults (convert/defaults.h), for the options not given.
+      auto given = [&](const char* name) {
+        for (const CLI::Option* f : recipe_flags)
+          if (f->get_name() == name) return f->count() > 0;
+        return false;
+      };
+      ApplyConvertDefaults(r, {.group_size = given("--group-size"),
+                               .embed_bits = given("--embed-bits"),
+                               .scale_format = !scale_format.empty()});
+      if (scale_format == "f16") r.scale_format = quant::ScaleFormat::kF16;
+      if (scale_format == "e8") r.scale_format = quant::ScaleFormat::kE8;
       ValidateQuantRecipeOptions(r);
       o.recipe = r;
       o.budget_bpw = budget_bpw.value_or(0);

@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/quant_recipe.h"
@@ -38,6 +40,15 @@ struct BudgetOptions {
   // q2 g16 = 2.5 bits).
   std::vector<int> groups = {32, 64, 128};
   bool progress = true;
+  // Whole-file budget (--target-size): > 0 = bytes of all safetensors data (every tensor, its
+  // codebook, signs and e8 tables, and an estimate of the header); target_bits is then unused and
+  // the embedding / LM head are candidates too (q4 / q8 in groups of 32-128 with fp16 scales, or
+  // kept as stored). The recipe must have them quantized (convert plans them at 8 bits first).
+  int64_t target_bytes = 0;
+  bool embeddings = true;  // with target_bytes and alpha: the embedding / LM head are candidates
+  // Measured sensitivities (sensitivity.h), by tensor name: when non-empty, the objective is
+  // Σ α_t · relative_error_t(choice) (the linearity theorem) and the priors above are unused.
+  std::map<std::string, double> alpha;
 };
 
 struct BudgetChoice {
@@ -46,7 +57,17 @@ struct BudgetChoice {
   int group_size = 0;
   double relative_error = 0;
   double importance = 1;
+  int64_t bytes = 0;  // codes + scales + codebook (kept: as stored)
 };
+
+// "13.2MB", "13.2 MB", "12.5MiB", "1.5GB", "1.5GiB", "800K", "123456" (bytes) -> bytes
+// (K/M/G/T = 10^3.. and KiB/MiB/GiB/TiB = 2^10..; a trailing B optional). Throws tq::UsageError
+// naming `flag` for anything else or a size <= 0.
+int64_t ParseFileSize(std::string_view text, std::string_view flag = "--target-size");
+
+// Bytes of a safetensors header holding the outputs of `recipe` (an upper estimate: 84 bytes of
+// JSON per output tensor plus its name; measured 65 + the name).
+int64_t EstimatedHeaderBytes(const QuantRecipe& recipe);
 
 // The default first/last-layer multiplier. Measured (full protocol, both files; BENCHMARKS.md
 // "Weight quantization"): with e8 scales, 4 beats 2 at 3.5 bits on both models and at 4.25 on
@@ -56,8 +77,10 @@ struct BudgetChoice {
 double DefaultEdgeLayerWeight(double target_bits, quant::ScaleFormat scale_format);
 
 // Rewrites the format, group size, rotation block and projected bytes of the quantized decoder
-// linears of `recipe`. `read` returns a tensor's source bytes. Returns the per-tensor choices.
-// Throws tq::UsageError if even the cheapest candidates exceed the budget.
+// linears of `recipe` (with target_bytes also of the embedding / LM head). `read` returns a
+// tensor's source bytes. Returns the per-tensor choices. Throws tq::UsageError if even the cheapest
+// candidates exceed the budget (naming --budget-bpw or
+// --target-size and the least reachable value).
 std::vector<BudgetChoice> AllocateBitBudget(
     QuantRecipe& recipe, const BudgetOptions& opts,
     const std::function<std::vector<uint8_t>(const TensorDecision&)>& read);

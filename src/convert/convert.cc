@@ -234,7 +234,8 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
 }
 
 nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRecipe& r,
-                                         double linear_bpw) {
+                                         double linear_bpw,
+                                         const std::map<std::string, double>& alpha) {
   const QuantRecipeOptions& ro = o.recipe;
   nlohmann::ordered_json q;
   q["mode"] = "turboquant";
@@ -257,8 +258,17 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
   if (!ro.tensor_bits.empty()) q["tensor_bits"] = ro.tensor_bits;
   if (ro.max_hadamard_block != quant::kDefaultMaxHadamardBlock)
     q["max_rotation_block"] = ro.max_hadamard_block;
-  if (o.budget_bpw > 0) {
-    q["budget_bpw"] = o.budget_bpw;
+  if (o.target_bytes > 0) q["target_size_bytes"] = o.target_bytes;
+  if (!alpha.empty()) {
+    q["sensitivity"] = {
+        {"sequences", o.sensitivity.sequences},
+        {"tokens", o.sensitivity.tokens},
+        {"noise", o.sensitivity.noise},
+        {"seed", o.sensitivity.seed},
+        {"text", o.sensitivity.text == SensitivityOptions::Text::kSelf ? "self" : "random"}};
+  }
+  if (o.budget_bpw > 0) q["budget_bpw"] = o.budget_bpw;
+  if ((o.budget_bpw > 0 || o.target_bytes > 0) && alpha.empty()) {
     q["budget_sensitive"] = o.budget_sensitive_weight;
     q["budget_edge"] = o.budget_edge_weight > 0
                            ? o.budget_edge_weight
@@ -281,6 +291,7 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
       t["rotation_group"] = nullptr;
     }
     if (!d.note.empty()) t["note"] = d.note;
+    if (const auto a = alpha.find(d.name); a != alpha.end()) t["sensitivity"] = a->second;
     tensors[ModulePrefixOf(d.name)] = std::move(t);
   }
   q["tensors"] = std::move(tensors);
@@ -386,6 +397,28 @@ double LinearBitsPerWeight(const QuantRecipe& r) {
 
 }  // namespace
 
+std::map<std::string, double> ReadRecordedSensitivities(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "config.json").string();
+  nlohmann::json cfg;
+  try {
+    cfg = nlohmann::json::parse(ReadFileToString(path));
+  } catch (const nlohmann::json::exception& e) {
+    Fail("convert", "--sensitivity-from {}: {}: {}", dir, path, e.what());
+  }
+  std::map<std::string, double> alpha;
+  if (cfg.contains("quantization") && cfg["quantization"].contains("tensors") &&
+      cfg["quantization"]["tensors"].is_object()) {
+    for (const auto& [prefix, t] : cfg["quantization"]["tensors"].items())
+      if (t.is_object() && t.contains("sensitivity") && t["sensitivity"].is_number())
+        alpha[prefix + ".weight"] = t["sensitivity"].get<double>();
+  }
+  TQ_CHECK(!alpha.empty(), "convert",
+           "--sensitivity-from {}: {} records no sensitivities (convert it with --target-size or "
+           "--sensitivity measured)",
+           dir, path);
+  return alpha;
+}
+
 uint64_t RotationGroupSeed(uint64_t seed, const std::string& group) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
   for (unsigned char ch : group) h = (h ^ ch) * 0x100000001b3ull;
@@ -424,11 +457,42 @@ ConvertSummary Convert(const ConvertOptions& o) {
   auto check_cancel = [&] {
     if (o.cancel && o.cancel->load()) Fail("convert", "interrupted by a signal; nothing written");
   };
-  QuantRecipe recipe = PlanQuantization(config, infos, o.recipe);
+  QuantRecipeOptions ropts = o.recipe;
+  // A whole-file budget with measured sensitivities chooses the embedding / LM head itself: they
+  // are planned at 8 bits (rotation, groups) and re-chosen by the allocator.
+  if (o.target_bytes > 0 && o.measure_sensitivity && o.budget_embeddings) ropts.embed_bits = 8;
+  QuantRecipe recipe = PlanQuantization(config, infos, ropts);
   const SourceReader reader(shard_files);
-  if (o.budget_bpw > 0) {
+  std::map<std::string, double> alpha;  // measured sensitivities (empty: priors)
+  if (o.budget_bpw > 0 || o.target_bytes > 0) {
     BudgetOptions bo;
     bo.target_bits = o.budget_bpw;
+    bo.target_bytes = o.target_bytes;
+    bo.embeddings = o.budget_embeddings;
+    if (o.measure_sensitivity) {
+      std::vector<size_t> which;
+      for (size_t i = 0; i < recipe.tensors.size(); ++i) {
+        const TensorDecision& d = recipe.tensors[i];
+        if (d.quantize && (IsDecoderLinear(d.role) || d.role == TensorRole::kEmbed ||
+                           d.role == TensorRole::kLmHead))
+          which.push_back(i);
+      }
+      if (!o.sensitivity_from.empty()) {
+        alpha = ReadRecordedSensitivities(o.sensitivity_from);
+        for (size_t i : which)
+          TQ_CHECK(alpha.count(recipe.tensors[i].name), "convert",
+                   "--sensitivity-from {}: no sensitivity recorded for '{}'", o.sensitivity_from,
+                   recipe.tensors[i].name);
+      } else {
+        SensitivityOptions so = o.sensitivity;
+        so.rotation_seed = o.seed;
+        so.progress = o.progress;
+        for (const TensorSensitivity& t : MeasureSensitivity(
+                 o.model_dir, recipe, which, so, [&](size_t i) { return reader.Read(infos[i]); }))
+          alpha[t.name] = t.alpha;
+      }
+      bo.alpha = alpha;
+    }
     bo.scale = o.scale;
     bo.seed = o.seed;
     bo.progress = o.progress;
@@ -573,15 +637,20 @@ ConvertSummary Convert(const ConvertOptions& o) {
     WriteFileAtomic((tmp / "model.safetensors.index.json").string(), index.dump(2) + "\n");
   }
   nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(config.raw_json);
-  cfg["quantization"] = QuantizationBlock(o, recipe, linear_bpw);
+  cfg["quantization"] = QuantizationBlock(o, recipe, linear_bpw, alpha);
   // Size and CRC-32C of every shard, for doctor (a byte changed anywhere is found).
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
   for (int s = 0; s < sum.num_shards; ++s) {
     uint64_t bytes = 0;
     const uint32_t crc = Crc32cOfFile((tmp / shard_name(s)).string(), &bytes);
     files[shard_name(s)] = {{"bytes", bytes}, {"crc32c", Crc32cHex(crc)}};
+    sum.file_bytes += int64_t(bytes);
   }
   cfg["quantization"]["files"] = std::move(files);
+  // The header estimate (budget.h) is an upper bound; a file over the target would be a bug.
+  TQ_CHECK(o.target_bytes <= 0 || sum.file_bytes <= o.target_bytes, "convert",
+           "--target-size {}: the files came to {} bytes (header estimate too small)",
+           o.target_bytes, sum.file_bytes);
   WriteFileAtomic((tmp / "config.json").string(), cfg.dump(2) + "\n");
   for (const auto& entry : fs::directory_iterator(src)) {
     const std::string name = entry.path().filename().string();

@@ -14,9 +14,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "convert/sensitivity.h"
 #include "model/quant_recipe.h"
 #include "quant/quantized_matrix.h"
 
@@ -31,7 +33,20 @@ struct ConvertOptions {
   bool budget_per_weight = true;         // BudgetOptions::Objective::kPerWeight
   double budget_sensitive_weight = 2.0;  // BudgetOptions::sensitive_weight
   double budget_edge_weight = 0;         // BudgetOptions::edge_layer_weight (0 = default)
-  uint64_t seed = 0;                     // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
+  // --target-size: > 0 = the bytes of the whole output's safetensors (budget.h target_bytes); the
+  // allocator then also chooses the embedding / LM head (with measured sensitivities).
+  int64_t target_bytes = 0;
+  // Budget objective: measured per-tensor sensitivities (sensitivity.h; noise injection, random
+  // tokens) instead of the role / depth priors. Default on with --target-size.
+  bool measure_sensitivity = false;
+  // With --target-size and measured sensitivities: the allocator also chooses the embedding / LM
+  // head (false: they stay as recipe.embed_bits decides, e.g. an explicit --embed-bits).
+  bool budget_embeddings = true;
+  SensitivityOptions sensitivity;
+  // Reuse the sensitivities recorded in another converted checkpoint of the same source (its
+  // config.json "sensitivity" per tensor) instead of measuring them again.
+  std::string sensitivity_from;
+  uint64_t seed = 0;       // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
   bool streaming = false;  // one source tensor in memory at a time (else the whole model)
   bool force = false;      // replace an existing out_dir
   bool progress = true;
@@ -49,6 +64,7 @@ struct ConvertSummary {
   int64_t output_tensors = 0;
   int64_t quantized_tensors = 0;
   int64_t output_bytes = 0;  // tensor bytes written (all shards)
+  int64_t file_bytes = 0;    // the safetensors files (headers included): what --target-size sizes
   int64_t num_shards = 0;
   // Decoder linears: stored bits (codes + group scales + e8 tables) / weights.
   double linear_bits_per_weight = 0;
@@ -59,6 +75,10 @@ struct ConvertSummary {
 // Runs the conversion. Throws tq::UsageError for bad options (an existing out_dir without force)
 // and tq::Error for bad input; in every failure case out_dir is untouched and the temp dir gone.
 ConvertSummary Convert(const ConvertOptions& opts);
+
+// The per-tensor sensitivities ("<prefix>.weight" -> α) recorded in a converted checkpoint's
+// config.json. Throws tq::Error naming the file if there are none.
+std::map<std::string, double> ReadRecordedSensitivities(const std::string& dir);
 
 // The seed of a rotation group's sign vector (docs/FORMAT.md "Sign generation").
 uint64_t RotationGroupSeed(uint64_t seed, const std::string& group);

@@ -78,6 +78,7 @@ std::string RecipeSummary(const QuantRecipeOptions& o) {
                               o.method == quant::QuantMethod::kAffine ? "affine" : "turboquant",
                               o.bits, o.group_size);
   if (o.rotation == RotationKind::kNone) s += ", no rotation";
+  if (o.scale_format == quant::ScaleFormat::kE8) s += " e8 scales";
   if (o.embed_bits < 16) s += fmt::format(", embeddings {}-bit", o.embed_bits);
   return s;
 }
@@ -165,6 +166,37 @@ void PlanWeights(const PlanOptions& opts, const std::vector<TensorInfo>& tensors
     p.weights_bytes += bytes;
     if (e && e->role == TensorRole::kEmbed && !tied) p.lookup_table_bytes += bytes;
     if (e && IsExpert(e->role)) p.expert_bytes += bytes;
+  }
+  if (opts.target_bytes > 0) {
+    if (!recipe)
+      throw UsageError(fmt::format("--target-size {}", opts.target_bytes),
+                       "only applies to a projected conversion of a Hugging Face checkpoint");
+    // The least the allocator can reach: every linear at 2 bits, embeddings at 4, group 128.
+    QuantRecipeOptions least = *opts.recipe;
+    least.bits = 2;
+    least.attn_bits = least.mlp_bits = least.expert_down_bits = 0;
+    least.group_size = least.mlp_group_size = 128;
+    least.protect_layers.clear();
+    least.tensor_bits.clear();
+    least.embed_bits = 4;
+    least.scale_format = quant::ScaleFormat::kE8;
+    const int64_t smallest = PlanQuantization(p.config, tensors, least).projected_bytes;
+    if (opts.target_bytes < smallest)
+      throw UsageError(fmt::format("--target-size {}", opts.target_bytes),
+                       fmt::format("below the smallest possible file, {:.2f} MB (every linear "
+                                   "at 2 bits, the embedding at 4)",
+                                   double(smallest) / 1e6));
+    p.target_bytes = opts.target_bytes;
+    // A tied model's unused head is not in the converted file; the file holds the weights.
+    p.weights_bytes = opts.target_bytes;
+    p.unused_bytes = 0;
+    p.weights_source += fmt::format(", whole file at most {:.2f} MB (--target-size, upper bound)",
+                                    double(opts.target_bytes) / 1e6);
+    p.recipe_notes.push_back(fmt::format(
+        "--target-size: convert chooses every tensor's bits and group (embedding and LM head "
+        "included) from measured sensitivities; the file is at most {:.2f} MB (the smallest "
+        "possible: {:.2f} MB), so the weights are projected at that bound",
+        double(opts.target_bytes) / 1e6, double(smallest) / 1e6));
   }
   if (opts.budget_bpw > 0) {
     const BudgetBound b = BoundBitBudget(*recipe, opts.budget_bpw);

@@ -37,6 +37,9 @@ struct PlanOptions {
   // > 0 (with a recipe): convert --budget-bpw X; its decoder linears are projected at the
   // allocator's guarantee, X bits per weight (budget_projection.h): an upper bound.
   double budget_bpw = 0;
+  // > 0 (with a recipe): convert --target-size: the whole file is at most this many bytes (the
+  // allocator's guarantee), so the weights are projected at it: an upper bound.
+  int64_t target_bytes = 0;
   // dtype, compressed-cache settings and max_append (sliding-window layers keep window +
   // max_append positions: kv_cache.h); max_tokens is ignored (the context is).
   KvCacheOptions kv;
@@ -86,6 +89,7 @@ struct MemoryPlan {
   int64_t expert_bytes = 0;        // of weights_bytes: MoE expert projections
   std::vector<std::string> recipe_notes;
   double budget_bpw = 0;                   // > 0: weights_bytes is an upper bound
+  int64_t target_bytes = 0;                // > 0: --target-size; weights_bytes is its bound
   int64_t budget_linear_bytes_before = 0;  // decoder linears by the recipe alone
   int64_t budget_linear_bytes_bound = 0;   // at most this after the budget allocator
 

@@ -116,6 +116,7 @@ nlohmann::ordered_json PlanToJson(const MemoryPlan& p) {
   j["unused_bytes"] = p.unused_bytes;
   j["lookup_table_bytes"] = p.lookup_table_bytes;
   j["expert_bytes"] = p.expert_bytes;
+  j["target_size_bytes"] = p.target_bytes > 0 ? ojson(p.target_bytes) : ojson(nullptr);
   if (p.budget_bpw > 0) {
     j["budget"] = ojson{{"bpw", p.budget_bpw},
                         {"upper_bound", true},
