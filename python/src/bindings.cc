@@ -11,9 +11,11 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "convert/convert.h"
+#include "convert/defaults.h"
 #include "convert/repack.h"
 #include "core/error.h"
 
@@ -273,8 +275,8 @@ PYBIND11_MODULE(_turboquant, m) {
 
   m.def(
       "convert",
-      [](const std::string& model, const std::string& out, int bits, int group_size, bool repack,
-         bool force) {
+      [](const std::string& model, const std::string& out, int bits, std::optional<int> group_size,
+         bool repack, bool force) {
         py::gil_scoped_release nogil;
         if (repack) {
           tq::RepackOptions r;
@@ -288,12 +290,15 @@ PYBIND11_MODULE(_turboquant, m) {
         o.model_dir = model;
         o.out_dir = out;
         o.recipe.bits = bits;
-        o.recipe.group_size = group_size;
+        if (group_size) o.recipe.group_size = *group_size;
+        // The CLI's defaults for what was not given (8-bit embedding / LM head, e8 scales, the
+        // group size for `bits`): the same file as `turboquant convert --bits B`.
+        tq::ApplyConvertDefaults(o.recipe, {.group_size = group_size.has_value()});
         o.force = force;
         o.progress = false;
         tq::Convert(o);
       },
-      py::arg("model"), py::arg("out"), py::arg("bits") = 4, py::arg("group_size") = 64,
+      py::arg("model"), py::arg("out"), py::arg("bits") = 4, py::arg("group_size") = py::none(),
       py::arg("repack") = false, py::arg("force") = false,
       "Convert a Hugging Face checkpoint (or repack a turboquant-mlx one) into a TurboQuant one");
 
