@@ -52,12 +52,14 @@ struct ExpertCache::Impl {
     State state = State::kEmpty;
     uint64_t last_use = 0, freq = 0;
     bool prefetched = false;  // filled by a prefetch, not yet used
+    bool demanded = false;    // being filled by a reader for this layer (ReadAhead): a miss
     uint64_t prefetch_epoch = 0;
     GatedMlp view;
   };
   struct Job {
     int32_t slot;
     int64_t expert;
+    bool demand;
   };
 
   kernels::Backend* be = nullptr;
@@ -173,6 +175,7 @@ struct ExpertCache::Impl {
     sl.owner = e;
     sl.state = State::kLoading;
     sl.prefetched = false;
+    sl.demanded = false;
     sl.freq = 0;
     sl.view = GatedMlp{};
     experts[size_t(e)].slot = s;
@@ -210,9 +213,9 @@ struct ExpertCache::Impl {
       Slot& sl = slots[size_t(j.slot)];
       if (ok) {
         sl.state = State::kReady;
-        sl.prefetched = true;
+        sl.prefetched = !j.demand;
         sl.last_use = ++tick;
-        ++st.prefetches;
+        if (!j.demand) ++st.prefetches;
         st.bytes_read += SpanBytes(j.expert);
       } else {
         experts[size_t(j.expert)].slot = -1;
@@ -327,7 +330,12 @@ const GatedMlp& ExpertCache::Acquire(int64_t layer, int64_t expert) {
     if (s >= 0) {
       Impl::Slot& sl = m.slots[size_t(s)];
       if (sl.state == Impl::State::kReady) {
-        ++m.st.hits;
+        if (sl.demanded) {  // read by ReadAhead for this use: a miss read in parallel
+          m.CountMiss();
+          sl.demanded = false;
+        } else {
+          ++m.st.hits;
+        }
         if (sl.prefetched) ++m.st.prefetch_hits;
         sl.prefetched = false;
         m.Touch(s);
@@ -414,8 +422,44 @@ void ExpertCache::Prefetch(int64_t layer, std::span<const int32_t> experts, int6
       if (sp.shard >= 0)
         ::posix_fadvise(m.fds[size_t(sp.shard)], off_t(sp.offset), off_t(sp.bytes),
                         POSIX_FADV_WILLNEED);
-    m.jobs.push_back({v, base + e});
+    m.jobs.push_back({v, base + e, false});
   }
+  m.cv.notify_all();
+}
+
+void ExpertCache::ReadAhead(int64_t layer, std::span<const int32_t> experts) {
+  Impl& m = *impl_;
+  if (m.readers.empty()) return;
+  const int64_t base = m.layer_base[size_t(layer)];
+  std::lock_guard<std::mutex> lock(m.mu);
+  std::vector<bool> keep(m.slots.size(), false);
+  for (int32_t e : experts) {
+    const int32_t s = m.experts[size_t(base + e)].slot;
+    if (s >= 0) keep[size_t(s)] = true;
+  }
+  if (m.in_use >= 0) keep[size_t(m.in_use)] = true;
+  // Leave the first missing expert to Acquire (the forward thread reads it itself) and at least
+  // one slot free of claims, so the loop always makes progress.
+  int64_t budget = int64_t(m.slots.size()) - 1;
+  std::vector<Impl::Job> queued;
+  bool first = true;
+  for (int32_t e : experts) {
+    Impl::Expert& x = m.experts[size_t(base + e)];
+    if (x.slot >= 0) continue;
+    if (first) {
+      first = false;
+      continue;
+    }
+    if (budget-- <= 0) break;
+    const int32_t v = m.Victim([&](int32_t s) { return keep[size_t(s)]; });
+    if (v < 0) break;
+    m.Claim(v, base + e);
+    m.slots[size_t(v)].demanded = true;
+    keep[size_t(v)] = true;
+    queued.push_back({v, base + e, true});
+  }
+  // Ahead of any prefetch of the next layer, in the order the forward pass uses them.
+  for (auto it = queued.rbegin(); it != queued.rend(); ++it) m.jobs.push_front(*it);
   m.cv.notify_all();
 }
 

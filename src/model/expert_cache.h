@@ -77,6 +77,11 @@ class ExpertCache {
   void Prefetch(int64_t layer, std::span<const int32_t> experts, int64_t protect_layer,
                 std::span<const int32_t> protect);
 
+  // This layer's experts (ascending: the order Acquire will ask for them) that are not cached
+  // are queued for the reader threads ahead of any prefetch, so several misses of one layer are
+  // read in parallel; they still count as misses. The first missing one is left to Acquire.
+  void ReadAhead(int64_t layer, std::span<const int32_t> experts);
+
   ExpertCacheStats stats() const;
   void ResetStats();
   // Bytes one expert occupies in its slot, and the slot count.

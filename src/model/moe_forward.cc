@@ -104,14 +104,18 @@ void MoeForward(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int
           ws.chosen_weight_host[size_t(r * top_k + j)] * moe.routed_scale;  // deepseek
     }
   }
-  if (stream.cache && stream.next) {
-    // Start reading the next layer's likely experts while this layer computes; keep this
-    // layer's chosen experts.
-    PredictNextExperts(be, stream, x, n, hidden, ws);
+  if (stream.cache) {
+    // This layer's misses read in parallel (before the next layer's prefetch).
     ws.used_host.clear();
     for (int64_t e = 0; e < num_experts; ++e)
       if (ws.expert_begin[size_t(e) + 1] > ws.expert_begin[size_t(e)])
         ws.used_host.push_back(int32_t(e));
+    stream.cache->ReadAhead(stream.layer, ws.used_host);
+  }
+  if (stream.cache && stream.next) {
+    // Start reading the next layer's likely experts while this layer computes; keep this
+    // layer's chosen experts.
+    PredictNextExperts(be, stream, x, n, hidden, ws);
     stream.cache->Prefetch(stream.next_layer, ws.predicted_host, stream.layer, ws.used_host);
   }
   const int32_t* slot_row =

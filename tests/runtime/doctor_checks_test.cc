@@ -350,3 +350,17 @@ TEST(DoctorChecks, VerbExitCodes) {
 
 }  // namespace
 }  // namespace tq
+
+namespace tq {
+namespace {
+
+// MoE: every expert tensor is read at its offset (first and last byte) for the expert cache.
+TEST(DoctorExperts, EveryExpertReadableAtItsOffset) {
+  const DoctorReport r = Doctor(test::ModelDir("tq-qwen3moe-17m"));
+  Expect(r, "expert streaming", CheckStatus::kOk, "576 expert tensors");
+  // A dense model has no such check.
+  EXPECT_EQ(FindCheck(Doctor(test::ModelDir("tq-llama-21m")), "expert streaming"), nullptr);
+}
+
+}  // namespace
+}  // namespace tq

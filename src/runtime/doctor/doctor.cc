@@ -39,6 +39,7 @@ DoctorReport RunDoctor(const DoctorOptions& opts) {
   CheckQuantization(st);
   CheckQuantizationMap(st);
   CheckFileChecksums(st);
+  CheckExpertStreaming(st);
   CheckTokenizer(st);
   CheckMachine(st);
   return report;

@@ -33,6 +33,7 @@ void CheckTensors(DoctorState& st);          // headers, names, shapes, dtypes
 void CheckQuantization(DoctorState& st);     // the TurboQuant block and its tensors
 void CheckQuantizationMap(DoctorState& st);  // every tensor against quantization.tensors
 void CheckFileChecksums(DoctorState& st);    // shard sizes and CRC-32C vs quantization.files
+void CheckExpertStreaming(DoctorState& st);  // MoE: every expert readable at its offset
 // The tensors a converted checkpoint stores besides the config's roles (codes, scales, scale
 // tables, sign vectors), from its quantization map; empty for a Hugging Face checkpoint.
 std::set<std::string> QuantizationAuxTensors(const ModelConfig& config);
