@@ -380,7 +380,6 @@ ExprPtr Parser::ParseFilter(ExprPtr node, bool start_inline) {
 ExprPtr Parser::ParseTest(ExprPtr node) {
   const Token& is = next();
   const bool negated = SkipName("not");
-  const Token& t = cur();
   auto e = Make(ExprKind::kTest, is);
   e->name = DottedName();
   if (IsOp("(")) {
