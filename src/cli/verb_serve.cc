@@ -33,8 +33,9 @@ int Run(int argc, char** argv) {
   int port = 8080, parallel = 4, max_queue = 64, keep = 4, http_threads = 0;
   tq::cli::RuntimeFlags rt;  // --threads, --kv-dtype, --kv-bits ... (shared with generate)
   int64_t ctx = 0, prefill_chunk = 256, max_body_mib = 8;
-  tq::cli::AddModelFlag(app, &model_dir,
-                        "Model directory (Hugging Face or TurboQuant layout) or hub id ORG/NAME[@REV]");
+  tq::cli::AddModelFlag(
+      app, &model_dir,
+      "Model directory (Hugging Face or TurboQuant layout) or hub id ORG/NAME[@REV]");
   tq::cli::ModelFetchFlags fetch;
   tq::cli::AddModelFetchFlags(app, &fetch);
   app.add_option("--host", host,

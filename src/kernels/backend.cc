@@ -15,25 +15,44 @@ namespace tq::kernels {
 
 std::string_view OpName(Op op) {
   switch (op) {
-    case Op::kEmbedRows: return "embed_rows";
-    case Op::kPackedEmbedRows: return "packed_embed_rows";
-    case Op::kAdd: return "add";
-    case Op::kRmsNorm: return "rms_norm";
-    case Op::kRotate: return "rotate";
-    case Op::kMatMul: return "matmul";
-    case Op::kMatMulGroup: return "matmul_group";
-    case Op::kPackedMatMul: return "packed_matmul";
-    case Op::kRope: return "rope";
-    case Op::kSiluMul: return "silu_mul";
-    case Op::kAttention: return "attention";
-    case Op::kCompressedAttention: return "compressed_attention";
-    case Op::kKvStore: return "kv_store";
-    case Op::kMoeRoute: return "moe_route";
-    case Op::kGatherRows: return "gather_rows";
-    case Op::kScatterAddRows: return "scatter_add_rows";
-    case Op::kArgmax: return "argmax";
-    case Op::kCopy: return "copy";
-    case Op::kCount: break;
+    case Op::kEmbedRows:
+      return "embed_rows";
+    case Op::kPackedEmbedRows:
+      return "packed_embed_rows";
+    case Op::kAdd:
+      return "add";
+    case Op::kRmsNorm:
+      return "rms_norm";
+    case Op::kRotate:
+      return "rotate";
+    case Op::kMatMul:
+      return "matmul";
+    case Op::kMatMulGroup:
+      return "matmul_group";
+    case Op::kPackedMatMul:
+      return "packed_matmul";
+    case Op::kRope:
+      return "rope";
+    case Op::kSiluMul:
+      return "silu_mul";
+    case Op::kAttention:
+      return "attention";
+    case Op::kCompressedAttention:
+      return "compressed_attention";
+    case Op::kKvStore:
+      return "kv_store";
+    case Op::kMoeRoute:
+      return "moe_route";
+    case Op::kGatherRows:
+      return "gather_rows";
+    case Op::kScatterAddRows:
+      return "scatter_add_rows";
+    case Op::kArgmax:
+      return "argmax";
+    case Op::kCopy:
+      return "copy";
+    case Op::kCount:
+      break;
   }
   return "?";
 }
@@ -135,8 +154,8 @@ Backend& GetBackend(std::string_view device) {
     const int count = CudaDeviceCount();
     TQ_CHECK(count > 0, "device", "'{}': no NVIDIA GPU is visible (CUDA reports 0 devices)",
              device);
-    TQ_CHECK(index < count, "device", "'{}': there are {} GPU(s): cuda:0 .. cuda:{}", device,
-             count, count - 1);
+    TQ_CHECK(index < count, "device", "'{}': there are {} GPU(s): cuda:0 .. cuda:{}", device, count,
+             count - 1);
 #if TQ_WITH_CUDA
     static std::mutex mu;
     static std::map<int, std::unique_ptr<Backend>> backends;

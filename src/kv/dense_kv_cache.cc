@@ -5,10 +5,10 @@
 // would run past the last slot, the positions still in the window move to the front). Storage is
 // allocated up front through the backend (host: untouched pages cost no memory; cuda: device
 // memory), and appends and attention are backend ops.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
-
-#include <fmt/format.h>
 
 #include "core/device_buffer.h"
 #include "core/error.h"
@@ -113,11 +113,11 @@ class DenseKvCache final : public KvCache {
 
  private:
   struct Layer {
-    int64_t window = 0;           // 0 = full attention
-    int64_t slots = 0;            // positions stored: [kv_heads, slots, head_dim]
-    int64_t base = 0;             // position in slot 0
-    int64_t high = 0;             // slots written so far (resident memory)
-    DeviceBuffer k, v;            // [kv_heads, slots, head_dim] of dtype_
+    int64_t window = 0;  // 0 = full attention
+    int64_t slots = 0;   // positions stored: [kv_heads, slots, head_dim]
+    int64_t base = 0;    // position in slot 0
+    int64_t high = 0;    // slots written so far (resident memory)
+    DeviceBuffer k, v;   // [kv_heads, slots, head_dim] of dtype_
   };
 
   size_t esize() const { return DTypeSize(dtype_); }

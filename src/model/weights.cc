@@ -237,9 +237,9 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
                "num_experts_per_tok = {} with {} experts", M.top_k, M.num_experts);
       // Softmax over the top-k logits = softmax over all, top-k, renormalised (mixtral).
       const bool softmax = M.router == Router::kSoftmaxTopK || M.router == Router::kTopKSoftmax;
-      TQ_CHECK((softmax && !M.correction_bias) || M.router == Router::kSigmoidGroupTopK,
-               where, "{} layer {}: router '{}' with a correction bias does not run yet",
-               c.model_type, l, RouterName(M.router));
+      TQ_CHECK((softmax && !M.correction_bias) || M.router == Router::kSigmoidGroupTopK, where,
+               "{} layer {}: router '{}' with a correction bias does not run yet", c.model_type, l,
+               RouterName(M.router));
       TQ_CHECK(F.act == Activation::kSilu || F.act == Activation::kClampedSwiglu, where,
                "{} layer {}: MoE experts with the {} activation do not run yet", c.model_type, l,
                ActivationName(F.act));
@@ -251,8 +251,7 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       L.moe->n_group = M.n_group;
       L.moe->topk_group = M.topk_group;
       if (M.correction_bias)
-        L.moe->correction_bias =
-            LoadVector(ckpt, name(nm.router_correction_bias), M.num_experts);
+        L.moe->correction_bias = LoadVector(ckpt, name(nm.router_correction_bias), M.num_experts);
       L.moe->top_k = M.top_k;
       L.moe->renormalize = M.renormalize || M.router == Router::kTopKSoftmax;
       if (M.fused_experts) {

@@ -71,7 +71,7 @@ struct OutTensor {
   Shape shape;
   const SynthTensor* src = nullptr;  // bf16 values
   enum Kind { kValues, kCodes, kScales, kCodebook, kSigns } kind = kValues;
-  float scale = 0;             // kScales: the fp16 value of every group scale
+  float scale = 0;               // kScales: the fp16 value of every group scale
   std::vector<float> levels{};   // kCodebook
   std::vector<uint8_t> bytes{};  // kSigns
   uint64_t nbytes() const { return uint64_t(NumElements(shape)) * DTypeSize(dtype); }

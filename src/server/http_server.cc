@@ -129,7 +129,8 @@ struct StreamState {
               c.reason == FinishReason::kError ? c.error : "the server is shutting down";
           out += SseData(ErrorJson(msg, "server_error"));
         } else {
-          const char* fr = chat ? ChatFinishReason(c.reason, calls[i] > 0) : OpenAiFinishReason(c.reason);
+          const char* fr =
+              chat ? ChatFinishReason(c.reason, calls[i] > 0) : OpenAiFinishReason(c.reason);
           out += SseData(
               chat ? ChatChunkJson(meta, i, false, "", nullptr, fr, include_usage)
                    : CompletionChunkJson(meta, i, "", nullptr, offset[i], fr, include_usage));
@@ -212,8 +213,8 @@ void HttpServer::Route() {
   // take every thread (docs/RELIABILITY.md measures it). The pool starts threads only when all
   // are busy and lets the extra ones exit after 10 s idle, so a long-running server's memory
   // follows its peak concurrency, not every thread that ever served a request.
-  const int threads = opts_.http_threads > 0 ? opts_.http_threads
-                                             : so.parallel + so.max_queue + kIdleConnections;
+  const int threads =
+      opts_.http_threads > 0 ? opts_.http_threads : so.parallel + so.max_queue + kIdleConnections;
   ElasticTaskQueueOptions pool;
   pool.max_threads = size_t(threads);
   pool.min_threads = std::min<size_t>(size_t(so.parallel) + 4, pool.max_threads);
@@ -448,14 +449,14 @@ void HttpServer::HandleGeneration(const std::string& raw, httplib::Response& res
       }
       // max_tokens beyond the room left is refused (as OpenAI and vLLM do), not clamped.
       if (r.max_tokens && int64_t(p.size()) + *r.max_tokens > opts_.context) {
-        throw ApiError(400, "invalid_request_error",
-                       fmt::format("This model's maximum context length is {} tokens; the prompt "
-                                   "has {} tokens and max_tokens is {} ({} in all). Lower "
-                                   "max_tokens to at most {} or shorten the {}.",
-                                   opts_.context, p.size(), *r.max_tokens,
-                                   int64_t(p.size()) + *r.max_tokens,
-                                   opts_.context - int64_t(p.size()), field),
-                       "max_tokens", "context_length_exceeded");
+        throw ApiError(
+            400, "invalid_request_error",
+            fmt::format("This model's maximum context length is {} tokens; the prompt "
+                        "has {} tokens and max_tokens is {} ({} in all). Lower "
+                        "max_tokens to at most {} or shorten the {}.",
+                        opts_.context, p.size(), *r.max_tokens, int64_t(p.size()) + *r.max_tokens,
+                        opts_.context - int64_t(p.size()), field),
+            "max_tokens", "context_length_exceeded");
       }
     }
 

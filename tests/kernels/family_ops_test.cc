@@ -10,8 +10,8 @@
 
 #include "core/half.h"
 #include "kernels/activation_ops.h"
-#include "kernels/backend.h"
 #include "kernels/attention_variant_ops.h"
+#include "kernels/backend.h"
 #include "kernels/recurrent_ops.h"
 
 namespace tq::kernels {
