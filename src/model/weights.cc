@@ -99,6 +99,46 @@ void LoadFusedExperts(const Checkpoint& ckpt, const std::string& gate_up_name,
   }
 }
 
+// A float tensor of exactly `shape` as an fp32 vector (conv weights, state-space constants).
+std::vector<float> LoadFloats(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {
+  const TensorView t = ckpt.View(name);
+  TQ_CHECK(t.shape == shape && IsFloat(t.dtype), "checkpoint " + ckpt.dir(),
+           "tensor '{}' is {} {}, expected a float tensor {}", name, DTypeName(t.dtype),
+           ShapeToString(t.shape), ShapeToString(shape));
+  std::vector<float> v(size_t(t.numel()));
+  ToF32(t, v.data());
+  return v;
+}
+
+// A Gated DeltaNet mixer's weights (layer_spec.h DeltaNetSpec; tensor names from the
+// architecture). The gated norm's weight is applied as stored: it is not a (1 + w) norm.
+void LoadDeltaNet(const Checkpoint& ckpt, const ArchTensorNames& nm, const LayerSpec& S,
+                  int64_t hidden, PackedCheckpointInfo* packed, LayerWeights& L) {
+  const DeltaNetSpec& d = S.delta;
+  auto name = [&](const std::string& pattern) { return TensorName(pattern, S.index); };
+  TQ_CHECK(d.num_k_heads > 0 && d.num_v_heads % d.num_k_heads == 0 && d.k_dim > 0 && d.v_dim > 0 &&
+               d.conv_kernel >= 1,
+           "checkpoint " + ckpt.dir(),
+           "layer {}: linear attention with {} key heads, {} value heads, dims {} / {}, conv {} "
+           "(value heads must be a multiple of key heads)",
+           S.index, d.num_k_heads, d.num_v_heads, d.k_dim, d.v_dim, d.conv_kernel);
+  const int64_t K = d.KeyDim(), V = d.ValueDim(), Hv = d.num_v_heads;
+  if (d.fused_in_proj) {
+    L.dn_qkvz = LoadLinear(ckpt, name(nm.dn_qkvz), 2 * K + 2 * V, hidden, false, packed);
+    L.dn_ba = LoadLinear(ckpt, name(nm.dn_ba), 2 * Hv, hidden, false, packed);
+  } else {
+    L.dn_qkv = LoadLinear(ckpt, name(nm.dn_qkv), d.ConvDim(), hidden, false, packed);
+    L.dn_z = LoadLinear(ckpt, name(nm.dn_z), V, hidden, false, packed);
+    L.dn_b = LoadLinear(ckpt, name(nm.dn_b), Hv, hidden, false, packed);
+    L.dn_a = LoadLinear(ckpt, name(nm.dn_a), Hv, hidden, false, packed);
+  }
+  L.dn_conv = LoadFloats(ckpt, name(nm.dn_conv) + ".weight", {d.ConvDim(), 1, d.conv_kernel});
+  L.dn_a_log = LoadVector(ckpt, name(nm.dn_a_log), Hv);
+  L.dn_dt_bias = LoadVector(ckpt, name(nm.dn_dt_bias), Hv);
+  L.dn_norm = LoadVector(ckpt, name(nm.dn_norm), d.v_dim);
+  L.dn_out = LoadLinear(ckpt, name(nm.dn_out), hidden, V, false, packed);
+}
+
 }  // namespace
 
 ModelWeights::ModelWeights() = default;
@@ -155,18 +195,27 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
   w->final_norm = norm(nm.final_norm, hidden);
   w->rope = ComputeRopeFrequencies(c, hd);
 
+  // The first layer with a KV cache sets the cache geometry the others must share.
+  const LayerSpec* kv0 = nullptr;
+  for (const LayerSpec& S : spec.layers)
+    if (S.HasKvCache() && !kv0) kv0 = &S;
+  int64_t kv_layers = 0, state_layers = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     auto name = [&](const std::string& pattern) { return TensorName(pattern, l); };
     const LayerSpec& S = spec.layers[size_t(l)];
     const AttentionSpec& A = S.attn;
-    const AttentionSpec& A0 = spec.layers[0].attn;
-    TQ_CHECK(S.mixer == spec.layers[0].mixer && A.scale == A0.scale &&
-                 A.logit_softcap == A0.logit_softcap && A.head_dim == A0.head_dim,
-             where,
-             "{} layer {}: a per-layer mixer, head size, attention scale or soft-cap does not run "
-             "yet",
-             c.model_type, l);
+    if (S.HasKvCache()) {
+      const AttentionSpec& A0 = kv0->attn;
+      TQ_CHECK(S.mixer == kv0->mixer && A.scale == A0.scale &&
+                   A.logit_softcap == A0.logit_softcap && A.head_dim == A0.head_dim,
+               where,
+               "{} layer {}: a per-layer attention kind, head size, attention scale or soft-cap "
+               "does not run yet",
+               c.model_type, l);
+    }
     LayerWeights& L = w->layers.emplace_back();
+    if (S.HasKvCache()) L.kv_index = kv_layers++;
+    if (S.HasRecurrentState()) L.state_index = state_layers++;
     L.attn_norm = norm(name(nm.attn_norm), hidden);
     L.ffn_norm = norm(name(nm.ffn_norm), hidden);
     if (S.sandwich_norm) {
@@ -196,12 +245,15 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       L.mla_kv_a_norm = norm(name(nm.mla_kv_a_norm), M.kv_lora_rank);
       L.mla_kv_b = linear(name(nm.mla_kv_b), H * (M.nope_dim + M.v_dim), M.kv_lora_rank, false);
       L.o = linear(name(nm.o), hidden, H * M.v_dim, false);
+    } else if (S.mixer == MixerKind::kGatedDeltaNet) {
+      LoadDeltaNet(ckpt, nm, S, hidden, packed, L);
     } else {
       TQ_CHECK(S.mixer == MixerKind::kAttention && A.head_dim == hd && A.v_head_dim == hd &&
-                   A.rope.rotary_dim == hd && !A.output_gate && !A.v_norm && !S.per_layer_input,
+                   !A.v_norm && !S.per_layer_input,
                where, "{} layer {}: this layer kind ({} mixer) does not run yet", c.model_type, l,
                MixerKindName(S.mixer));
       const int64_t qdim = A.num_heads * hd, kvdim = A.num_kv_heads * hd;
+      const int64_t q_rows = A.output_gate ? 2 * qdim : qdim;  // [q | gate] per head
       if (A.fused_qkv) {
         const std::string qkv = name(nm.qkv);
         const int64_t rows = qdim + 2 * kvdim;
@@ -209,7 +261,7 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
         L.k = LoadLinearRows(ckpt, qkv, rows, qdim, kvdim, hidden, A.qkv_bias, packed);
         L.v = LoadLinearRows(ckpt, qkv, rows, qdim + kvdim, kvdim, hidden, A.qkv_bias, packed);
       } else {
-        L.q = linear(name(nm.q), qdim, hidden, A.qkv_bias);
+        L.q = linear(name(nm.q), q_rows, hidden, A.qkv_bias);
         L.k = linear(name(nm.k), kvdim, hidden, A.qkv_bias);
         L.v = linear(name(nm.v), kvdim, hidden, A.qkv_bias);
       }
@@ -221,7 +273,7 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       if (A.sinks) L.sinks = LoadVector(ckpt, name(nm.sinks), A.num_heads);
     }
     L.window = A.window;
-    {
+    if (S.HasKvCache()) {
       // The layer's RoPE table: config's with the layer's base and scaling (gemma3 local layers).
       ModelConfig rc = c;
       rc.rope_theta = A.rope.theta;
@@ -316,12 +368,14 @@ void UploadWeights(ModelWeights& w, kernels::Backend& be) {
   for (size_t l = 0; l < w.layers.size(); ++l) {
     LayerWeights& L = w.layers[l];
     const std::string what = fmt::format("layer {}", l);
-    for (FloatParam* p :
-         {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm, &L.post_ffn_norm,
-          &L.rope_inv_freq, &L.sinks, &L.mla_q_a_norm, &L.mla_kv_a_norm})
+    for (FloatParam* p : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm,
+                          &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks, &L.mla_q_a_norm,
+                          &L.mla_kv_a_norm, &L.dn_conv, &L.dn_a_log, &L.dn_dt_bias, &L.dn_norm})
       p->Upload(be, what);
-    for (Linear* lin : {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(),
-                        L.mla_q_b.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get()})
+    for (Linear* lin :
+         {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(), L.mla_q_b.get(),
+          L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get(), L.dn_qkvz.get(), L.dn_ba.get(),
+          L.dn_qkv.get(), L.dn_z.get(), L.dn_b.get(), L.dn_a.get(), L.dn_out.get()})
       if (lin) lin->Upload(be, what);
     if (L.mlp) mlp(*L.mlp, what);
     if (L.moe) {

@@ -61,6 +61,15 @@ struct LayerWeights {
   // kv_a_proj_with_mqa.)
   std::unique_ptr<Linear> mla_q_a, mla_q_b, mla_kv_a_c, mla_kv_a_pe, mla_kv_b;
   FloatParam mla_q_a_norm, mla_kv_a_norm;
+  // Where the layer's sequence state lives in a KvCache: its index among the attention layers
+  // (keys and values) or among the recurrent layers (KvCache::RecurrentState); -1 when none.
+  int64_t kv_index = -1, state_index = -1;
+  // Gated DeltaNet (qwen3_next: in_proj_qkvz / in_proj_ba, rows grouped per key head; qwen3_5:
+  // in_proj_qkv [q | k | v], in_proj_z, in_proj_b, in_proj_a).
+  std::unique_ptr<Linear> dn_qkvz, dn_ba, dn_qkv, dn_z, dn_b, dn_a, dn_out;
+  FloatParam dn_conv;               // [conv_dim, kernel] depthwise conv weights
+  FloatParam dn_a_log, dn_dt_bias;  // [v_heads]
+  FloatParam dn_norm;               // [v_dim] the gated RMSNorm's weight (plain w, not 1 + w)
 };
 
 class PackedLinear;
