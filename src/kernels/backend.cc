@@ -83,6 +83,10 @@ std::string_view FamilyOpName(FamilyOp op) {
       return "gated_rms_norm";
     case FamilyOp::kPartialRope:
       return "partial_rope";
+    case FamilyOp::kSsmDt:
+      return "ssm_dt";
+    case FamilyOp::kRelu2:
+      return "relu2";
     case FamilyOp::kCount:
       break;
   }
@@ -128,10 +132,14 @@ void Backend::DeltaNetGates(const float*, const float*, int64_t, int64_t, int64_
                             const float*, float*, float*) {
   Unsupported(*this, FamilyOp::kDeltaNetGates);
 }
-void Backend::GatedRmsNorm(const float*, int64_t, int64_t, const float*, const float*, float,
-                           float*) {
+void Backend::GatedRmsNorm(const float*, int64_t, int64_t, int64_t, const float*, const float*,
+                           float, bool, float*) {
   Unsupported(*this, FamilyOp::kGatedRmsNorm);
 }
+void Backend::SsmDt(const float*, int64_t, int64_t, int64_t, const float*, float, float, float*) {
+  Unsupported(*this, FamilyOp::kSsmDt);
+}
+void Backend::Relu2(const float*, int64_t, float*) { Unsupported(*this, FamilyOp::kRelu2); }
 void Backend::PartialRope(float*, int64_t, int64_t, int64_t, int64_t, const int64_t*,
                           const float*, float) {
   Unsupported(*this, FamilyOp::kPartialRope);

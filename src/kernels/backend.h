@@ -72,7 +72,9 @@ enum class FamilyOp : uint8_t {
   kGatedDeltaNet,     // Gated DeltaNet recurrence (qwen3_next, qwen3_5)
   kSsd,               // Mamba-2 selective scan (nemotron_h)
   kDeltaNetGates,     // g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b)
-  kGatedRmsNorm,      // RMSNorm(x) · w · silu(z)
+  kGatedRmsNorm,      // RMSNorm(x) · w · silu(z), or grouped RMSNorm(x · silu(z)) · w (Mamba-2)
+  kSsmDt,             // dt = clamp(softplus(dt + dt_bias), lo, hi) (Mamba-2)
+  kRelu2,             // max(x, 0)² (nemotron_h's ungated MLP)
   kPartialRope,       // RoPE on the first rotary_dim of each head (the rest passes through)
   kCount
 };
@@ -199,10 +201,19 @@ class Backend {
   virtual void DeltaNetGates(const float* b, const float* a, int64_t stride, int64_t n,
                              int64_t heads, const float* a_log, const float* dt_bias, float* g,
                              float* beta);
-  // out[r, :] = x[r, :] / sqrt(mean(x[r, :]²) + eps) · weight · silu(z[r, :]); x, z, out
-  // [rows, dim] (out may alias x).
-  virtual void GatedRmsNorm(const float* x, int64_t rows, int64_t dim, const float* z,
-                            const float* weight, float eps, float* out);
+  // x, z, out [rows, dim] (out may alias x), weight [dim], RMS over groups of `group` floats
+  // (group divides dim):
+  //   gate_first = false (Gated DeltaNet): out = x / rms(x) · weight · silu(z)
+  //   gate_first = true  (Mamba-2):        u = x · silu(z);  out = u / rms(u) · weight
+  virtual void GatedRmsNorm(const float* x, int64_t rows, int64_t dim, int64_t group,
+                            const float* z, const float* weight, float eps, bool gate_first,
+                            float* out);
+  // Mamba-2's step sizes: out[t, h] = clamp(softplus(dt[t, h] + bias[h]), lo, hi); dt rows
+  // `stride` floats apart, out [n, heads] dense.
+  virtual void SsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias,
+                     float lo, float hi, float* out);
+  // out[i] = max(x[i], 0)², i < n (out may alias x).
+  virtual void Relu2(const float* x, int64_t n, float* out);
   // Rope() on the first rotary_dim of each head of x [rows, heads, head_dim] (pairs (i, i +
   // rotary_dim/2), inv_freq [rotary_dim / 2]); dims rotary_dim .. head_dim-1 are unchanged.
   virtual void PartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim,

@@ -61,8 +61,11 @@ class HostBackend : public Backend {
            const float* D, int64_t n, float* state, const SsdParams& p, float* y) override;
   void DeltaNetGates(const float* b, const float* a, int64_t stride, int64_t n, int64_t heads,
                      const float* a_log, const float* dt_bias, float* g, float* beta) override;
-  void GatedRmsNorm(const float* x, int64_t rows, int64_t dim, const float* z,
-                    const float* weight, float eps, float* out) override;
+  void GatedRmsNorm(const float* x, int64_t rows, int64_t dim, int64_t group, const float* z,
+                    const float* weight, float eps, bool gate_first, float* out) override;
+  void SsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias,
+             float lo, float hi, float* out) override;
+  void Relu2(const float* x, int64_t n, float* out) override;
   void PartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
                    const int64_t* positions, const float* inv_freq, float attn_factor) override;
 

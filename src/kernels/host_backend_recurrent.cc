@@ -1,8 +1,11 @@
 // The recurrent mixers' ops on the host backends: the scalar references (recurrent_ref.cc) on
 // `ref`, the fast paths (recurrent_cpu.cc) on `cpu`; the small elementwise ops around them
 // (gates, gated norm, partial RoPE) are one loop shared by both.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
+#include "kernels/activation_ops.h"
 #include "kernels/host_backend.h"
 #include "kernels/recurrent_ops.h"
 
@@ -55,19 +58,40 @@ void HostBackend::DeltaNetGates(const float* b, const float* a, int64_t stride, 
   }
 }
 
-void HostBackend::GatedRmsNorm(const float* x, int64_t rows, int64_t dim, const float* z,
-                               const float* weight, float eps, float* out) {
+void HostBackend::GatedRmsNorm(const float* x, int64_t rows, int64_t dim, int64_t group,
+                               const float* z, const float* weight, float eps, bool gate_first,
+                               float* out) {
+  auto silu = [](float v) { return v / (1.0f + std::exp(-v)); };
+  std::vector<float> u(static_cast<size_t>(group));
   for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * dim;
-    const float* zr = z + r * dim;
-    float ss = 0;
-    for (int64_t i = 0; i < dim; ++i) ss += xr[i] * xr[i];
-    const float inv = 1.0f / std::sqrt(ss / float(dim) + eps);
-    float* o = out + r * dim;
-    for (int64_t i = 0; i < dim; ++i) {
-      const float silu = zr[i] / (1.0f + std::exp(-zr[i]));
-      o[i] = xr[i] * inv * weight[i] * silu;
+    for (int64_t g0 = 0; g0 < dim; g0 += group) {
+      const float* xr = x + r * dim + g0;
+      const float* zr = z + r * dim + g0;
+      for (int64_t i = 0; i < group; ++i) u[size_t(i)] = gate_first ? xr[i] * silu(zr[i]) : xr[i];
+      float ss = 0;
+      for (int64_t i = 0; i < group; ++i) ss += u[size_t(i)] * u[size_t(i)];
+      const float inv = 1.0f / std::sqrt(ss / float(group) + eps);
+      float* o = out + r * dim + g0;
+      for (int64_t i = 0; i < group; ++i) {
+        const float v = u[size_t(i)] * inv * weight[g0 + i];
+        o[i] = gate_first ? v : v * silu(zr[i]);
+      }
     }
+  }
+}
+
+void HostBackend::SsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads,
+                        const float* bias, float lo, float hi, float* out) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t h = 0; h < heads; ++h)
+      out[t * heads + h] = std::clamp(Softplus(dt[t * stride + h] + bias[h]), lo, hi);
+}
+
+void HostBackend::Relu2(const float* x, int64_t n, float* out) {
+  if (name() == "ref") {
+    ref::Relu2(x, n, out);
+  } else {
+    cpu::Relu2(x, n, out);
   }
 }
 

@@ -1,16 +1,16 @@
-#include "model/deltanet_forward.h"
-
+// RecurrentStep: the gather lists of the fused layout and the Gated DeltaNet mixer.
 #include <cmath>
 #include <numeric>
 
 #include "core/error.h"
+#include "model/recurrent_forward.h"
 
 namespace tq {
 
 using Buf = ForwardWorkspace;
 
-DeltaNetStep::DeltaNetStep(kernels::Backend& be, const ModelSpec& spec, int64_t n,
-                           ForwardWorkspace& ws)
+RecurrentStep::RecurrentStep(kernels::Backend& be, const ModelSpec& spec, int64_t n,
+                             ForwardWorkspace& ws)
     : be_(be), ws_(ws), n_(n) {
   const LayerSpec* first = nullptr;
   for (const LayerSpec& S : spec.layers)
@@ -47,12 +47,12 @@ DeltaNetStep::DeltaNetStep(kernels::Backend& be, const ModelSpec& spec, int64_t 
   idx_ = Buf::Stage(be, ws.dn_idx, I.data(), int64_t(I.size()), "the DeltaNet gather lists");
 }
 
-void DeltaNetStep::AddSegment(KvCache* cache, int64_t begin, int64_t count) {
+void RecurrentStep::AddSegment(KvCache* cache, int64_t begin, int64_t count) {
   segs_.push_back({cache, begin, count});
 }
 
-void DeltaNetStep::Run(const LayerWeights& L, const DeltaNetSpec& d, const float* h, float eps,
-                       float* y) {
+void RecurrentStep::RunDeltaNet(const LayerWeights& L, const DeltaNetSpec& d, const float* h,
+                                float eps, float* y) {
   const int64_t n = n_, K = d.KeyDim(), V = d.ValueDim(), C = d.ConvDim(), Hv = d.num_v_heads;
   float* qkv = Buf::Need(be_, ws_.dn_qkv, n * C, "the DeltaNet projections");  // [n, C]
   float* z = Buf::Need(be_, ws_.dn_z, n * V, "the DeltaNet gate");             // [n, V]
@@ -97,7 +97,7 @@ void DeltaNetStep::Run(const LayerWeights& L, const DeltaNetSpec& d, const float
     be_.GatedDeltaNet(cs, cs + K, cs + 2 * K, g + s.begin * Hv, beta + s.begin * Hv, s.count,
                       state + (d.conv_kernel - 1) * C, dp, o + s.begin * V);
   }
-  be_.GatedRmsNorm(o, n * Hv, d.v_dim, z, L.dn_norm.data(), eps, o);
+  be_.GatedRmsNorm(o, n * Hv, d.v_dim, d.v_dim, z, L.dn_norm.data(), eps, /*gate_first=*/false, o);
   L.dn_out->MatMul(be_, o, n, y);  // [n, hidden]
 }
 

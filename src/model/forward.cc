@@ -9,11 +9,13 @@
 //                                                        partial rotary: qwen3_next)
 //     cache ← (k, v);  a = softmax(softcap(q·kᵀ·scale) [, sink], causal [, window]) · v
 //     [a ×= sigmoid(gate): q_proj's gate half, qwen3_next]
-//     — or a Gated DeltaNet mixer on the sequence's recurrent state (deltanet_forward.h),
+//     — or a Gated DeltaNet / Mamba-2 mixer on the sequence's recurrent state
+//       (recurrent_forward.h),
 //       or multi-head latent attention (deepseek) —
 //     y = a·Woᵀ [→ RMSNorm: sandwich];  x += y
 //     h = RMSNorm(x);  y = MLP(h) [→ RMSNorm: sandwich]  or  MoE(h) [+ gated shared expert]
-//     x += y        (MLP activation: SiLU, GELU-tanh, gpt_oss's clamped SwiGLU)
+//     x += y        (MLP activation: SiLU, GELU-tanh, gpt_oss's clamped SwiGLU; ungated ReLU²)
+//   (nemotron_h: a layer is a mixer or an FFN, each behind its one norm)
 //   logits = softcap(RMSNorm(x)·W_lmᵀ)
 //
 // A batch is a list of rows; consecutive rows form a segment belonging to one sequence (one KV
@@ -30,11 +32,11 @@
 
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "model/deltanet_forward.h"
 #include "model/expert_cache.h"
 #include "model/model.h"
 #include "model/moe_forward.h"
 #include "model/packed_linear.h"
+#include "model/recurrent_forward.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 
@@ -44,9 +46,17 @@ namespace {
 using Buf = ForwardWorkspace;
 using kernels::Backend;
 
-// y [n, hidden] = down(act(gate(h)) * up(h)).
+// y [n, hidden] = down(act(gate(h)) * up(h)), or down(relu²(up(h))) when ungated (no gate).
 void GatedMlpForward(Backend& be, const GatedMlp& m, Activation act, const float* h, int64_t n,
                      Buf& ws, float* y) {
+  if (!m.gate) {
+    const int64_t ffn = m.up->out_features();
+    float* u = Buf::Need(be, ws.up, n * ffn, "the MLP workspace");  // [n, ffn]
+    m.up->MatMul(be, h, n, u);
+    be.Relu2(u, n * ffn, u);
+    m.down->MatMul(be, u, n, y);  // [n, hidden]
+    return;
+  }
   const int64_t ffn = m.gate->out_features();
   float* g = Buf::Need(be, ws.gate, n * ffn, "the MLP workspace");  // [n, ffn]
   float* u = Buf::Need(be, ws.up, n * ffn, "the MLP workspace");    // [n, ffn]
@@ -239,24 +249,29 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     L.o->MatMul(be, B, n, y);
   };
 
-  DeltaNetStep deltanet(be, spec, n, ws);
-  for (const Segment& s : segments) deltanet.AddSegment(s.cache, s.begin, s.count);
+  RecurrentStep recurrent(be, spec, n, ws);
+  for (const Segment& s : segments) recurrent.AddSegment(s.cache, s.begin, s.count);
 
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
     const LayerSpec& S = spec.layers[size_t(l)];
-    // --- mixer ---
-    be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
-    if (S.mixer == MixerKind::kMla) {
-      mla_attention(L, S.mla);
-    } else if (S.mixer == MixerKind::kGatedDeltaNet) {
-      deltanet.Run(L, S.delta, h, eps, y);
-    } else {
-      attention(L, S.attn);
+    // --- mixer (none: nemotron_h's MLP layers) ---
+    if (S.mixer != MixerKind::kNone) {
+      be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
+      if (S.mixer == MixerKind::kMla) {
+        mla_attention(L, S.mla);
+      } else if (S.mixer == MixerKind::kGatedDeltaNet) {
+        recurrent.RunDeltaNet(L, S.delta, h, eps, y);
+      } else if (S.mixer == MixerKind::kMamba2) {
+        recurrent.RunMamba2(L, S.mamba, h, y);
+      } else {
+        attention(L, S.attn);
+      }
+      if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_attn_norm.data(), eps, y);
+      be.Add(x, y, n * hidden);
     }
-    if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_attn_norm.data(), eps, y);
-    be.Add(x, y, n * hidden);
-    // --- feed-forward ---
+    // --- feed-forward (none: nemotron_h's mixer layers) ---
+    if (S.ffn.kind == FfnKind::kNone) continue;
     be.RmsNorm(x, n, hidden, L.ffn_norm.data(), eps, h);
     if (L.moe) {
       MoeStreaming st;

@@ -176,6 +176,11 @@ inline CacheGeometry CacheGeometryOf(const ModelSpec& s) {
   return {};
 }
 
+// The KV cache layout of a model of this spec (kv/kv_cache.h): its attention layers (windows,
+// scale, soft-cap; no sinks) and the state sizes of its recurrent layers.
+struct KvLayout;
+KvLayout KvLayoutOf(const ModelSpec& spec);
+
 // The spec for `config` as `arch` builds it. Throws tq::Error("[layer spec] ...") for settings
 // it cannot express (an unknown activation, a rotary dimension that is odd or exceeds head_dim).
 ModelSpec BuildModelSpec(const ModelConfig& config, const Architecture& arch);

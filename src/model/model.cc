@@ -50,7 +50,11 @@ void CheckBackendSupports(const ModelSpec& spec, const kernels::Backend& be) {
       for (FamilyOp op :
            {FamilyOp::kGatedDeltaNet, FamilyOp::kDeltaNetGates, FamilyOp::kGatedRmsNorm})
         need.push_back(op);
-    if (L.mixer == MixerKind::kMamba2) need.push_back(FamilyOp::kSsd);
+    if (L.mixer == MixerKind::kMamba2)
+      for (FamilyOp op : {FamilyOp::kSsd, FamilyOp::kSsmDt, FamilyOp::kGatedRmsNorm})
+        need.push_back(op);
+    if (L.ffn.kind != FfnKind::kNone && L.ffn.act == Activation::kRelu2)
+      need.push_back(FamilyOp::kRelu2);
   }
   for (FamilyOp op : need)
     TQ_CHECK(be.SupportsFamilyOp(op), std::string(be.name()),
@@ -67,7 +71,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const ModelLoadOption
   std::unique_ptr<Model> m(new Model());
   m->config_ = LoadModelConfig(dir);
   ValidateConfig(m->config_, dir + "/config.json");
-  m->arch_ = &FindArchitecture(m->config_.model_type);
+  m->arch_ = &FindArchitecture(m->config_);
   m->backend_ =
       &kernels::GetBackend(opts.device.empty() ? kernels::DefaultDeviceName() : opts.device);
   m->checkpoint_ = Checkpoint::Open(dir);
@@ -96,20 +100,14 @@ int64_t Model::WeightBytes() const {
   if (w.embed_packed) bytes += w.embed_packed->WeightBytes();
   if (!w.lm_head_tied) bytes += w.lm_head->WeightBytes();
   auto mlp_bytes = [](const GatedMlp& m) {
-    return m.gate->WeightBytes() + m.up->WeightBytes() + m.down->WeightBytes();
+    return (m.gate ? m.gate->WeightBytes() : 0) + m.up->WeightBytes() + m.down->WeightBytes();
   };
   for (const LayerWeights& L : w.layers) {
-    bytes += int64_t((L.attn_norm.size() + L.ffn_norm.size() + L.q_norm.size() + L.k_norm.size()) *
-                     sizeof(float));
-    bytes +=
-        int64_t((L.dn_conv.size() + L.dn_a_log.size() + L.dn_dt_bias.size() + L.dn_norm.size()) *
-                sizeof(float));
-    for (const Linear* lin :
-         {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(), L.mla_q_b.get(),
-          L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get(), L.shared_gate.get(),
-          L.dn_qkvz.get(), L.dn_ba.get(), L.dn_qkv.get(), L.dn_z.get(), L.dn_b.get(), L.dn_a.get(),
-          L.dn_out.get()})
-      if (lin) bytes += lin->WeightBytes();
+    LayerWeights& lw = const_cast<LayerWeights&>(L);  // the lists hand out mutable pointers
+    for (const FloatParam* p : LayerParams(lw))
+      if (p != &L.rope_inv_freq && p != &L.sinks) bytes += int64_t(p->size() * sizeof(float));
+    for (const Linear* lin : LayerMixerLinears(lw)) bytes += lin->WeightBytes();
+    if (L.shared_gate) bytes += L.shared_gate->WeightBytes();
     if (L.shared) bytes += mlp_bytes(*L.shared);
     if (L.mlp) bytes += mlp_bytes(*L.mlp);
     if (L.moe) {
@@ -132,28 +130,10 @@ int64_t Model::ResidentWeightBytes() const {
 }
 
 KvLayout Model::kv_layout() const {
-  KvLayout l;
-  const CacheGeometry g = CacheGeometryOf(weights_->spec);
-  l.num_heads = g.heads;
-  l.num_kv_heads = g.kv_heads;
-  l.head_dim = g.head_dim;
-  // One scale and soft-cap for all attention layers (every family that runs has them uniform;
-  // the spec check at load refuses others). Recurrent layers hold state instead of K/V.
-  const ModelSpec& spec = weights_->spec;
-  bool first = true;
-  for (size_t i = 0; i < spec.layers.size(); ++i) {
-    const LayerSpec& S = spec.layers[i];
+  KvLayout l = KvLayoutOf(weights_->spec);
+  for (size_t i = 0; i < weights_->layers.size(); ++i) {
     const LayerWeights& L = weights_->layers[i];
-    if (S.HasRecurrentState()) l.recurrent_floats.push_back(S.RecurrentStateFloats());
-    if (!S.HasKvCache()) continue;
-    if (first) {
-      l.scale = S.attn.scale;
-      l.softcap = S.attn.logit_softcap;
-      first = false;
-    }
-    ++l.num_layers;
-    l.window.push_back(L.window);
-    l.sinks.push_back(L.sinks.empty() ? nullptr : L.sinks.data());
+    if (L.kv_index >= 0) l.sinks.push_back(L.sinks.empty() ? nullptr : L.sinks.data());
   }
   return l;
 }

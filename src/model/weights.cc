@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -139,6 +140,34 @@ void LoadDeltaNet(const Checkpoint& ckpt, const ArchTensorNames& nm, const Layer
   L.dn_out = LoadLinear(ckpt, name(nm.dn_out), hidden, V, false, packed);
 }
 
+// A Mamba-2 mixer's weights: in_proj loads as its three row blocks (z, xBC, dt), so each
+// projection lands dense (packed checkpoints slice their rows the same way).
+void LoadMamba2(const Checkpoint& ckpt, const ArchTensorNames& nm, const LayerSpec& S,
+                int64_t hidden, PackedCheckpointInfo* packed, LayerWeights& L) {
+  const Mamba2Spec& m = S.mamba;
+  auto name = [&](const std::string& pattern) { return TensorName(pattern, S.index); };
+  TQ_CHECK(m.num_heads > 0 && m.head_dim > 0 && m.state_size > 0 && m.n_groups > 0 &&
+               m.num_heads % m.n_groups == 0 && m.Inner() % m.n_groups == 0 && m.conv_kernel >= 1,
+           "checkpoint " + ckpt.dir(),
+           "layer {}: Mamba-2 with {} heads of {}, state {}, {} groups, conv {} (heads must be a "
+           "multiple of groups)",
+           S.index, m.num_heads, m.head_dim, m.state_size, m.n_groups, m.conv_kernel);
+  const int64_t I = m.Inner(), C = m.ConvDim(), H = m.num_heads, rows = m.InProjRows();
+  const std::string in = name(nm.ssm_in);
+  L.ssm_z = LoadLinearRows(ckpt, in, rows, 0, I, hidden, m.proj_bias, packed);
+  L.ssm_xbc = LoadLinearRows(ckpt, in, rows, I, C, hidden, m.proj_bias, packed);
+  L.ssm_dt = LoadLinearRows(ckpt, in, rows, I + C, H, hidden, m.proj_bias, packed);
+  L.ssm_conv = LoadFloats(ckpt, name(nm.ssm_conv) + ".weight", {C, 1, m.conv_kernel});
+  if (m.conv_bias) L.ssm_conv_bias = LoadVector(ckpt, name(nm.ssm_conv) + ".bias", C);
+  std::vector<float> a = LoadVector(ckpt, name(nm.ssm_a_log), H);
+  for (float& v : a) v = -std::exp(v);
+  L.ssm_a = FloatParam(std::move(a));
+  L.ssm_d = LoadVector(ckpt, name(nm.ssm_d), H);
+  L.ssm_dt_bias = LoadVector(ckpt, name(nm.ssm_dt_bias), H);
+  L.ssm_norm = LoadVector(ckpt, name(nm.ssm_norm), I);
+  L.ssm_out = LoadLinear(ckpt, name(nm.ssm_out), hidden, I, m.proj_bias, packed);
+}
+
 }  // namespace
 
 ModelWeights::ModelWeights() = default;
@@ -247,6 +276,10 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       L.o = linear(name(nm.o), hidden, H * M.v_dim, false);
     } else if (S.mixer == MixerKind::kGatedDeltaNet) {
       LoadDeltaNet(ckpt, nm, S, hidden, packed, L);
+    } else if (S.mixer == MixerKind::kMamba2) {
+      LoadMamba2(ckpt, nm, S, hidden, packed, L);
+    } else if (S.mixer == MixerKind::kNone) {
+      // an FFN-only layer (nemotron_h): its one norm is attn_norm = ffn_norm
     } else {
       TQ_CHECK(S.mixer == MixerKind::kAttention && A.head_dim == hd && A.v_head_dim == hd &&
                    !A.v_norm && !S.per_layer_input,
@@ -273,7 +306,7 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       if (A.sinks) L.sinks = LoadVector(ckpt, name(nm.sinks), A.num_heads);
     }
     L.window = A.window;
-    if (S.HasKvCache()) {
+    if (S.HasKvCache() && A.rope.rotary_dim > 0) {
       // The layer's RoPE table: config's with the layer's base and scaling (gemma3 local layers).
       ModelConfig rc = c;
       rc.rope_theta = A.rope.theta;
@@ -322,9 +355,13 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
         if (M.shared_gate) L.shared_gate = linear(name(nm.shared_expert_gate), 1, hidden, false);
       }
     } else if (F.kind == FfnKind::kDense) {
-      TQ_CHECK(F.gated(), where, "{} layer {}: the ungated {} MLP does not run yet", c.model_type,
-               l, ActivationName(F.act));
-      if (F.fused_gate_up) {
+      if (!F.gated()) {  // ReLU² (nemotron_h): up, down
+        TQ_CHECK(!F.fused_gate_up, where, "{} layer {}: a fused gate_up without a gate",
+                 c.model_type, l);
+        L.mlp = std::make_unique<GatedMlp>();
+        L.mlp->up = linear(name(nm.up), F.ffn, hidden, F.bias);
+        L.mlp->down = linear(name(nm.down), hidden, F.ffn, F.bias);
+      } else if (F.fused_gate_up) {
         const std::string gu = name(nm.gate_up);
         L.mlp = std::make_unique<GatedMlp>();
         L.mlp->gate = LoadLinearRows(ckpt, gu, 2 * F.ffn, 0, F.ffn, hidden, F.bias, packed);
@@ -334,12 +371,31 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
         L.mlp = std::make_unique<GatedMlp>(LoadMlp(ckpt, name(nm.gate), name(nm.up), name(nm.down),
                                                    hidden, F.ffn, F.bias, packed));
       }
-    } else {
-      Fail(where, "{} layer {}: a layer without a feed-forward block does not run yet",
-           c.model_type, l);
-    }
+    }  // FfnKind::kNone: a mixer-only layer (nemotron_h)
   }
   return w;
+}
+
+std::vector<FloatParam*> LayerParams(LayerWeights& L) {
+  std::vector<FloatParam*> out;
+  for (FloatParam* p :
+       {&L.attn_norm,     &L.ffn_norm,      &L.q_norm,     &L.k_norm,       &L.post_attn_norm,
+        &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks,      &L.mla_q_a_norm, &L.mla_kv_a_norm,
+        &L.dn_conv,       &L.dn_a_log,      &L.dn_dt_bias, &L.dn_norm,      &L.ssm_conv,
+        &L.ssm_conv_bias, &L.ssm_a,         &L.ssm_d,      &L.ssm_dt_bias,  &L.ssm_norm})
+    if (!p->empty()) out.push_back(p);
+  return out;
+}
+
+std::vector<Linear*> LayerMixerLinears(LayerWeights& L) {
+  std::vector<Linear*> out;
+  for (Linear* lin : {L.q.get(),        L.k.get(),       L.v.get(),          L.o.get(),
+                      L.mla_q_a.get(),  L.mla_q_b.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(),
+                      L.mla_kv_b.get(), L.dn_qkvz.get(), L.dn_ba.get(),      L.dn_qkv.get(),
+                      L.dn_z.get(),     L.dn_b.get(),    L.dn_a.get(),       L.dn_out.get(),
+                      L.ssm_z.get(),    L.ssm_xbc.get(), L.ssm_dt.get(),     L.ssm_out.get()})
+    if (lin) out.push_back(lin);
+  return out;
 }
 
 void UploadWeights(ModelWeights& w, kernels::Backend& be) {
@@ -361,22 +417,15 @@ void UploadWeights(ModelWeights& w, kernels::Backend& be) {
   w.rope_inv_freq = FloatParam(w.rope.inv_freq);
   w.rope_inv_freq.Upload(be, "the RoPE table");
   auto mlp = [&](GatedMlp& m, std::string_view what) {
-    m.gate->Upload(be, what);
+    if (m.gate) m.gate->Upload(be, what);
     m.up->Upload(be, what);
     m.down->Upload(be, what);
   };
   for (size_t l = 0; l < w.layers.size(); ++l) {
     LayerWeights& L = w.layers[l];
     const std::string what = fmt::format("layer {}", l);
-    for (FloatParam* p : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm,
-                          &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks, &L.mla_q_a_norm,
-                          &L.mla_kv_a_norm, &L.dn_conv, &L.dn_a_log, &L.dn_dt_bias, &L.dn_norm})
-      p->Upload(be, what);
-    for (Linear* lin :
-         {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(), L.mla_q_b.get(),
-          L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get(), L.dn_qkvz.get(), L.dn_ba.get(),
-          L.dn_qkv.get(), L.dn_z.get(), L.dn_b.get(), L.dn_a.get(), L.dn_out.get()})
-      if (lin) lin->Upload(be, what);
+    for (FloatParam* p : LayerParams(L)) p->Upload(be, what);
+    for (Linear* lin : LayerMixerLinears(L)) lin->Upload(be, what);
     if (L.mlp) mlp(*L.mlp, what);
     if (L.moe) {
       L.moe->router->Upload(be, what);
