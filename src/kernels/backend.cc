@@ -71,6 +71,22 @@ std::string_view FamilyOpName(FamilyOp op) {
       return "sigmoid_gate_rows";
     case FamilyOp::kAttentionVariant:
       return "attention_variant (soft-cap / sinks)";
+    case FamilyOp::kCausalConv1d:
+      return "causal_conv1d";
+    case FamilyOp::kGatedDeltaNet:
+      return "gated_deltanet";
+    case FamilyOp::kSsd:
+      return "ssd (mamba2 scan)";
+    case FamilyOp::kDeltaNetGates:
+      return "deltanet_gates";
+    case FamilyOp::kGatedRmsNorm:
+      return "gated_rms_norm";
+    case FamilyOp::kPartialRope:
+      return "partial_rope";
+    case FamilyOp::kSsmDt:
+      return "ssm_dt";
+    case FamilyOp::kRelu2:
+      return "relu2";
     case FamilyOp::kCount:
       break;
   }
@@ -99,6 +115,34 @@ void Backend::SigmoidGateRows(float*, const float*, int64_t, int64_t) {
 void Backend::AttentionVariant(const float*, int64_t, int64_t, const KvView&,
                                const SinkAttentionParams&, float*) {
   Unsupported(*this, FamilyOp::kAttentionVariant);
+}
+void Backend::CausalConv1d(const float*, int64_t, int64_t, const float*, const float*, float*,
+                           const Conv1dParams&, float*) {
+  Unsupported(*this, FamilyOp::kCausalConv1d);
+}
+void Backend::GatedDeltaNet(const float*, const float*, const float*, const float*, const float*,
+                            int64_t, float*, const DeltaNetParams&, float*) {
+  Unsupported(*this, FamilyOp::kGatedDeltaNet);
+}
+void Backend::Ssd(const float*, const float*, const float*, const float*, const float*,
+                  const float*, int64_t, float*, const SsdParams&, float*) {
+  Unsupported(*this, FamilyOp::kSsd);
+}
+void Backend::DeltaNetGates(const float*, const float*, int64_t, int64_t, int64_t, const float*,
+                            const float*, float*, float*) {
+  Unsupported(*this, FamilyOp::kDeltaNetGates);
+}
+void Backend::GatedRmsNorm(const float*, int64_t, int64_t, int64_t, const float*, const float*,
+                           float, bool, float*) {
+  Unsupported(*this, FamilyOp::kGatedRmsNorm);
+}
+void Backend::SsmDt(const float*, int64_t, int64_t, int64_t, const float*, float, float, float*) {
+  Unsupported(*this, FamilyOp::kSsmDt);
+}
+void Backend::Relu2(const float*, int64_t, float*) { Unsupported(*this, FamilyOp::kRelu2); }
+void Backend::PartialRope(float*, int64_t, int64_t, int64_t, int64_t, const int64_t*,
+                          const float*, float) {
+  Unsupported(*this, FamilyOp::kPartialRope);
 }
 
 bool BuiltWithCudaBackend() {

@@ -30,6 +30,7 @@
 #include "kernels/kv_ops.h"
 #include "kernels/ops.h"
 #include "kernels/packed_ops.h"
+#include "kernels/recurrent_ops.h"
 
 namespace tq::kernels {
 
@@ -67,6 +68,14 @@ enum class FamilyOp : uint8_t {
   kSoftcap,           // x = cap * tanh(x / cap)
   kSigmoidGateRows,   // x[r, :] *= sigmoid(g[r])
   kAttentionVariant,  // attention on a plain cache with soft-capped scores and/or sinks
+  kCausalConv1d,      // depthwise causal conv1d over time with a rolling state (recurrent mixers)
+  kGatedDeltaNet,     // Gated DeltaNet recurrence (qwen3_next, qwen3_5)
+  kSsd,               // Mamba-2 selective scan (nemotron_h)
+  kDeltaNetGates,     // g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b)
+  kGatedRmsNorm,      // RMSNorm(x) · w · silu(z), or grouped RMSNorm(x · silu(z)) · w (Mamba-2)
+  kSsmDt,             // dt = clamp(softplus(dt + dt_bias), lo, hi) (Mamba-2)
+  kRelu2,             // max(x, 0)² (nemotron_h's ungated MLP)
+  kPartialRope,       // RoPE on the first rotary_dim of each head (the rest passes through)
   kCount
 };
 std::string_view FamilyOpName(FamilyOp op);
@@ -175,6 +184,41 @@ class Backend {
   // num_kv_heads, head_dim (= v_head_dim), scale, window from p; kv as for Attention().
   virtual void AttentionVariant(const float* q, int64_t n, int64_t pos0, const KvView& kv,
                                 const SinkAttentionParams& p, float* out);
+
+  // The recurrent mixers (recurrent_ops.h has the contracts; state lives with the sequence, in
+  // the backend's memory, updated in place).
+  virtual void CausalConv1d(const float* x, int64_t n, int64_t x_stride, const float* w,
+                            const float* bias, float* state, const Conv1dParams& p, float* y);
+  virtual void GatedDeltaNet(const float* q, const float* k, const float* v, const float* g,
+                             const float* beta, int64_t n, float* state, const DeltaNetParams& p,
+                             float* out);
+  virtual void Ssd(const float* x, const float* B, const float* C, const float* dt,
+                   const float* A, const float* D, int64_t n, float* state, const SsdParams& p,
+                   float* y);
+  // Gated DeltaNet's per-token gates from its projections b, a [n, heads] (rows `stride` floats
+  // apart): g[t, h] = -exp(a_log[h]) · softplus(a[t, h] + dt_bias[h]) (log decay),
+  // beta[t, h] = sigmoid(b[t, h]); g, beta [n, heads] dense.
+  virtual void DeltaNetGates(const float* b, const float* a, int64_t stride, int64_t n,
+                             int64_t heads, const float* a_log, const float* dt_bias, float* g,
+                             float* beta);
+  // x, z, out [rows, dim] (out may alias x), weight [dim], RMS over groups of `group` floats
+  // (group divides dim):
+  //   gate_first = false (Gated DeltaNet): out = x / rms(x) · weight · silu(z)
+  //   gate_first = true  (Mamba-2):        u = x · silu(z);  out = u / rms(u) · weight
+  virtual void GatedRmsNorm(const float* x, int64_t rows, int64_t dim, int64_t group,
+                            const float* z, const float* weight, float eps, bool gate_first,
+                            float* out);
+  // Mamba-2's step sizes: out[t, h] = clamp(softplus(dt[t, h] + bias[h]), lo, hi); dt rows
+  // `stride` floats apart, out [n, heads] dense.
+  virtual void SsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias,
+                     float lo, float hi, float* out);
+  // out[i] = max(x[i], 0)², i < n (out may alias x).
+  virtual void Relu2(const float* x, int64_t n, float* out);
+  // Rope() on the first rotary_dim of each head of x [rows, heads, head_dim] (pairs (i, i +
+  // rotary_dim/2), inv_freq [rotary_dim / 2]); dims rotary_dim .. head_dim-1 are unchanged.
+  virtual void PartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim,
+                           int64_t rotary_dim, const int64_t* positions, const float* inv_freq,
+                           float attn_factor);
 
   // Scratch floats for a packed group's rotated input, valid until the next call (grown on
   // demand, reserved once in practice so device addresses stay stable).

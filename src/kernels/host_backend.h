@@ -51,7 +51,23 @@ class HostBackend : public Backend {
   void SigmoidGateRows(float* x, const float* g, int64_t rows, int64_t dim) override;
   void AttentionVariant(const float* q, int64_t n, int64_t pos0, const KvView& kv,
                         const SinkAttentionParams& p, float* out) override;
-
+  // The recurrent mixers' ops (host_backend_recurrent.cc).
+  void CausalConv1d(const float* x, int64_t n, int64_t x_stride, const float* w,
+                    const float* bias, float* state, const Conv1dParams& p, float* y) override;
+  void GatedDeltaNet(const float* q, const float* k, const float* v, const float* g,
+                     const float* beta, int64_t n, float* state, const DeltaNetParams& p,
+                     float* out) override;
+  void Ssd(const float* x, const float* B, const float* C, const float* dt, const float* A,
+           const float* D, int64_t n, float* state, const SsdParams& p, float* y) override;
+  void DeltaNetGates(const float* b, const float* a, int64_t stride, int64_t n, int64_t heads,
+                     const float* a_log, const float* dt_bias, float* g, float* beta) override;
+  void GatedRmsNorm(const float* x, int64_t rows, int64_t dim, int64_t group, const float* z,
+                    const float* weight, float eps, bool gate_first, float* out) override;
+  void SsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias,
+             float lo, float hi, float* out) override;
+  void Relu2(const float* x, int64_t n, float* out) override;
+  void PartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+                   const int64_t* positions, const float* inv_freq, float attn_factor) override;
 
  protected:
   // Rows r0 .. r0+count-1 of the dequantized packed matrix (the ref or the cpu decoder).

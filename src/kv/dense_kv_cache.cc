@@ -52,7 +52,7 @@ class DenseKvCache final : public KvCache {
   int64_t MemoryBytes() const override {
     int64_t bytes = 0;
     for (const Layer& y : layers_) bytes += y.high * PositionBytes();
-    return bytes;
+    return bytes + RecurrentBytes();
   }
 
   int64_t MinTruncate() const override {

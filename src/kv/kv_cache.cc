@@ -1,5 +1,8 @@
 #include "kv/kv_cache.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <random>
 
@@ -57,12 +60,11 @@ int64_t KvLayerSlots(int64_t window, const KvCacheOptions& opts) {
   return window > 0 ? std::min(opts.max_tokens, window + opts.max_append) : opts.max_tokens;
 }
 
-KvCache::KvCache(KvLayout layout, int64_t capacity, int64_t max_append,
-                 kernels::Backend& backend)
+KvCache::KvCache(KvLayout layout, int64_t capacity, int64_t max_append, kernels::Backend& backend)
     : layout_(std::move(layout)), backend_(&backend), capacity_(capacity), max_append_(max_append) {
   const KvLayout& l = layout_;
-  TQ_CHECK(l.num_layers > 0 && l.num_heads > 0 && l.num_kv_heads > 0 && l.head_dim > 0 &&
-               l.num_heads % l.num_kv_heads == 0,
+  TQ_CHECK((l.num_layers > 0 || !l.recurrent_floats.empty()) && l.num_heads > 0 &&
+               l.num_kv_heads > 0 && l.head_dim > 0 && l.num_heads % l.num_kv_heads == 0,
            "kv cache", "bad layout: {} layers, {} heads, {} kv heads, head_dim {}", l.num_layers,
            l.num_heads, l.num_kv_heads, l.head_dim);
   TQ_CHECK(l.window.empty() || int64_t(l.window.size()) == l.num_layers, "kv cache",
@@ -71,12 +73,50 @@ KvCache::KvCache(KvLayout layout, int64_t capacity, int64_t max_append,
   TQ_CHECK(max_append > 0, "kv cache", "max_append must be positive, got {}", max_append);
   for (int64_t w : layout_.window) TQ_CHECK(w >= 0, "kv cache", "sliding window {} is negative", w);
   if (layout_.window.empty()) layout_.window.assign(size_t(l.num_layers), 0);
+  for (size_t r = 0; r < l.recurrent_floats.size(); ++r) {
+    const int64_t f = l.recurrent_floats[r];
+    TQ_CHECK(f > 0, "kv cache", "recurrent layer {} has {} state floats", r, f);
+    state_.push_back(backend.Allocate(size_t(f) * sizeof(float),
+                                      fmt::format("the recurrent state (layer {})", r)));
+  }
+  ResetRecurrent();
+}
+
+void KvCache::ResetRecurrent() {
+  snapshots_.clear();
+  for (size_t r = 0; r < state_.size(); ++r) {
+    const std::vector<float> zero(size_t(layout_.recurrent_floats[r]), 0.0f);
+    backend_->CopyToDevice(state_[r].data(), zero.data(), zero.size() * sizeof(float));
+  }
+}
+
+int64_t KvCache::RecurrentBytes() const {
+  int64_t per = 0;
+  for (int64_t f : layout_.recurrent_floats) per += f * int64_t(sizeof(float));
+  return per * int64_t(1 + snapshots_.size());
+}
+
+std::vector<int64_t> KvCache::SnapshotPositions() const {
+  std::vector<int64_t> p;
+  for (const Snapshot& s : snapshots_) p.push_back(s.position);
+  return p;
+}
+
+int64_t KvCache::ReusablePrefix(int64_t n) const {
+  n = std::min(n, size_);
+  if (n <= 0) return 0;
+  const int64_t floor = MinTruncate();
+  if (state_.empty() || n == size_) return n >= floor ? n : 0;
+  int64_t best = 0;
+  for (const Snapshot& s : snapshots_)
+    if (s.position <= n && s.position >= floor) best = s.position;
+  return best;
 }
 
 void KvCache::UseBackend(kernels::Backend& be) {
   TQ_CHECK(be.memory_space() == backend_->memory_space(), "kv cache",
-           "cannot move a cache from backend '{}' to '{}' (another memory space)",
-           backend_->name(), be.name());
+           "cannot move a cache from backend '{}' to '{}' (another memory space)", backend_->name(),
+           be.name());
   backend_ = &be;
 }
 
@@ -87,6 +127,21 @@ void KvCache::Truncate(int64_t n) {
            "cannot truncate {} tokens to {}: sliding-window layers no longer hold the positions "
            "before {} (truncate to 0 or to at least {})",
            size_, n, n, floor);
+  if (!state_.empty() && n != size_) {
+    if (n == 0) {
+      ResetRecurrent();
+    } else {
+      const auto it = std::find_if(snapshots_.begin(), snapshots_.end(),
+                                   [&](const Snapshot& s) { return s.position == n; });
+      TQ_CHECK(it != snapshots_.end(), "kv cache",
+               "cannot truncate {} tokens to {}: the recurrent layers' state is held only at "
+               "positions {} (truncate to 0, to one of those, or recompute)",
+               size_, n, fmt::join(SnapshotPositions(), ", "));
+      for (size_t r = 0; r < state_.size(); ++r)
+        backend_->Copy(state_[r].data(), it->state[r].data(), state_[r].bytes());
+      snapshots_.erase(it + 1, snapshots_.end());
+    }
+  }
   size_ = n;
 }
 
@@ -94,6 +149,20 @@ void KvCache::Commit(int64_t n) {
   TQ_CHECK(n >= 0 && size_ + n <= capacity_, "kv cache",
            "cannot commit {} tokens: {} stored, capacity {}", n, size_, capacity_);
   size_ += n;
+  if (state_.empty() || n <= 1) return;
+  // A prompt chunk: snapshot the state (the oldest snapshot's buffers are reused when full).
+  Snapshot s;
+  if (int(snapshots_.size()) == kMaxSnapshots) {
+    s = std::move(snapshots_.front());
+    snapshots_.erase(snapshots_.begin());
+  } else {
+    for (size_t r = 0; r < state_.size(); ++r)
+      s.state.push_back(backend_->Allocate(state_[r].bytes(), "a recurrent state snapshot"));
+  }
+  s.position = size_;
+  for (size_t r = 0; r < state_.size(); ++r)
+    backend_->Copy(s.state[r].data(), state_[r].data(), state_[r].bytes());
+  snapshots_.push_back(std::move(s));
 }
 
 void KvCache::CheckAppend(int64_t layer, int64_t n) const {

@@ -110,6 +110,10 @@ struct KvLayout {
   bool HasVariant(int64_t layer) const {
     return softcap > 0 || (size_t(layer) < sinks.size() && sinks[size_t(layer)] != nullptr);
   }
+  // The fixed-size state of the recurrent layers (Gated DeltaNet, Mamba-2), one entry per such
+  // layer in model order: floats of its conv history + recurrent state (fp32). These layers
+  // have no keys and values: num_layers counts only the attention layers.
+  std::vector<int64_t> recurrent_floats;
 };
 
 // Positions a layer of a cache made with `opts` stores: max_tokens for full attention
@@ -141,8 +145,28 @@ class KvCache {
   // Bytes of cache storage per stored position over all layers (keys and values).
   virtual int64_t BytesPerToken() const = 0;
   // Bytes of storage written so far (what the cache makes resident): sliding-window layers stop
-  // at their slots. Default: BytesPerToken() * size().
-  virtual int64_t MemoryBytes() const { return BytesPerToken() * size_; }
+  // at their slots; the recurrent state and its snapshots count (RecurrentBytes()). Default:
+  // BytesPerToken() * size() + RecurrentBytes().
+  virtual int64_t MemoryBytes() const { return BytesPerToken() * size_ + RecurrentBytes(); }
+
+  // --- recurrent state (layout().recurrent_floats; kv_cache.cc) ---
+  // The state of recurrent layer r (in model order), [recurrent_floats[r]] fp32 in the
+  // backend's memory, zero for an empty sequence; the model's recurrent ops update it in place.
+  // Recurrent state cannot be cut at an arbitrary position, so the cache keeps snapshots of all
+  // of it at the ends of the last kMaxSnapshots multi-token commits (prompt chunks); Truncate
+  // to n > 0 restores the snapshot at n (or keeps all when n == size()), and ReusablePrefix
+  // says which n that allows. Decode steps (1-token commits) take no snapshot.
+  static constexpr int kMaxSnapshots = 4;
+  int64_t num_recurrent() const { return int64_t(state_.size()); }
+  float* RecurrentState(int64_t r) { return state_.at(size_t(r)).as<float>(); }
+  // Bytes of recurrent state and snapshots held.
+  int64_t RecurrentBytes() const;
+  // Positions at which a snapshot is held (ascending).
+  std::vector<int64_t> SnapshotPositions() const;
+  // The longest prefix of at most n tokens that Truncate accepts and keeps (0 when none):
+  // n itself without recurrent layers (when >= MinTruncate()), else the largest snapshot
+  // position <= n (or size() when n >= size()).
+  virtual int64_t ReusablePrefix(int64_t n) const;
 
   // Stores k, v [n, num_kv_heads, head_dim] (fp32, in the backend's memory) of `layer` at
   // positions size() .. size()+n-1. Throws when size() + n > capacity().
@@ -164,6 +188,13 @@ class KvCache {
 
   KvLayout layout_;
   kernels::Backend* backend_;
+  std::vector<DeviceBuffer> state_;  // [recurrent layers] current state
+  struct Snapshot {
+    int64_t position = 0;
+    std::vector<DeviceBuffer> state;  // a copy of state_ at `position`
+  };
+  std::vector<Snapshot> snapshots_;  // ascending positions, at most kMaxSnapshots
+  void ResetRecurrent();             // zero state, no snapshots
   int64_t capacity_ = 0;
   int64_t max_append_ = kDefaultMaxAppend;
   int64_t size_ = 0;

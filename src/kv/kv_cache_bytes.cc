@@ -48,9 +48,11 @@ int64_t KvCacheBytes(const KvLayout& layout, const KvCacheOptions& opts, int64_t
   KvCacheOptions o = opts;
   o.max_tokens = std::max<int64_t>(tokens, 1);
   const std::unique_ptr<KvCache> cache = MakeKvCache(layout, o);  // validates layout and options
-  if (const auto* tq = dynamic_cast<const TurboQuantKvCache*>(cache.get()))
-    return TurboQuantBytes(*tq, o, tokens);
+  // The recurrent layers' state (no snapshots: what one sequence holds while it decodes).
   int64_t bytes = 0;
+  for (int64_t f : layout.recurrent_floats) bytes += f * int64_t(sizeof(float));
+  if (const auto* tq = dynamic_cast<const TurboQuantKvCache*>(cache.get()))
+    return bytes + TurboQuantBytes(*tq, o, tokens);
   for (int64_t i = 0; i < cache->layout().num_layers; ++i)
     bytes += PlainLayerBytes(cache->layout(), i, o, tokens);
   return bytes;

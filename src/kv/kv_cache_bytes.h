@@ -14,6 +14,7 @@ namespace tq {
 // allocate by (kv_cache.h), so a sliding-window layer stops at window + opts.max_append. The
 // TurboQuant cache's compressed layers: fp16 sink and recent window plus coded positions (its
 // codec is asked for the code sizes: a cache is made, untouched, which costs address space only).
+// The recurrent layers' state (layout.recurrent_floats) counts once (snapshots not included).
 int64_t KvCacheBytes(const KvLayout& layout, const KvCacheOptions& opts, int64_t tokens);
 
 }  // namespace tq

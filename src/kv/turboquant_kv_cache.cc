@@ -112,6 +112,7 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
   KvLayout dense_layout = layout_;
   dense_layout.num_layers = 0;
   dense_layout.window.clear();
+  dense_layout.recurrent_floats.clear();  // the recurrent state lives in this cache's base
   layers_.resize(size_t(L));
   for (int64_t l = 0; l < L; ++l) {
     Layer& y = layers_[size_t(l)];

@@ -8,7 +8,6 @@ const Architecture& NemotronHArchitecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "nemotron_h";
-    a.runnable = false;
     a.moe = true;
     a.attn_rope = false;  // Mamba layers carry position; attention uses none
     ArchTensorNames& n = a.names;

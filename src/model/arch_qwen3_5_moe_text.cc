@@ -7,7 +7,6 @@ const Architecture& Qwen35MoeTextArchitecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "qwen3_5_moe_text";
-    a.runnable = false;
     a.qk_norm = true;
     a.moe = true;
     a.norm_plus_one = true;

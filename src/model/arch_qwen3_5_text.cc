@@ -8,7 +8,6 @@ const Architecture& Qwen35TextArchitecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "qwen3_5_text";
-    a.runnable = false;
     a.qk_norm = true;
     a.norm_plus_one = true;
     a.attn_output_gate = true;

@@ -9,7 +9,6 @@ const Architecture& Qwen3NextArchitecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "qwen3_next";
-    a.runnable = false;
     a.qk_norm = true;
     a.moe = true;
     a.norm_plus_one = true;

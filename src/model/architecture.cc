@@ -3,7 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
+
 #include "core/error.h"
+#include "io/model_config.h"
 
 namespace tq {
 
@@ -54,7 +59,93 @@ const std::vector<const Architecture*>& Registry() {
   return all;
 }
 
+// Every tensor name of ArchTensorNames (for the multimodal wrappers' renaming).
+using N = ArchTensorNames;
+constexpr std::string N::*kAllNames[] = {&N::embed,
+                                         &N::final_norm,
+                                         &N::lm_head,
+                                         &N::attn_norm,
+                                         &N::ffn_norm,
+                                         &N::q,
+                                         &N::k,
+                                         &N::v,
+                                         &N::o,
+                                         &N::q_norm,
+                                         &N::k_norm,
+                                         &N::gate,
+                                         &N::up,
+                                         &N::down,
+                                         &N::router,
+                                         &N::expert_gate,
+                                         &N::expert_up,
+                                         &N::expert_down,
+                                         &N::post_attn_norm,
+                                         &N::post_ffn_norm,
+                                         &N::qkv,
+                                         &N::gate_up,
+                                         &N::sinks,
+                                         &N::shared_gate,
+                                         &N::shared_up,
+                                         &N::shared_down,
+                                         &N::shared_expert_gate,
+                                         &N::router_correction_bias,
+                                         &N::experts_gate_up,
+                                         &N::experts_down,
+                                         &N::mla_q_a,
+                                         &N::mla_q_a_norm,
+                                         &N::mla_q_b,
+                                         &N::mla_kv_a,
+                                         &N::mla_kv_a_norm,
+                                         &N::mla_kv_b,
+                                         &N::dn_qkvz,
+                                         &N::dn_ba,
+                                         &N::dn_qkv,
+                                         &N::dn_z,
+                                         &N::dn_b,
+                                         &N::dn_a,
+                                         &N::dn_conv,
+                                         &N::dn_a_log,
+                                         &N::dn_dt_bias,
+                                         &N::dn_norm,
+                                         &N::dn_out,
+                                         &N::ssm_in,
+                                         &N::ssm_conv,
+                                         &N::ssm_a_log,
+                                         &N::ssm_d,
+                                         &N::ssm_dt_bias,
+                                         &N::ssm_norm,
+                                         &N::ssm_out,
+                                         &N::ple_embed,
+                                         &N::ple_model_proj,
+                                         &N::ple_proj_norm,
+                                         &N::ple_gate,
+                                         &N::ple_proj,
+                                         &N::ple_post_norm,
+                                         &N::layer_scalar};
+static_assert(sizeof(kAllNames) / sizeof(kAllNames[0]) * sizeof(std::string) == sizeof(N),
+              "kAllNames must list every ArchTensorNames member");
+
 }  // namespace
+
+const Architecture& FindArchitecture(const ModelConfig& config) {
+  const Architecture& a = FindArchitecture(config.model_type);
+  if (config.wrapper_model_type.empty()) return a;
+  // A multimodal wrapper (qwen3_5, gemma3, ...): the text model's tensors are under
+  // model.language_model. (the LM head stays at the top level).
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Architecture>> wrapped;
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<Architecture>& w = wrapped[a.model_type];
+  if (!w) {
+    w = std::make_unique<Architecture>(a);
+    const std::string from = "model.", to = "model.language_model.";
+    for (std::string N::*m : kAllNames) {
+      std::string& name = w->names.*m;
+      if (name.starts_with(from)) name = to + name.substr(from.size());
+    }
+  }
+  return *w;
+}
 
 const Architecture& FindFamily(const std::string& model_type) {
   for (const Architecture* a : Registry())

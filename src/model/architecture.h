@@ -85,6 +85,8 @@ struct ArchTensorNames {
   std::string layer_scalar = "model.layers.{L}.layer_scalar";  // [1]
 };
 
+struct ModelConfig;
+
 struct Architecture {
   std::string model_type;  // config.json "model_type"
   ArchTensorNames names;
@@ -121,6 +123,9 @@ struct Architecture {
 // The runnable architecture for a config.json model_type; throws listing the supported ones
 // (and saying so when the family is known but not runnable yet).
 const Architecture& FindArchitecture(const std::string& model_type);
+// The same for a parsed config: a multimodal wrapper's (config.wrapper_model_type set) tensor
+// names are its text model's under model.language_model. (lm_head stays at the top level).
+const Architecture& FindArchitecture(const ModelConfig& config);
 // Any registered family, runnable or not (layer specs, tensor names, synth); throws when unknown.
 const Architecture& FindFamily(const std::string& model_type);
 std::vector<std::string> ArchitectureNames();  // the runnable ones

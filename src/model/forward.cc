@@ -5,11 +5,17 @@
 //   for each layer:
 //     h = RMSNorm(x);  q, k, v = h·Wqᵀ, h·Wkᵀ, h·Wvᵀ  (+ biases: qwen2; fused qkv: phi3 rows)
 //     q, k = RMSNorm_per_head(q), RMSNorm_per_head(k)   (qwen3, gemma3)
-//     q, k = RoPE(q, pos), RoPE(k, pos)                 (the layer's table: gemma3 local/global)
+//     q, k = RoPE(q, pos), RoPE(k, pos)                 (the layer's table: gemma3 local/global;
+//                                                        partial rotary: qwen3_next)
 //     cache ← (k, v);  a = softmax(softcap(q·kᵀ·scale) [, sink], causal [, window]) · v
+//     [a ×= sigmoid(gate): q_proj's gate half, qwen3_next]
+//     — or a Gated DeltaNet / Mamba-2 mixer on the sequence's recurrent state
+//       (recurrent_forward.h),
+//       or multi-head latent attention (deepseek) —
 //     y = a·Woᵀ [→ RMSNorm: sandwich];  x += y
 //     h = RMSNorm(x);  y = MLP(h) [→ RMSNorm: sandwich]  or  MoE(h) [+ gated shared expert]
-//     x += y        (MLP activation: SiLU, GELU-tanh, gpt_oss's clamped SwiGLU)
+//     x += y        (MLP activation: SiLU, GELU-tanh, gpt_oss's clamped SwiGLU; ungated ReLU²)
+//   (nemotron_h: a layer is a mixer or an FFN, each behind its one norm)
 //   logits = softcap(RMSNorm(x)·W_lmᵀ)
 //
 // A batch is a list of rows; consecutive rows form a segment belonging to one sequence (one KV
@@ -30,6 +36,7 @@
 #include "model/model.h"
 #include "model/moe_forward.h"
 #include "model/packed_linear.h"
+#include "model/recurrent_forward.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 
@@ -39,9 +46,17 @@ namespace {
 using Buf = ForwardWorkspace;
 using kernels::Backend;
 
-// y [n, hidden] = down(act(gate(h)) * up(h)).
+// y [n, hidden] = down(act(gate(h)) * up(h)), or down(relu²(up(h))) when ungated (no gate).
 void GatedMlpForward(Backend& be, const GatedMlp& m, Activation act, const float* h, int64_t n,
                      Buf& ws, float* y) {
+  if (!m.gate) {
+    const int64_t ffn = m.up->out_features();
+    float* u = Buf::Need(be, ws.up, n * ffn, "the MLP workspace");  // [n, ffn]
+    m.up->MatMul(be, h, n, u);
+    be.Relu2(u, n * ffn, u);
+    m.down->MatMul(be, u, n, y);  // [n, hidden]
+    return;
+  }
   const int64_t ffn = m.gate->out_features();
   float* g = Buf::Need(be, ws.gate, n * ffn, "the MLP workspace");  // [n, ffn]
   float* u = Buf::Need(be, ws.up, n * ffn, "the MLP workspace");    // [n, ffn]
@@ -90,23 +105,51 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
 
   if (spec.embed_scale != 1.0f) be.Scale(x, n * hidden, spec.embed_scale);  // gemma
   // Softmax attention: y [n, hidden] = o(attend(RoPE(q(h)), RoPE(k(h)), v(h))).
-  auto attention = [&](const LayerWeights& L, int64_t l) {
+  // Output-gated attention (qwen3_next, qwen3_5): q_proj rows are [q | gate] per head; the
+  // gather lists split them (rows of hd floats: q = rows 2r, gate = rows 2r + 1, r < n·heads).
+  const int32_t* gate_idx = nullptr;
+  if (std::any_of(spec.layers.begin(), spec.layers.end(),
+                  [](const LayerSpec& S) { return S.HasKvCache() && S.attn.output_gate; })) {
+    std::vector<int32_t>& I = ws.gate_idx_host;
+    I.resize(size_t(2 * n * heads));
+    for (int64_t r = 0; r < n * heads; ++r) {
+      I[size_t(r)] = int32_t(2 * r);
+      I[size_t(n * heads + r)] = int32_t(2 * r + 1);
+    }
+    gate_idx = Buf::Stage(be, ws.gate_idx, I.data(), int64_t(I.size()), "the gate gather lists");
+  }
+  auto attention = [&](const LayerWeights& L, const AttentionSpec& A) {
+    const int64_t l = L.kv_index;
+    float* qg = A.output_gate ? Buf::Need(be, ws.q_gate, 2 * n * qdim, "the gated queries") : q;
     const Linear* qkv[] = {L.q.get(), L.k.get(), L.v.get()};
-    float* qkv_out[] = {q, k, v};
+    float* qkv_out[] = {qg, k, v};
     MatMulShared(be, qkv, h, n, qkv_out);
+    float* gate = nullptr;
+    if (A.output_gate) {
+      gate = Buf::Need(be, ws.attn_gate, n * qdim, "the attention gate");  // [n, heads, hd]
+      be.GatherRows(qg, gate_idx, n * heads, hd, q);
+      be.GatherRows(qg, gate_idx + n * heads, n * heads, hd, gate);
+    }
     if (!L.q_norm.empty()) {
       be.RmsNorm(q, n * heads, hd, L.q_norm.data(), eps, q);
       be.RmsNorm(k, n * kv_heads, hd, L.k_norm.data(), eps, k);
     }
     const float* inv_freq = L.rope_inv_freq.data();
-    be.Rope(q, n, heads, hd, positions, inv_freq, L.rope_attention_factor);
-    be.Rope(k, n, kv_heads, hd, positions, inv_freq, L.rope_attention_factor);
+    const int64_t rd = A.rope.rotary_dim;
+    if (rd < hd) {  // partial rotary (qwen3_next: a quarter of each head)
+      be.PartialRope(q, n, heads, hd, rd, positions, inv_freq, L.rope_attention_factor);
+      be.PartialRope(k, n, kv_heads, hd, rd, positions, inv_freq, L.rope_attention_factor);
+    } else {
+      be.Rope(q, n, heads, hd, positions, inv_freq, L.rope_attention_factor);
+      be.Rope(k, n, kv_heads, hd, positions, inv_freq, L.rope_attention_factor);
+    }
     float* attn = Buf::Need(be, ws.attn, n * qdim, "the attention output");  // [n, heads, hd]
     for (const Segment& s : segments) {
       s.cache->Append(l, k + s.begin * kvdim, v + s.begin * kvdim, s.count);
       s.cache->Attend(l, q + s.begin * qdim, s.count, attn + s.begin * qdim);
     }
-    L.o->MatMul(be, attn, n, y);  // [n, hidden]
+    if (gate) be.SigmoidGateRows(attn, gate, n * qdim, 1);  // elementwise × sigmoid(gate)
+    L.o->MatMul(be, attn, n, y);                            // [n, hidden]
   };
 
   // Multi-head latent attention (deepseek), on a cache of expanded keys and zero-padded values
@@ -165,7 +208,8 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
       ws.mla_pos_host[size_t(r)] = ws.positions_host[size_t(r / H)];
     pos_rep = Buf::Stage(be, ws.mla_pos, ws.mla_pos_host.data(), n * H, "the MLA positions");
   }
-  auto mla_attention = [&](const LayerWeights& L, const MlaSpec& Ms, int64_t l) {
+  auto mla_attention = [&](const LayerWeights& L, const MlaSpec& Ms) {
+    const int64_t l = L.kv_index;
     float* B = Buf::Need(be, ws.mla_buf, b_zero + chunk, "the MLA workspace");
     float* cl = Buf::Need(be, ws.mla_c, n * Ms.kv_lora_rank, "the MLA latent");  // [n, kv_lora]
     float* kpe = Buf::Need(be, ws.mla_kpe, n * dr, "the MLA rope key");          // [n, rope]
@@ -205,19 +249,29 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     L.o->MatMul(be, B, n, y);
   };
 
+  RecurrentStep recurrent(be, spec, n, ws);
+  for (const Segment& s : segments) recurrent.AddSegment(s.cache, s.begin, s.count);
+
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
     const LayerSpec& S = spec.layers[size_t(l)];
-    // --- self-attention ---
-    be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
-    if (mla) {
-      mla_attention(L, S.mla, l);
-    } else {
-      attention(L, l);
+    // --- mixer (none: nemotron_h's MLP layers) ---
+    if (S.mixer != MixerKind::kNone) {
+      be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
+      if (S.mixer == MixerKind::kMla) {
+        mla_attention(L, S.mla);
+      } else if (S.mixer == MixerKind::kGatedDeltaNet) {
+        recurrent.RunDeltaNet(L, S.delta, h, eps, y);
+      } else if (S.mixer == MixerKind::kMamba2) {
+        recurrent.RunMamba2(L, S.mamba, h, y);
+      } else {
+        attention(L, S.attn);
+      }
+      if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_attn_norm.data(), eps, y);
+      be.Add(x, y, n * hidden);
     }
-    if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_attn_norm.data(), eps, y);
-    be.Add(x, y, n * hidden);
-    // --- feed-forward ---
+    // --- feed-forward (none: nemotron_h's mixer layers) ---
+    if (S.ffn.kind == FfnKind::kNone) continue;
     be.RmsNorm(x, n, hidden, L.ffn_norm.data(), eps, h);
     if (L.moe) {
       MoeStreaming st;

@@ -159,18 +159,27 @@ struct ModelSpec {
   bool HasRecurrentLayers() const;
 };
 
-// The attention geometry of the KV cache (every layer has the same mixer: LoadWeights checks):
-// query heads, kv heads and head size. MLA layers cache the expanded keys (nope + rope per head)
-// and their values zero-padded to the same size.
+// The attention geometry of the KV cache (every layer with a KV cache has the same mixer and
+// head size: LoadWeights checks): query heads, kv heads and head size. MLA layers cache the
+// expanded keys (nope + rope per head) and their values zero-padded to the same size. A model
+// without attention layers gets a placeholder geometry (1, 1, 2) for a cache of 0 KV layers.
 struct CacheGeometry {
-  int64_t heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t heads = 1, kv_heads = 1, head_dim = 2;
 };
 inline CacheGeometry CacheGeometryOf(const ModelSpec& s) {
-  const LayerSpec& L = s.layers.at(0);
-  if (L.mixer == MixerKind::kMla)
-    return {L.attn.num_heads, L.attn.num_heads, L.mla.nope_dim + L.mla.rope_dim};
-  return {L.attn.num_heads, L.attn.num_kv_heads, L.attn.head_dim};
+  for (const LayerSpec& L : s.layers) {
+    if (L.mixer == MixerKind::kMla)
+      return {L.attn.num_heads, L.attn.num_heads, L.mla.nope_dim + L.mla.rope_dim};
+    if (L.mixer == MixerKind::kAttention)
+      return {L.attn.num_heads, L.attn.num_kv_heads, L.attn.head_dim};
+  }
+  return {};
 }
+
+// The KV cache layout of a model of this spec (kv/kv_cache.h): its attention layers (windows,
+// scale, soft-cap; no sinks) and the state sizes of its recurrent layers.
+struct KvLayout;
+KvLayout KvLayoutOf(const ModelSpec& spec);
 
 // The spec for `config` as `arch` builds it. Throws tq::Error("[layer spec] ...") for settings
 // it cannot express (an unknown activation, a rotary dimension that is odd or exceeds head_dim).

@@ -42,6 +42,19 @@ void CheckBackendSupports(const ModelSpec& spec, const kernels::Backend& be) {
     if (L.attn.logit_softcap > 0 || L.attn.sinks) need.push_back(FamilyOp::kAttentionVariant);
     if (L.ffn.kind == FfnKind::kMoe && L.ffn.moe.shared_gate)
       need.push_back(FamilyOp::kSigmoidGateRows);
+    if (L.HasKvCache() && L.attn.output_gate) need.push_back(FamilyOp::kSigmoidGateRows);
+    if (L.HasKvCache() && L.attn.rope.rotary_dim > 0 && L.attn.rope.rotary_dim < L.attn.head_dim)
+      need.push_back(FamilyOp::kPartialRope);
+    if (L.HasRecurrentState()) need.push_back(FamilyOp::kCausalConv1d);
+    if (L.mixer == MixerKind::kGatedDeltaNet)
+      for (FamilyOp op :
+           {FamilyOp::kGatedDeltaNet, FamilyOp::kDeltaNetGates, FamilyOp::kGatedRmsNorm})
+        need.push_back(op);
+    if (L.mixer == MixerKind::kMamba2)
+      for (FamilyOp op : {FamilyOp::kSsd, FamilyOp::kSsmDt, FamilyOp::kGatedRmsNorm})
+        need.push_back(op);
+    if (L.ffn.kind != FfnKind::kNone && L.ffn.act == Activation::kRelu2)
+      need.push_back(FamilyOp::kRelu2);
   }
   for (FamilyOp op : need)
     TQ_CHECK(be.SupportsFamilyOp(op), std::string(be.name()),
@@ -58,7 +71,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const ModelLoadOption
   std::unique_ptr<Model> m(new Model());
   m->config_ = LoadModelConfig(dir);
   ValidateConfig(m->config_, dir + "/config.json");
-  m->arch_ = &FindArchitecture(m->config_.model_type);
+  m->arch_ = &FindArchitecture(m->config_);
   m->backend_ =
       &kernels::GetBackend(opts.device.empty() ? kernels::DefaultDeviceName() : opts.device);
   m->checkpoint_ = Checkpoint::Open(dir);
@@ -87,15 +100,14 @@ int64_t Model::WeightBytes() const {
   if (w.embed_packed) bytes += w.embed_packed->WeightBytes();
   if (!w.lm_head_tied) bytes += w.lm_head->WeightBytes();
   auto mlp_bytes = [](const GatedMlp& m) {
-    return m.gate->WeightBytes() + m.up->WeightBytes() + m.down->WeightBytes();
+    return (m.gate ? m.gate->WeightBytes() : 0) + m.up->WeightBytes() + m.down->WeightBytes();
   };
   for (const LayerWeights& L : w.layers) {
-    bytes += int64_t((L.attn_norm.size() + L.ffn_norm.size() + L.q_norm.size() + L.k_norm.size()) *
-                     sizeof(float));
-    for (const Linear* lin :
-         {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(), L.mla_q_b.get(),
-          L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get(), L.shared_gate.get()})
-      if (lin) bytes += lin->WeightBytes();
+    LayerWeights& lw = const_cast<LayerWeights&>(L);  // the lists hand out mutable pointers
+    for (const FloatParam* p : LayerParams(lw))
+      if (p != &L.rope_inv_freq && p != &L.sinks) bytes += int64_t(p->size() * sizeof(float));
+    for (const Linear* lin : LayerMixerLinears(lw)) bytes += lin->WeightBytes();
+    if (L.shared_gate) bytes += L.shared_gate->WeightBytes();
     if (L.shared) bytes += mlp_bytes(*L.shared);
     if (L.mlp) bytes += mlp_bytes(*L.mlp);
     if (L.moe) {
@@ -118,20 +130,10 @@ int64_t Model::ResidentWeightBytes() const {
 }
 
 KvLayout Model::kv_layout() const {
-  KvLayout l;
-  l.num_layers = config_.num_layers;
-  const CacheGeometry g = CacheGeometryOf(weights_->spec);
-  l.num_heads = g.heads;
-  l.num_kv_heads = g.kv_heads;
-  l.head_dim = g.head_dim;
-  // One scale and soft-cap for all layers (every family that runs has them uniform; the spec
-  // check at load refuses others).
-  const ModelSpec& spec = weights_->spec;
-  l.scale = spec.layers.empty() ? 1.0f : spec.layers[0].attn.scale;
-  l.softcap = spec.layers.empty() ? 0.0f : spec.layers[0].attn.logit_softcap;
-  for (const LayerWeights& L : weights_->layers) {
-    l.window.push_back(L.window);
-    l.sinks.push_back(L.sinks.empty() ? nullptr : L.sinks.data());
+  KvLayout l = KvLayoutOf(weights_->spec);
+  for (size_t i = 0; i < weights_->layers.size(); ++i) {
+    const LayerWeights& L = weights_->layers[i];
+    if (L.kv_index >= 0) l.sinks.push_back(L.sinks.empty() ? nullptr : L.sinks.data());
   }
   return l;
 }
@@ -143,10 +145,17 @@ std::unique_ptr<KvCache> Model::NewCache(const KvCacheOptions& opts) const {
 void Model::CheckCache(const KvCache& cache, int64_t n) const {
   const KvLayout& l = cache.layout();
   const CacheGeometry g = CacheGeometryOf(weights_->spec);
-  TQ_CHECK(l.num_layers == config_.num_layers && l.num_kv_heads == g.kv_heads &&
-               l.num_heads == g.heads && l.head_dim == g.head_dim,
-           "model forward", "the KV cache was made for another model ({} layers, {} kv heads)",
-           l.num_layers, l.num_kv_heads);
+  const ModelSpec& spec = weights_->spec;
+  const int64_t recurrent =
+      spec.CountMixer(MixerKind::kGatedDeltaNet) + spec.CountMixer(MixerKind::kMamba2);
+  const int64_t kv_layers =
+      spec.CountMixer(MixerKind::kAttention) + spec.CountMixer(MixerKind::kMla);
+  TQ_CHECK(l.num_layers == kv_layers && l.num_kv_heads == g.kv_heads && l.num_heads == g.heads &&
+               l.head_dim == g.head_dim && int64_t(l.recurrent_floats.size()) == recurrent,
+           "model forward",
+           "the KV cache was made for another model ({} attention layers, {} kv heads, {} "
+           "recurrent layers)",
+           l.num_layers, l.num_kv_heads, l.recurrent_floats.size());
   TQ_CHECK(&cache.backend() == backend_, "model forward",
            "the KV cache lives on backend '{}' but the model runs on '{}' (make caches with "
            "Model::NewCache)",

@@ -160,7 +160,7 @@ void FfnTensors(const LayerSpec& L, const ArchTensorNames& nm, int64_t hidden, T
 }  // namespace
 
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config) {
-  return ExpectedTensors(config, FindArchitecture(config.model_type));
+  return ExpectedTensors(config, FindArchitecture(config));
 }
 
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const Architecture& arch) {

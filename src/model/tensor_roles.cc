@@ -109,7 +109,7 @@ bool IsExpert(TensorRole role) {
 }
 
 TensorRoleMap::TensorRoleMap(const ModelConfig& config)
-    : TensorRoleMap(config, FindArchitecture(config.model_type)) {}
+    : TensorRoleMap(config, FindArchitecture(config)) {}
 
 TensorRoleMap::TensorRoleMap(const ModelConfig& config, const Architecture& arch)
     : expected_(ExpectedTensors(config, arch)) {

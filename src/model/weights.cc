@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
@@ -99,6 +100,74 @@ void LoadFusedExperts(const Checkpoint& ckpt, const std::string& gate_up_name,
   }
 }
 
+// A float tensor of exactly `shape` as an fp32 vector (conv weights, state-space constants).
+std::vector<float> LoadFloats(const Checkpoint& ckpt, const std::string& name, const Shape& shape) {
+  const TensorView t = ckpt.View(name);
+  TQ_CHECK(t.shape == shape && IsFloat(t.dtype), "checkpoint " + ckpt.dir(),
+           "tensor '{}' is {} {}, expected a float tensor {}", name, DTypeName(t.dtype),
+           ShapeToString(t.shape), ShapeToString(shape));
+  std::vector<float> v(size_t(t.numel()));
+  ToF32(t, v.data());
+  return v;
+}
+
+// A Gated DeltaNet mixer's weights (layer_spec.h DeltaNetSpec; tensor names from the
+// architecture). The gated norm's weight is applied as stored: it is not a (1 + w) norm.
+void LoadDeltaNet(const Checkpoint& ckpt, const ArchTensorNames& nm, const LayerSpec& S,
+                  int64_t hidden, PackedCheckpointInfo* packed, LayerWeights& L) {
+  const DeltaNetSpec& d = S.delta;
+  auto name = [&](const std::string& pattern) { return TensorName(pattern, S.index); };
+  TQ_CHECK(d.num_k_heads > 0 && d.num_v_heads % d.num_k_heads == 0 && d.k_dim > 0 && d.v_dim > 0 &&
+               d.conv_kernel >= 1,
+           "checkpoint " + ckpt.dir(),
+           "layer {}: linear attention with {} key heads, {} value heads, dims {} / {}, conv {} "
+           "(value heads must be a multiple of key heads)",
+           S.index, d.num_k_heads, d.num_v_heads, d.k_dim, d.v_dim, d.conv_kernel);
+  const int64_t K = d.KeyDim(), V = d.ValueDim(), Hv = d.num_v_heads;
+  if (d.fused_in_proj) {
+    L.dn_qkvz = LoadLinear(ckpt, name(nm.dn_qkvz), 2 * K + 2 * V, hidden, false, packed);
+    L.dn_ba = LoadLinear(ckpt, name(nm.dn_ba), 2 * Hv, hidden, false, packed);
+  } else {
+    L.dn_qkv = LoadLinear(ckpt, name(nm.dn_qkv), d.ConvDim(), hidden, false, packed);
+    L.dn_z = LoadLinear(ckpt, name(nm.dn_z), V, hidden, false, packed);
+    L.dn_b = LoadLinear(ckpt, name(nm.dn_b), Hv, hidden, false, packed);
+    L.dn_a = LoadLinear(ckpt, name(nm.dn_a), Hv, hidden, false, packed);
+  }
+  L.dn_conv = LoadFloats(ckpt, name(nm.dn_conv) + ".weight", {d.ConvDim(), 1, d.conv_kernel});
+  L.dn_a_log = LoadVector(ckpt, name(nm.dn_a_log), Hv);
+  L.dn_dt_bias = LoadVector(ckpt, name(nm.dn_dt_bias), Hv);
+  L.dn_norm = LoadVector(ckpt, name(nm.dn_norm), d.v_dim);
+  L.dn_out = LoadLinear(ckpt, name(nm.dn_out), hidden, V, false, packed);
+}
+
+// A Mamba-2 mixer's weights: in_proj loads as its three row blocks (z, xBC, dt), so each
+// projection lands dense (packed checkpoints slice their rows the same way).
+void LoadMamba2(const Checkpoint& ckpt, const ArchTensorNames& nm, const LayerSpec& S,
+                int64_t hidden, PackedCheckpointInfo* packed, LayerWeights& L) {
+  const Mamba2Spec& m = S.mamba;
+  auto name = [&](const std::string& pattern) { return TensorName(pattern, S.index); };
+  TQ_CHECK(m.num_heads > 0 && m.head_dim > 0 && m.state_size > 0 && m.n_groups > 0 &&
+               m.num_heads % m.n_groups == 0 && m.Inner() % m.n_groups == 0 && m.conv_kernel >= 1,
+           "checkpoint " + ckpt.dir(),
+           "layer {}: Mamba-2 with {} heads of {}, state {}, {} groups, conv {} (heads must be a "
+           "multiple of groups)",
+           S.index, m.num_heads, m.head_dim, m.state_size, m.n_groups, m.conv_kernel);
+  const int64_t I = m.Inner(), C = m.ConvDim(), H = m.num_heads, rows = m.InProjRows();
+  const std::string in = name(nm.ssm_in);
+  L.ssm_z = LoadLinearRows(ckpt, in, rows, 0, I, hidden, m.proj_bias, packed);
+  L.ssm_xbc = LoadLinearRows(ckpt, in, rows, I, C, hidden, m.proj_bias, packed);
+  L.ssm_dt = LoadLinearRows(ckpt, in, rows, I + C, H, hidden, m.proj_bias, packed);
+  L.ssm_conv = LoadFloats(ckpt, name(nm.ssm_conv) + ".weight", {C, 1, m.conv_kernel});
+  if (m.conv_bias) L.ssm_conv_bias = LoadVector(ckpt, name(nm.ssm_conv) + ".bias", C);
+  std::vector<float> a = LoadVector(ckpt, name(nm.ssm_a_log), H);
+  for (float& v : a) v = -std::exp(v);
+  L.ssm_a = FloatParam(std::move(a));
+  L.ssm_d = LoadVector(ckpt, name(nm.ssm_d), H);
+  L.ssm_dt_bias = LoadVector(ckpt, name(nm.ssm_dt_bias), H);
+  L.ssm_norm = LoadVector(ckpt, name(nm.ssm_norm), I);
+  L.ssm_out = LoadLinear(ckpt, name(nm.ssm_out), hidden, I, m.proj_bias, packed);
+}
+
 }  // namespace
 
 ModelWeights::ModelWeights() = default;
@@ -155,18 +224,27 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
   w->final_norm = norm(nm.final_norm, hidden);
   w->rope = ComputeRopeFrequencies(c, hd);
 
+  // The first layer with a KV cache sets the cache geometry the others must share.
+  const LayerSpec* kv0 = nullptr;
+  for (const LayerSpec& S : spec.layers)
+    if (S.HasKvCache() && !kv0) kv0 = &S;
+  int64_t kv_layers = 0, state_layers = 0;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     auto name = [&](const std::string& pattern) { return TensorName(pattern, l); };
     const LayerSpec& S = spec.layers[size_t(l)];
     const AttentionSpec& A = S.attn;
-    const AttentionSpec& A0 = spec.layers[0].attn;
-    TQ_CHECK(S.mixer == spec.layers[0].mixer && A.scale == A0.scale &&
-                 A.logit_softcap == A0.logit_softcap && A.head_dim == A0.head_dim,
-             where,
-             "{} layer {}: a per-layer mixer, head size, attention scale or soft-cap does not run "
-             "yet",
-             c.model_type, l);
+    if (S.HasKvCache()) {
+      const AttentionSpec& A0 = kv0->attn;
+      TQ_CHECK(S.mixer == kv0->mixer && A.scale == A0.scale &&
+                   A.logit_softcap == A0.logit_softcap && A.head_dim == A0.head_dim,
+               where,
+               "{} layer {}: a per-layer attention kind, head size, attention scale or soft-cap "
+               "does not run yet",
+               c.model_type, l);
+    }
     LayerWeights& L = w->layers.emplace_back();
+    if (S.HasKvCache()) L.kv_index = kv_layers++;
+    if (S.HasRecurrentState()) L.state_index = state_layers++;
     L.attn_norm = norm(name(nm.attn_norm), hidden);
     L.ffn_norm = norm(name(nm.ffn_norm), hidden);
     if (S.sandwich_norm) {
@@ -196,12 +274,19 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       L.mla_kv_a_norm = norm(name(nm.mla_kv_a_norm), M.kv_lora_rank);
       L.mla_kv_b = linear(name(nm.mla_kv_b), H * (M.nope_dim + M.v_dim), M.kv_lora_rank, false);
       L.o = linear(name(nm.o), hidden, H * M.v_dim, false);
+    } else if (S.mixer == MixerKind::kGatedDeltaNet) {
+      LoadDeltaNet(ckpt, nm, S, hidden, packed, L);
+    } else if (S.mixer == MixerKind::kMamba2) {
+      LoadMamba2(ckpt, nm, S, hidden, packed, L);
+    } else if (S.mixer == MixerKind::kNone) {
+      // an FFN-only layer (nemotron_h): its one norm is attn_norm = ffn_norm
     } else {
       TQ_CHECK(S.mixer == MixerKind::kAttention && A.head_dim == hd && A.v_head_dim == hd &&
-                   A.rope.rotary_dim == hd && !A.output_gate && !A.v_norm && !S.per_layer_input,
+                   !A.v_norm && !S.per_layer_input,
                where, "{} layer {}: this layer kind ({} mixer) does not run yet", c.model_type, l,
                MixerKindName(S.mixer));
       const int64_t qdim = A.num_heads * hd, kvdim = A.num_kv_heads * hd;
+      const int64_t q_rows = A.output_gate ? 2 * qdim : qdim;  // [q | gate] per head
       if (A.fused_qkv) {
         const std::string qkv = name(nm.qkv);
         const int64_t rows = qdim + 2 * kvdim;
@@ -209,7 +294,7 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
         L.k = LoadLinearRows(ckpt, qkv, rows, qdim, kvdim, hidden, A.qkv_bias, packed);
         L.v = LoadLinearRows(ckpt, qkv, rows, qdim + kvdim, kvdim, hidden, A.qkv_bias, packed);
       } else {
-        L.q = linear(name(nm.q), qdim, hidden, A.qkv_bias);
+        L.q = linear(name(nm.q), q_rows, hidden, A.qkv_bias);
         L.k = linear(name(nm.k), kvdim, hidden, A.qkv_bias);
         L.v = linear(name(nm.v), kvdim, hidden, A.qkv_bias);
       }
@@ -221,7 +306,7 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       if (A.sinks) L.sinks = LoadVector(ckpt, name(nm.sinks), A.num_heads);
     }
     L.window = A.window;
-    {
+    if (S.HasKvCache() && A.rope.rotary_dim > 0) {
       // The layer's RoPE table: config's with the layer's base and scaling (gemma3 local layers).
       ModelConfig rc = c;
       rc.rope_theta = A.rope.theta;
@@ -270,9 +355,13 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
         if (M.shared_gate) L.shared_gate = linear(name(nm.shared_expert_gate), 1, hidden, false);
       }
     } else if (F.kind == FfnKind::kDense) {
-      TQ_CHECK(F.gated(), where, "{} layer {}: the ungated {} MLP does not run yet", c.model_type,
-               l, ActivationName(F.act));
-      if (F.fused_gate_up) {
+      if (!F.gated()) {  // ReLU² (nemotron_h): up, down
+        TQ_CHECK(!F.fused_gate_up, where, "{} layer {}: a fused gate_up without a gate",
+                 c.model_type, l);
+        L.mlp = std::make_unique<GatedMlp>();
+        L.mlp->up = linear(name(nm.up), F.ffn, hidden, F.bias);
+        L.mlp->down = linear(name(nm.down), hidden, F.ffn, F.bias);
+      } else if (F.fused_gate_up) {
         const std::string gu = name(nm.gate_up);
         L.mlp = std::make_unique<GatedMlp>();
         L.mlp->gate = LoadLinearRows(ckpt, gu, 2 * F.ffn, 0, F.ffn, hidden, F.bias, packed);
@@ -282,12 +371,31 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
         L.mlp = std::make_unique<GatedMlp>(LoadMlp(ckpt, name(nm.gate), name(nm.up), name(nm.down),
                                                    hidden, F.ffn, F.bias, packed));
       }
-    } else {
-      Fail(where, "{} layer {}: a layer without a feed-forward block does not run yet",
-           c.model_type, l);
-    }
+    }  // FfnKind::kNone: a mixer-only layer (nemotron_h)
   }
   return w;
+}
+
+std::vector<FloatParam*> LayerParams(LayerWeights& L) {
+  std::vector<FloatParam*> out;
+  for (FloatParam* p :
+       {&L.attn_norm,     &L.ffn_norm,      &L.q_norm,     &L.k_norm,       &L.post_attn_norm,
+        &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks,      &L.mla_q_a_norm, &L.mla_kv_a_norm,
+        &L.dn_conv,       &L.dn_a_log,      &L.dn_dt_bias, &L.dn_norm,      &L.ssm_conv,
+        &L.ssm_conv_bias, &L.ssm_a,         &L.ssm_d,      &L.ssm_dt_bias,  &L.ssm_norm})
+    if (!p->empty()) out.push_back(p);
+  return out;
+}
+
+std::vector<Linear*> LayerMixerLinears(LayerWeights& L) {
+  std::vector<Linear*> out;
+  for (Linear* lin : {L.q.get(),        L.k.get(),       L.v.get(),          L.o.get(),
+                      L.mla_q_a.get(),  L.mla_q_b.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(),
+                      L.mla_kv_b.get(), L.dn_qkvz.get(), L.dn_ba.get(),      L.dn_qkv.get(),
+                      L.dn_z.get(),     L.dn_b.get(),    L.dn_a.get(),       L.dn_out.get(),
+                      L.ssm_z.get(),    L.ssm_xbc.get(), L.ssm_dt.get(),     L.ssm_out.get()})
+    if (lin) out.push_back(lin);
+  return out;
 }
 
 void UploadWeights(ModelWeights& w, kernels::Backend& be) {
@@ -309,20 +417,15 @@ void UploadWeights(ModelWeights& w, kernels::Backend& be) {
   w.rope_inv_freq = FloatParam(w.rope.inv_freq);
   w.rope_inv_freq.Upload(be, "the RoPE table");
   auto mlp = [&](GatedMlp& m, std::string_view what) {
-    m.gate->Upload(be, what);
+    if (m.gate) m.gate->Upload(be, what);
     m.up->Upload(be, what);
     m.down->Upload(be, what);
   };
   for (size_t l = 0; l < w.layers.size(); ++l) {
     LayerWeights& L = w.layers[l];
     const std::string what = fmt::format("layer {}", l);
-    for (FloatParam* p :
-         {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm, &L.post_attn_norm, &L.post_ffn_norm,
-          &L.rope_inv_freq, &L.sinks, &L.mla_q_a_norm, &L.mla_kv_a_norm})
-      p->Upload(be, what);
-    for (Linear* lin : {L.q.get(), L.k.get(), L.v.get(), L.o.get(), L.mla_q_a.get(),
-                        L.mla_q_b.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(), L.mla_kv_b.get()})
-      if (lin) lin->Upload(be, what);
+    for (FloatParam* p : LayerParams(L)) p->Upload(be, what);
+    for (Linear* lin : LayerMixerLinears(L)) lin->Upload(be, what);
     if (L.mlp) mlp(*L.mlp, what);
     if (L.moe) {
       L.moe->router->Upload(be, what);

@@ -18,7 +18,8 @@ class Checkpoint;
 struct Architecture;
 struct ModelConfig;
 
-// Gated MLP: down(act(gate(x)) * up(x)), act from the layer spec (SiLU, GELU-tanh).
+// Gated MLP: down(act(gate(x)) * up(x)), act from the layer spec (SiLU, GELU-tanh); without a
+// gate (nemotron_h's ReLU² MLP): down(relu²(up(x))).
 struct GatedMlp {
   std::unique_ptr<Linear> gate, up, down;  // [ffn, hidden], [ffn, hidden], [hidden, ffn]
 };
@@ -61,6 +62,20 @@ struct LayerWeights {
   // kv_a_proj_with_mqa.)
   std::unique_ptr<Linear> mla_q_a, mla_q_b, mla_kv_a_c, mla_kv_a_pe, mla_kv_b;
   FloatParam mla_q_a_norm, mla_kv_a_norm;
+  // Where the layer's sequence state lives in a KvCache: its index among the attention layers
+  // (keys and values) or among the recurrent layers (KvCache::RecurrentState); -1 when none.
+  int64_t kv_index = -1, state_index = -1;
+  // Gated DeltaNet (qwen3_next: in_proj_qkvz / in_proj_ba, rows grouped per key head; qwen3_5:
+  // in_proj_qkv [q | k | v], in_proj_z, in_proj_b, in_proj_a).
+  std::unique_ptr<Linear> dn_qkvz, dn_ba, dn_qkv, dn_z, dn_b, dn_a, dn_out;
+  FloatParam dn_conv;               // [conv_dim, kernel] depthwise conv weights
+  FloatParam dn_a_log, dn_dt_bias;  // [v_heads]
+  FloatParam dn_norm;               // [v_dim] the gated RMSNorm's weight (plain w, not 1 + w)
+  // Mamba-2 (nemotron_h): in_proj's row blocks z [inner], [x | B | C] [conv_dim], dt [heads].
+  std::unique_ptr<Linear> ssm_z, ssm_xbc, ssm_dt, ssm_out;
+  FloatParam ssm_conv, ssm_conv_bias;    // [conv_dim, kernel], [conv_dim]
+  FloatParam ssm_a, ssm_d, ssm_dt_bias;  // [heads]: A = -exp(A_log), D, dt bias
+  FloatParam ssm_norm;                   // [inner] grouped gated RMSNorm weight
 };
 
 class PackedLinear;
@@ -86,6 +101,12 @@ struct ModelWeights {
 
 std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelConfig& config,
                                           const Architecture& arch);
+
+// A layer's float parameters (norms, RoPE table, sinks, conv and state-space constants) and
+// its mixer's linears (attention, MLA, DeltaNet, Mamba; not the MLP / MoE ones), the ones set:
+// one list for upload and byte counts.
+std::vector<FloatParam*> LayerParams(LayerWeights& L);
+std::vector<Linear*> LayerMixerLinears(LayerWeights& L);
 
 // Places every weight in the backend's memory (host backends: views of the mmapped checkpoint,
 // nothing copied). A tied embedding shares the LM head's copy.

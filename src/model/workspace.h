@@ -34,6 +34,11 @@ struct ForwardWorkspace {
   DeviceBuffer expert_in;     // [rows of one expert, hidden] gathered inputs
   DeviceBuffer expert_out;    // [rows of one expert, hidden] expert outputs
   DeviceBuffer shared_gate;   // [n] shared-expert gate logits (qwen2_moe)
+  DeviceBuffer q_gate;        // [n, heads, 2 * head_dim] output-gated q_proj rows
+  DeviceBuffer attn_gate;     // [n, heads * head_dim] their gate half
+  DeviceBuffer gate_idx;      // [2 * n * heads] int32 gather lists splitting q and gate
+  // Gated DeltaNet (deltanet_forward.cc).
+  DeviceBuffer dn_in, dn_ba, dn_qkv, dn_conv, dn_z, dn_bab, dn_g, dn_beta, dn_out, dn_idx;
   // Multi-head latent attention (forward.cc: the staging buffer and its gather lists).
   DeviceBuffer mla_buf, mla_c, mla_kpe, mla_qa, mla_idx, mla_pos;
   // The expert cache's prefetch prediction (moe_forward.cc).
@@ -52,6 +57,8 @@ struct ForwardWorkspace {
   std::vector<int32_t> slot_row_host;    // [n * top_k]
   std::vector<float> slot_weight_host;   // [n * top_k]
   std::vector<float> router_logits_host;  // [n, experts] (host-routed rules)
+  std::vector<int32_t> gate_idx_host;    // [2 * n * heads]
+  std::vector<int32_t> dn_idx_host;      // DeltaNet gather lists of the step
   std::vector<int32_t> mla_idx_host;     // MLA gather lists of the step
   std::vector<int64_t> mla_pos_host;     // [n * heads]
   std::vector<float> mla_zero_host;      // one zero chunk

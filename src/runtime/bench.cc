@@ -9,6 +9,7 @@
 #include "core/sysinfo.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
+#include "model/tensor_roles.h"
 #include "runtime/sampler.h"
 
 namespace tq {
@@ -24,22 +25,17 @@ bool AllFinite(const std::vector<float>& v) {
 }  // namespace
 
 int64_t DecodeWeightBytesPerToken(const ModelConfig& c, int64_t weight_bytes) {
-  const double h = double(c.hidden_size), v = double(c.vocab_size);
-  const double q = double(c.num_heads * c.head_dim), kv = double(c.num_kv_heads * c.head_dim);
-  double total = v * h * (c.tie_word_embeddings ? 1 : 2);  // parameters stored
-  double skipped = c.tie_word_embeddings ? 0 : v * h;      // not read per token
-  const double expert_ffn =
-      double(c.model_type == "mixtral" ? c.intermediate_size : c.moe_intermediate_size);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    total += 2 * h * q + 2 * h * kv;
-    if (c.is_moe() && c.LayerIsMoe(l)) {
-      const double experts = 3 * h * expert_ffn * double(c.num_experts);
-      total +=
-          experts + h * double(c.num_experts) + 3 * h * double(c.shared_expert_intermediate_size);
-      skipped += experts * (1.0 - double(c.num_experts_per_tok) / double(c.num_experts));
-    } else {
-      total += 3 * h * double(c.intermediate_size);
-    }
+  // From the tensors the layer spec names (model/spec_tensors.cc): one decoded token reads every
+  // weight but an untied input table (rows by id) and the experts its router does not pick.
+  double total = 0, skipped = 0;
+  const double unpicked =
+      c.num_experts > 0 ? 1.0 - double(c.num_experts_per_tok) / double(c.num_experts) : 0.0;
+  for (const ExpectedTensor& t : ExpectedTensors(c)) {
+    if (t.role == TensorRole::kLmHead && c.tie_word_embeddings) continue;  // the table itself
+    const double n = double(NumElements(t.shape));
+    total += n;
+    if (t.role == TensorRole::kEmbed && !c.tie_word_embeddings) skipped += n;
+    if (IsExpert(t.role)) skipped += n * unpicked;
   }
   if (total <= 0) return weight_bytes;
   return int64_t(double(weight_bytes) * (total - skipped) / total);
@@ -117,7 +113,10 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
   r.decode_tok_s = double(opts.gen_tokens) / r.decode_seconds;
   if (experts) r.decode_experts = experts->stats();
   r.logits_finite = r.logits_finite && AllFinite(logits);
-  r.kv_bytes = cache->MemoryBytes();  // sliding-window layers hold only their window
+  // Sliding-window layers hold only their window; recurrent state is read once per token, its
+  // snapshots (kv_cache.h) not at all.
+  const int64_t snaps = int64_t(cache->SnapshotPositions().size());
+  r.kv_bytes = cache->MemoryBytes() - cache->RecurrentBytes() * snaps / (1 + snaps);
   r.peak_rss_bytes = PeakRssBytes();
   return r;
 }

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
+#include "io/model_config.h"
+#include "model/tensor_roles.h"
 
 namespace tq {
 namespace {
@@ -47,6 +51,42 @@ SynthShape Qwen(std::string name, std::string model_type, std::string arch, int6
   s.rope_theta = 1000000.0;
   s.rms_norm_eps = 1e-6;
   s.tokenizer = SynthTokenizerStyle::kQwen;
+  return s;
+}
+
+// qwen3_5_text (dense Gated DeltaNet hybrid) of the given size, built from its layer spec.
+SynthShape Qwen35Hybrid(std::string name, int64_t hidden, int64_t inter, int64_t layers,
+                        int64_t vocab, bool test_only) {
+  SynthShape s = Qwen(std::move(name), "qwen3_5_text", "Qwen3_5ForCausalLM", hidden, inter, layers,
+                      8, 2, vocab, 32768);
+  s.test_only = test_only;
+  nlohmann::json types = nlohmann::json::array();
+  for (int64_t l = 0; l < layers; ++l)
+    types.push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
+  s.config = {{"architectures", {s.architecture}},
+              {"model_type", s.model_type},
+              {"vocab_size", vocab},
+              {"hidden_size", hidden},
+              {"intermediate_size", inter},
+              {"num_hidden_layers", layers},
+              {"layer_types", types},
+              {"num_attention_heads", 8},
+              {"num_key_value_heads", 2},
+              {"head_dim", 128},
+              {"hidden_act", "silu"},
+              {"linear_conv_kernel_dim", 4},
+              {"linear_key_head_dim", 128},
+              {"linear_value_head_dim", 128},
+              {"linear_num_key_heads", 8},
+              {"linear_num_value_heads", 16},
+              {"max_position_embeddings", 32768},
+              {"rms_norm_eps", 1e-6},
+              {"rope_parameters",
+               {{"rope_type", "default"}, {"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}}},
+              {"tie_word_embeddings", false},
+              {"bos_token_id", vocab - 256},
+              {"eos_token_id", vocab - 256},
+              {"torch_dtype", "bfloat16"}};
   return s;
 }
 
@@ -110,6 +150,18 @@ std::vector<SynthShape> MakeShapes() {
   mx.tokenizer = SynthTokenizerStyle::kMistral;
   v.push_back(mx);
 
+  // A small Gated DeltaNet hybrid (not a hub model; the decode-speed shape of the hybrid
+  // mixers): qwen3_5_text's layers, three linear-attention layers to one output-gated full
+  // attention layer, Qwen3-Next's DeltaNet head ratio (8 key heads, 16 value heads of 128).
+  v.push_back(Qwen35Hybrid("qwen3.5-hybrid-0.4b", 1024, 3072, 16, 32768, false));
+  auto th = Qwen35Hybrid("tiny-qwen3.5-hybrid", 64, 128, 4, 512, true);
+  th.config["linear_num_key_heads"] = 2;
+  th.config["linear_num_value_heads"] = 4;
+  th.config["linear_key_head_dim"] = th.config["linear_value_head_dim"] = 16;
+  th.config["num_attention_heads"] = th.heads = 4;
+  th.config["head_dim"] = th.head_dim = 16;
+  v.push_back(th);
+
   // Test shapes: tiny, fast, same code paths (llama3 rope + tied embeddings; qwen3 MoE).
   auto tl = Llama("tiny-llama", 64, 160, 2, 4, 16, 32.0, true);
   tl.kv_heads = 2;
@@ -146,6 +198,16 @@ const SynthShape& FindSynthShape(const std::string& name) {
 
 nlohmann::json SynthConfigJson(const SynthShape& s, int64_t layers) {
   if (layers <= 0) layers = s.layers;
+  if (!s.config.is_null()) {  // a spec-built family: its config, cut to `layers`
+    nlohmann::json j = s.config;
+    j["num_hidden_layers"] = layers;
+    if (j.contains("layer_types")) {
+      nlohmann::json& t = j["layer_types"];
+      t.erase(t.begin() + std::min<int64_t>(layers, int64_t(t.size())), t.end());
+    }
+    j["turboquant_synth"] = {{"like", s.name}, {"layers", layers}};
+    return j;
+  }
   nlohmann::json j;
   j["architectures"] = {s.architecture};
   j["model_type"] = s.model_type;
@@ -218,6 +280,15 @@ std::vector<SynthTensor> SynthTensors(const SynthShape& s, int64_t layers) {
   if (layers <= 0) layers = s.layers;
   constexpr float kStd = 0.02f;
   std::vector<SynthTensor> t;
+  if (!s.config.is_null()) {  // every tensor the layer spec names; norms ones, the rest random
+    const ModelConfig c = ParseModelConfig(SynthConfigJson(s, layers).dump(), "synth " + s.name);
+    for (const ExpectedTensor& e : ExpectedTensors(c)) {
+      if (!e.required && c.tie_word_embeddings) continue;  // lm_head of a tied model
+      const bool norm = e.role == TensorRole::kNorm;
+      t.push_back({e.name, e.shape, norm ? 0.0f : kStd, norm});
+    }
+    return t;
+  }
   const int64_t h = s.hidden, q = s.heads * s.head_dim, kv = s.kv_heads * s.head_dim;
   t.push_back({"model.embed_tokens.weight", {s.vocab, h}, kStd});
   for (int64_t l = 0; l < layers; ++l) {

@@ -29,6 +29,10 @@ struct SynthShape {
   bool tie_embeddings = false, qkv_bias = false, qk_norm = false;
   int64_t experts = 0, experts_per_tok = 0, moe_intermediate = 0;
   SynthTokenizerStyle tokenizer = SynthTokenizerStyle::kLlama3;
+  // Set for the families synth builds from their layer spec: the whole config.json (the fields
+  // above give only name, vocab and tokenizer); SynthConfigJson keeps the first `layers` layers
+  // and SynthTensors walks ExpectedTensors (model/tensor_roles.h) of it.
+  nlohmann::json config;
 };
 
 const std::vector<SynthShape>& SynthShapes();

@@ -36,8 +36,8 @@ class Engine {
   // Drops all but the first n tokens of cache `cache`.
   virtual void Truncate(int cache, int64_t n) = 0;
   // How much of the first n tokens of cache `cache` (n <= what it holds) a new sequence can reuse:
-  // n, or 0 when the cache can no longer continue from n (sliding-window layers that dropped the
-  // positions before n: KvCache::MinTruncate).
+  // n, a shorter prefix, or 0 (KvCache::ReusablePrefix: sliding-window layers that dropped the
+  // positions before n; recurrent layers, whose state is held only at snapshot positions).
   virtual int64_t ReusablePrefix(int /*cache*/, int64_t n) { return n; }
   // Appends `tokens` to cache `cache` (positions continue from its size) and writes the logits
   // of the last token to `logits` [vocab].

@@ -42,7 +42,7 @@ void ModelEngine::Truncate(int cache, int64_t n) {
 int64_t ModelEngine::ReusablePrefix(int cache, int64_t n) {
   const auto& p = caches_.at(size_t(cache));
   if (!p || n <= 0) return 0;
-  return n >= p->MinTruncate() ? n : 0;
+  return p->ReusablePrefix(n);  // sliding windows and recurrent-state snapshots (kv_cache.h)
 }
 
 void ModelEngine::Prefill(int cache, std::span<const int32_t> tokens, float* logits) {

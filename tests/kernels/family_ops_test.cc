@@ -4,6 +4,7 @@
 // decode, gives what one pass gives).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -386,6 +387,82 @@ TEST(FamilyOps, BackendsScaleGateAndActivate) {
     be->ClampedSwiglu(a.data(), b.data(), 37, {}, got.data());
     ref::ClampedSwiglu(a.data(), b.data(), 37, {}, want.data());
     EXPECT_LT(RelErr(got, want), 1e-6) << be->name();
+  }
+}
+
+// The recurrent mixers' elementwise ops (one host loop for ref and cpu), against the formulas
+// written out in double here; and partial RoPE against Rope on the rotated slice.
+TEST(FamilyOps, RecurrentGatesNormsAndPartialRope) {
+  auto sigmoid = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  auto softplus = [](double v) { return v > 20 ? v : std::log1p(std::exp(v)); };
+  for (Backend* be : {&RefBackend(), &CpuBackend()}) {
+    // DeltaNetGates: b, a interleaved in rows of 2·H (stride), H = 3, n = 2.
+    const int64_t H = 3, n = 2;
+    const auto ba = Random(n * 2 * H, 21, 3.0f);
+    const std::vector<float> a_log = {-0.5f, 0.0f, 1.0f}, dt_bias = {0.1f, -2.0f, 25.0f};
+    std::vector<float> g(size_t(n * H)), beta(size_t(n * H));
+    be->DeltaNetGates(ba.data(), ba.data() + H, 2 * H, n, H, a_log.data(), dt_bias.data(), g.data(),
+                      beta.data());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const double av = ba[size_t(t * 2 * H + H + h)], bv = ba[size_t(t * 2 * H + h)];
+        EXPECT_NEAR(g[size_t(t * H + h)],
+                    -std::exp(a_log[size_t(h)]) * softplus(av + dt_bias[size_t(h)]), 1e-4);
+        EXPECT_NEAR(beta[size_t(t * H + h)], sigmoid(bv), 1e-6);
+      }
+    // SsmDt with a clamp on both sides.
+    std::vector<float> dt(size_t(n * H));
+    be->SsmDt(ba.data(), 2 * H, n, H, dt_bias.data(), 0.05f, 3.0f, dt.data());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        EXPECT_NEAR(dt[size_t(t * H + h)],
+                    std::clamp(softplus(ba[size_t(t * 2 * H + h)] + dt_bias[size_t(h)]), 0.05, 3.0),
+                    1e-5);
+    // GatedRmsNorm: norm then gate (DeltaNet), and gate then grouped norm (Mamba-2).
+    const int64_t rows = 3, dim = 8;
+    const auto x = Random(rows * dim, 22), z = Random(rows * dim, 23), w = Random(dim, 24);
+    for (bool gate_first : {false, true}) {
+      const int64_t group = gate_first ? 4 : dim;
+      std::vector<float> got(size_t(rows * dim));
+      be->GatedRmsNorm(x.data(), rows, dim, group, z.data(), w.data(), 1e-5f, gate_first,
+                       got.data());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g0 = 0; g0 < dim; g0 += group) {
+          std::vector<double> u(static_cast<size_t>(group));
+          double ss = 0;
+          for (int64_t i = 0; i < group; ++i) {
+            const size_t j = size_t(r * dim + g0 + i);
+            u[size_t(i)] = gate_first ? x[j] * z[j] * sigmoid(z[j]) : x[j];
+            ss += u[size_t(i)] * u[size_t(i)];
+          }
+          const double inv = 1.0 / std::sqrt(ss / double(group) + 1e-5);
+          for (int64_t i = 0; i < group; ++i) {
+            const size_t j = size_t(r * dim + g0 + i);
+            double want = u[size_t(i)] * inv * w[size_t(g0 + i)];
+            if (!gate_first) want *= z[j] * sigmoid(z[j]);
+            EXPECT_NEAR(got[j], want, 1e-5) << be->name() << " gate_first " << gate_first;
+          }
+        }
+    }
+    // Relu2.
+    std::vector<float> r2 = {-1.0f, 0.0f, 2.0f, -0.5f, 3.0f};
+    be->Relu2(r2.data(), 5, r2.data());
+    EXPECT_EQ(r2, (std::vector<float>{0, 0, 4, 0, 9}));
+    // PartialRope: the first rd of each head as Rope on [rows, heads, rd]; the rest untouched.
+    const int64_t prow = 3, heads = 2, hd = 12, rd = 4;
+    const auto q = Random(prow * heads * hd, 25);
+    const std::vector<int64_t> pos = {0, 5, 1000};
+    const std::vector<float> inv_freq = {1.0f, 0.01f};
+    std::vector<float> got = q, slice(size_t(prow * heads * rd));
+    be->PartialRope(got.data(), prow, heads, hd, rd, pos.data(), inv_freq.data(), 1.0f);
+    for (int64_t r = 0; r < prow * heads; ++r)
+      for (int64_t i = 0; i < rd; ++i) slice[size_t(r * rd + i)] = q[size_t(r * hd + i)];
+    be->Rope(slice.data(), prow, heads, rd, pos.data(), inv_freq.data(), 1.0f);
+    for (int64_t r = 0; r < prow * heads; ++r)
+      for (int64_t i = 0; i < hd; ++i) {
+        const float want = i < rd ? slice[size_t(r * rd + i)] : q[size_t(r * hd + i)];
+        EXPECT_NEAR(got[size_t(r * hd + i)], want, 1e-6) << be->name() << " " << r << "," << i;
+      }
   }
 }
 

@@ -132,12 +132,16 @@ TEST_P(ArchGolden, ChunksDecodeBatchAndPrefixReuseEqualOnePass) {
     }
     EXPECT_LT(err, 1e-5) << "DecodeBatch";
   }
-  {  // prefix reuse: run all, keep the first 24 (or what the cache allows), run the rest again
+  {  // prefix reuse: run 24 then the rest, keep the first 24 (or what the cache allows: sliding
+     // windows, recurrent-state snapshots at prompt-chunk ends), run the rest again
     auto cache = Cache();
     std::vector<float> got(size_t(t * vocab_));
-    model_->Forward(ids, *cache, got.data(), true);
-    const int64_t keep = std::max<int64_t>(24, cache->MinTruncate());
+    model_->Forward(std::span<const int32_t>(ids).first(24), *cache, got.data(), true);
+    model_->Forward(std::span<const int32_t>(ids).subspan(24), *cache, got.data() + 24 * vocab_,
+                    true);
+    const int64_t keep = std::max<int64_t>(cache->ReusablePrefix(24), cache->MinTruncate());
     ASSERT_LT(keep, t);
+    if (cache->num_recurrent() > 0) EXPECT_EQ(keep, 24) << "the snapshot at the first chunk's end";
     cache->Truncate(keep);
     model_->Forward(std::span<const int32_t>(ids).subspan(size_t(keep)), *cache,
                     got.data() + keep * vocab_, true);
@@ -175,7 +179,8 @@ TEST_P(ArchGolden, F16CacheStaysClose) {
 
 INSTANTIATE_TEST_SUITE_P(Families, ArchGolden,
                          ::testing::Values("gemma2", "gemma3-text", "phi3", "qwen2-moe", "gpt-oss",
-                                           "deepseek-v2", "deepseek-v3"),
+                                           "deepseek-v2", "deepseek-v3", "qwen3-next",
+                                           "qwen3-5-text", "qwen3-5-moe-text", "nemotron-h"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

@@ -255,10 +255,10 @@ TEST(LayerSpec, Errors) {
   }
   // Known but not runnable yet: a clear refusal where a model would be loaded.
   try {
-    FindArchitecture("nemotron_h");
+    FindArchitecture("gemma4_text");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("'nemotron_h' is recognised"));
+    EXPECT_THAT(e.what(), HasSubstr("'gemma4_text' is recognised"));
   }
   EXPECT_THROW(FindFamily("gpt2"), Error);
   EXPECT_EQ(FamilyNames().size(), 18u);

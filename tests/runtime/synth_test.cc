@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Synth, TinyCheckpointsLoadAndRun) {
-  for (const char* like : {"tiny-llama", "tiny-qwen3-moe"}) {
+  for (const char* like : {"tiny-llama", "tiny-qwen3-moe", "tiny-qwen3.5-hybrid"}) {
     test::TempDir tmp;
     SynthOptions o;
     o.like = like;

@@ -98,18 +98,9 @@ const char* PlanVerdictName(PlanVerdict v) {
 }
 
 KvLayout KvLayoutForConfig(const ModelConfig& c) {
-  const Architecture& arch = FindArchitecture(c.model_type);
-  KvLayout l;
-  l.num_layers = c.num_layers;
-  // The cache geometry the model gives its caches (MLA: expanded keys, padded values).
-  const CacheGeometry g = CacheGeometryOf(BuildModelSpec(c, arch));
-  l.num_heads = g.heads;
-  l.num_kv_heads = g.kv_heads;
-  l.head_dim = g.head_dim;
-  l.scale = float(1.0 / std::sqrt(double(g.head_dim)));
-  for (int64_t i = 0; i < c.num_layers; ++i)
-    l.window.push_back(arch.sliding_window && c.LayerIsSliding(i) ? c.sliding_window : 0);
-  return l;
+  // The layout the model gives its caches (model/spec_kv_layout.cc): attention layers (MLA:
+  // expanded keys, padded values) and the recurrent layers' state.
+  return KvLayoutOf(BuildModelSpec(c, FindArchitecture(c)));
 }
 
 MemoryBreakdown PlanMemoryAt(const MemoryPlan& p, const PlanOptions& opts, int64_t context,
@@ -290,18 +281,21 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& options, const PlanInputs& in) {
   p.sliding_window = p.kv_sliding_layers > 0 ? p.config.sliding_window : 0;
   p.kv_full_layers = p.kv_layers - p.kv_sliding_layers;
   const int64_t kv_total = KvCacheBytes(layout, opts.kv, opts.context);
-  p.kv_bytes_per_token = kv_total / opts.context;
+  p.recurrent_layers = int64_t(layout.recurrent_floats.size());
+  for (int64_t f : layout.recurrent_floats) p.recurrent_state_bytes += f * int64_t(sizeof(float));
+  p.kv_bytes_per_token = (kv_total - p.recurrent_state_bytes) / opts.context;
   if (p.kv_sliding_layers > 0) {
     // Sliding-window layers keep only their window (+ one prefill chunk): the cache's own rule.
     KvCacheOptions at_context = opts.kv;
     at_context.max_tokens = opts.context;
     p.kv_sliding_positions = KvLayerSlots(p.sliding_window, at_context);
     KvLayout sliding_only = layout;
+    sliding_only.recurrent_floats.clear();
     sliding_only.num_layers = p.kv_sliding_layers;
     sliding_only.window.assign(size_t(p.kv_sliding_layers), p.sliding_window);
     p.kv_sliding_bytes = KvCacheBytes(sliding_only, opts.kv, opts.context);
   }
-  p.kv_full_bytes = kv_total - p.kv_sliding_bytes;
+  p.kv_full_bytes = kv_total - p.kv_sliding_bytes - p.recurrent_state_bytes;
 
   p.threads =
       opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));

@@ -100,6 +100,8 @@ struct MemoryPlan {
   int64_t sliding_window = 0;
   int64_t kv_sliding_positions = 0;  // positions each sliding-window layer keeps
   int64_t kv_full_bytes = 0, kv_sliding_bytes = 0;
+  // Recurrent layers (Gated DeltaNet, Mamba-2): a fixed state per sequence, in the KV cache.
+  int64_t recurrent_layers = 0, recurrent_state_bytes = 0;
 
   // Reserve parts.
   int threads = 0;

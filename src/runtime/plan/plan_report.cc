@@ -78,6 +78,9 @@ std::string PlanToText(const MemoryPlan& p) {
                       p.kv_sliding_layers, p.sliding_window, p.kv_sliding_positions,
                       HumanBytes(p.kv_sliding_bytes));
   }
+  if (p.recurrent_layers > 0)
+    kv += fmt::format("; {} recurrent layers' state {}", p.recurrent_layers,
+                      HumanBytes(p.recurrent_state_bytes));
   amount("KV cache", p.memory.kv, kv);
   std::string ws = fmt::format("prefill step {} (fp32 activations, logits)", p.effective_step);
   if (p.memory.load_transient > p.memory.workspace)
@@ -134,6 +137,8 @@ nlohmann::ordered_json PlanToJson(const MemoryPlan& p) {
   j["kv_sliding_positions"] = p.kv_sliding_positions;
   j["kv_full_bytes"] = p.kv_full_bytes;
   j["kv_sliding_bytes"] = p.kv_sliding_bytes;
+  j["recurrent_layers"] = p.recurrent_layers;
+  j["recurrent_state_bytes"] = p.recurrent_state_bytes;
   j["workspace_bytes"] = p.memory.workspace;
   j["reserve_bytes"] = p.memory.reserve;
   j["reserve"] = ojson{{"runtime", p.reserve_base},
