@@ -278,6 +278,7 @@ TEST_P(CudaConformance, PackedMatMulGroup) {
     const auto bias = Random(300, 31);
     auto db = Up(*gpu, bias);
     for (int64_t n : {1, 3, 8, 12}) {
+      if (Emulated() && (n == 3 || n == 12)) continue;  // the emulator: n = 1 and 8 (cheap)
       const auto x = Random(n * cols, uint64_t(n) + 40);
       auto dx = Up(*gpu, x);
       std::vector<DeviceBuffer> dy;
