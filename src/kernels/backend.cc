@@ -100,6 +100,11 @@ namespace {
 }
 }  // namespace
 
+void Backend::PackedMatMulGroup(const float* x, int64_t n,
+                                std::span<const PackedMatMulOutput> outs) {
+  for (const PackedMatMulOutput& o : outs) PackedMatMul(x, n, *o.w, o.bias, o.y);
+}
+
 void Backend::Scale(float*, int64_t, float) { Unsupported(*this, FamilyOp::kScale); }
 void Backend::GeluTanhMul(const float*, const float*, int64_t, float*) {
   Unsupported(*this, FamilyOp::kGeluTanhMul);

@@ -88,6 +88,13 @@ struct RotationView {
   int64_t block = 1;  // a power of two dividing dim
 };
 
+// One output of PackedMatMulGroup: y [n, w->rows] = x · wᵀ (+ bias).
+struct PackedMatMulOutput {
+  const PackedMatrix* w = nullptr;
+  const float* bias = nullptr;
+  float* y = nullptr;
+};
+
 // The routing rule of a mixture-of-experts layer (MoeRoute).
 struct MoeRouting {
   int64_t num_experts = 0;
@@ -139,6 +146,10 @@ class Backend {
   // x already rotated (the caller rotates once per sharing group).
   virtual void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
                             float* y) = 0;
+  // Several packed matmuls over one rotated input (q/k/v, gate/up: a rotation group). The
+  // default runs PackedMatMul for each in order; the cuda backend fuses them into one launch.
+  virtual void PackedMatMulGroup(const float* x, int64_t n,
+                                 std::span<const PackedMatMulOutput> outs);
   virtual void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim,
                     const int64_t* positions, const float* inv_freq, float attn_factor) = 0;
   virtual void SiluMul(const float* gate, const float* up, int64_t n, float* out) = 0;

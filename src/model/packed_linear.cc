@@ -242,7 +242,18 @@ bool PackedMatMulShared(kernels::Backend& be, std::span<const Linear* const> gro
   const PackedLinear* first = group[0]->AsPacked();
   float* xr = be.RotationScratch(n * rot->dim());
   be.Rotate(first->rotation_view(), x, n, xr);  // once for the whole group
-  for (size_t i = 0; i < group.size(); ++i) group[i]->AsPacked()->MatMulRotated(be, xr, n, ys[i]);
+  if (n <= 0) return true;
+  constexpr size_t kMaxGroup = 16;
+  kernels::PackedMatMulOutput outs[kMaxGroup];
+  if (group.size() > kMaxGroup) {
+    for (size_t i = 0; i < group.size(); ++i) group[i]->AsPacked()->MatMulRotated(be, xr, n, ys[i]);
+    return true;
+  }
+  for (size_t i = 0; i < group.size(); ++i) {
+    const PackedLinear* p = group[i]->AsPacked();
+    outs[i] = {&p->device_matrix(), p->bias_device(), ys[i]};
+  }
+  be.PackedMatMulGroup(xr, n, {outs, group.size()});  // one launch on cuda
   return true;
 }
 

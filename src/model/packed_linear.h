@@ -82,13 +82,14 @@ class PackedLinear final : public Linear {
   // The matrix as loaded (host views) and as the backend sees it (after Upload).
   const kernels::PackedMatrix& matrix() const { return w_; }
   const kernels::PackedMatrix& device_matrix() const { return dw_; }
+  // The bias in the backend's memory (null without one).
+  const float* bias_device() const { return bias_.empty() ? shared_bias_ : bias_.data(); }
   // out [count, in] = rows r0.. of the dequantized (still rotated) weights, on the host.
   void DequantizeRows(int64_t r0, int64_t count, float* out) const;
 
  private:
   PackedLinear() = default;  // OnStorage
   void UploadParts(kernels::Backend& be, std::string_view what, bool storage);
-  const float* bias_device() const { return bias_.empty() ? shared_bias_ : bias_.data(); }
 
   const float* shared_bias_ = nullptr;  // OnStorage copies: the original's bias (backend memory)
   kernels::PackedMatrix w_;   // host views (mmapped codes and scales; our codebook / table)

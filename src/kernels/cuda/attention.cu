@@ -7,6 +7,7 @@
 // is gathered into the key channel order, rotated (R_k) and, with a QJL sketch, projected (S q')
 // in shared memory once per block; values accumulate in the rotated domain, get the centering
 // offset back, are un-rotated (R_vᵀ) and scattered to the model's channel order.
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/common.cuh"
@@ -90,6 +91,124 @@ __global__ void __launch_bounds__(kWarps * 32)
   MergeWarps(o, int(d), y);
   float* oh = out + (i * p.num_heads + h) * d;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) oh[j] = y[j];
+}
+
+// Split ("flash-decoding") GQA attention on a plain cache, for head_dim kD in {64, 128, 256} and
+// at most kMaxQueryGroup query heads per KV head. One CUDA block of 4 warps per (query row, KV
+// head, split): the G = heads / kv_heads query heads of the group share every K/V load (each KV
+// head is read once per row, not G times), and a row's positions [first, pos] are cut into `splits`
+// chunks of `chunk` positions so that a decode step (n = 1, a few KV heads) still has hundreds
+// of blocks in flight. Lane l holds channels l·kD/32 .. (l+1)·kD/32 - 1 of the key and value;
+// warp w takes positions chunk_begin + w, + 4, ... with the next position's K/V loaded before
+// the current one is used. Each block merges its warps and writes, per query head, the
+// unnormalized partial state (m, l, acc[kD]) to `part` (splits > 1; AttentionMergeKernel
+// combines them with the log-sum-exp rule), or the normalized output (splits == 1).
+constexpr int kMaxQueryGroup = 8;
+
+template <Elem E, int kD>
+__global__ void __launch_bounds__(kWarps * 32)
+    AttentionSplitKernel(const float* __restrict__ q, int64_t pos0, const void* k, const void* v,
+                         int64_t head_stride, DevAttention p, int splits, int64_t chunk,
+                         float* __restrict__ part, float* __restrict__ out) {
+  constexpr int kP = kD / 32;  // channels per lane
+  __shared__ float ms[kWarps][kMaxQueryGroup], ls[kWarps][kMaxQueryGroup];
+  __shared__ float accs[kWarps][kMaxQueryGroup][kD];
+  const int64_t i = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+  const int G = int(p.num_heads / p.num_kv_heads);
+  const int64_t pos = pos0 + i;
+  const int64_t first = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
+  const int64_t lo = first + split * chunk, hi = min(pos + 1, lo + chunk);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t c0 = int64_t(lane) * kP;
+  float qv[kMaxQueryGroup][kP], acc[kMaxQueryGroup][kP], m[kMaxQueryGroup], l[kMaxQueryGroup];
+#pragma unroll
+  for (int g = 0; g < kMaxQueryGroup; ++g) {
+    const float* qh = q + (i * p.num_heads + kvh * G + (g < G ? g : 0)) * kD + c0;
+#pragma unroll
+    for (int e = 0; e < kP; ++e) {
+      qv[g][e] = g < G ? qh[e] * p.scale : 0.0f;
+      acc[g][e] = 0.0f;
+    }
+    m[g] = -INFINITY, l[g] = 0.0f;
+  }
+  const int64_t head = kvh * head_stride + c0;
+  float kc[kP], vc[kP], kn[kP], vn[kP];
+  auto load = [&](int64_t t, float* kk, float* vv) {
+#pragma unroll
+    for (int e = 0; e < kP; ++e) {
+      kk[e] = t < hi ? LoadElem<E>(k, head + t * kD + e) : 0.0f;
+      vv[e] = t < hi ? LoadElem<E>(v, head + t * kD + e) : 0.0f;
+    }
+  };
+  int64_t t = lo + warp;
+  load(t, kc, vc);
+  for (; t < hi; t += kWarps) {
+    load(t + kWarps, kn, vn);
+#pragma unroll
+    for (int g = 0; g < kMaxQueryGroup; ++g) {
+      if (g >= G) break;
+      float dot = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kP; ++e) dot += qv[g][e] * kc[e];
+      const float sc = WarpSum(dot);
+      const float mn = fmaxf(m[g], sc);
+      const float corr = expf(m[g] - mn), pr = expf(sc - mn);
+      l[g] = l[g] * corr + pr;
+#pragma unroll
+      for (int e = 0; e < kP; ++e) acc[g][e] = acc[g][e] * corr + pr * vc[e];
+      m[g] = mn;
+    }
+#pragma unroll
+    for (int e = 0; e < kP; ++e) kc[e] = kn[e], vc[e] = vn[e];
+  }
+  // Merge the warps (a warp with no position has m = -inf, l = 0).
+#pragma unroll
+  for (int g = 0; g < kMaxQueryGroup; ++g) {
+    if (g >= G) break;
+    if (lane == 0) ms[warp][g] = m[g], ls[warp][g] = l[g];
+#pragma unroll
+    for (int e = 0; e < kP; ++e) accs[warp][g][c0 + e] = acc[g][e];
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < G * kD; idx += blockDim.x) {
+    const int g = idx / kD, j = idx % kD;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ms[w][g]);
+    float sum = 0.0f, a = 0.0f;
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = ms[w][g] == -INFINITY ? 0.0f : expf(ms[w][g] - mx);
+      sum += ls[w][g] * f;
+      a += accs[w][g][j] * f;
+    }
+    const int64_t h = kvh * G + g;
+    if (splits == 1) {
+      out[(i * p.num_heads + h) * kD + j] = a / sum;
+    } else {
+      const int64_t slot = (i * p.num_heads + h) * splits + split;  // of [n, heads, splits]
+      float* ps = part + slot * (kD + 2);
+      ps[2 + j] = a;
+      if (j == 0) ps[0] = mx, ps[1] = sum;
+    }
+  }
+}
+
+// out [n, heads, d] from the splits' partial states part [n, heads, splits, 2 + d]: one CUDA
+// block per (row, head), out = Σ_s acc_s e^(m_s - M) / Σ_s l_s e^(m_s - M), M = max_s m_s.
+__global__ void AttentionMergeKernel(const float* __restrict__ part, int splits, int64_t d,
+                                     float* __restrict__ out) {
+  const float* ps = part + int64_t(blockIdx.x) * splits * (d + 2);
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, ps[s * (d + 2)]);
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+    float sum = 0.0f, a = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float* st = ps + s * (d + 2);
+      const float f = st[0] == -INFINITY ? 0.0f : expf(st[0] - mx);
+      sum += st[1] * f;
+      a += st[2 + j] * f;
+    }
+    out[int64_t(blockIdx.x) * d + j] = a / sum;
+  }
 }
 
 // Channel j of a coded vector (codes, fp16 scales) in format f with level tables tab[segment].
@@ -204,9 +323,66 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 }  // namespace
 
+namespace {
+
+// The split plan of AttentionSplitKernel for n rows ending at pos0 + n - 1: about kTargetBlocks
+// blocks (4 per SM of a 132-SM part) and at least kMinChunk positions a split.
+constexpr int64_t kTargetBlocks = 528, kMinChunk = 32;
+
+struct SplitPlan {
+  int splits = 0;  // 0: not eligible (the generic kernel runs)
+  int64_t chunk = 0;
+};
+
+SplitPlan PlanSplits(int64_t n, int64_t pos0, const DevAttention& p) {
+  const int64_t g = p.num_heads / p.num_kv_heads;
+  if ((p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) || g > kMaxQueryGroup) return {};
+  const int64_t longest =
+      p.window > 0 ? std::min(p.window, pos0 + n) : pos0 + n;  // positions a row
+  const int64_t units = n * p.num_kv_heads;
+  int64_t splits = std::max(int64_t(1), std::min((kTargetBlocks + units - 1) / units,
+                                                 (longest + kMinChunk - 1) / kMinChunk));
+  const int64_t chunk = (longest + splits - 1) / splits;
+  splits = (longest + chunk - 1) / chunk;
+  return {int(splits), chunk};
+}
+
+template <Elem E>
+void LaunchSplit(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
+                 int64_t head_stride, const DevAttention& p, const SplitPlan& plan, float* part,
+                 float* out, cudaStream_t s) {
+  const dim3 grid(unsigned(n), unsigned(p.num_kv_heads), unsigned(plan.splits));
+  auto* kernel = p.head_dim == 64    ? AttentionSplitKernel<E, 64>
+                 : p.head_dim == 128 ? AttentionSplitKernel<E, 128>
+                                     : AttentionSplitKernel<E, 256>;
+  TQ_LAUNCH(kernel, grid, kWarps * 32, s, q, pos0, k, v, head_stride, p, plan.splits, plan.chunk,
+            part, out);
+  if (plan.splits > 1)
+    TQ_LAUNCH(AttentionMergeKernel, unsigned(n * p.num_heads), unsigned(p.head_dim), s, part,
+              plan.splits, p.head_dim, out);
+}
+
+}  // namespace
+
+int64_t AttentionScratchFloats(int64_t n, int64_t pos0, const DevAttention& p) {
+  const SplitPlan plan = PlanSplits(n, pos0, p);
+  return plan.splits > 1 ? n * p.num_heads * plan.splits * (p.head_dim + 2) : 0;
+}
+
 void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
-                     Elem elem, int64_t head_stride, const DevAttention& p, float* out,
-                     cudaStream_t s) {
+                     Elem elem, int64_t head_stride, const DevAttention& p, float* scratch,
+                     float* out, cudaStream_t s) {
+  const SplitPlan plan = PlanSplits(n, pos0, p);
+  if (plan.splits > 0) {
+    switch (elem) {
+      case Elem::kF32:
+        return LaunchSplit<Elem::kF32>(q, n, pos0, k, v, head_stride, p, plan, scratch, out, s);
+      case Elem::kF16:
+        return LaunchSplit<Elem::kF16>(q, n, pos0, k, v, head_stride, p, plan, scratch, out, s);
+      case Elem::kBF16:
+        return LaunchSplit<Elem::kBF16>(q, n, pos0, k, v, head_stride, p, plan, scratch, out, s);
+    }
+  }
   const dim3 grid(unsigned(n), unsigned(p.num_heads));
   switch (elem) {
     case Elem::kF32:

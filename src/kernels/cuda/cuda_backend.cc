@@ -65,7 +65,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
-    for (void* p : {static_cast<void*>(err_), rot_scratch_, copy_scratch_})
+    for (void* p : {static_cast<void*>(err_), rot_scratch_, copy_scratch_, attn_scratch_})
       if (p) cudaFree(p);
     for (auto& s : signs_) cudaFree(s.device);
     cudaStreamDestroy(stream_);
@@ -209,6 +209,30 @@ class CudaBackend final : public Backend {
     Launched(where);
   }
 
+  void PackedMatMulGroup(const float* x, int64_t n,
+                         std::span<const PackedMatMulOutput> outs) override {
+    const std::string where = name_ + " packed matmul group";
+    if (n <= 0 || outs.empty()) return;
+    constexpr size_t kMax = 4;  // launch.h FastPackedMatVecGroup
+    if (outs.size() <= kMax) {
+      cuda::DevPacked ws[kMax];
+      const float* biases[kMax];
+      float* ys[kMax];
+      for (size_t i = 0; i < outs.size(); ++i) {
+        TQ_CHECK(outs[i].w && outs[i].y, where, "output {} has no weight or no destination", i);
+        ws[i] = ToDev(*outs[i].w, where);
+        biases[i] = outs[i].bias;
+        ys[i] = outs[i].y;
+      }
+      Enter();
+      if (cuda::FastPackedMatVecGroup(x, n, ws, biases, ys, int(outs.size()), stream_)) {
+        Launched(where);
+        return;
+      }
+    }
+    for (const PackedMatMulOutput& o : outs) PackedMatMul(x, n, *o.w, o.bias, o.y);
+  }
+
   void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
             const float* inv_freq, float attn_factor) override {
     TQ_CHECK(head_dim > 0 && head_dim % 2 == 0, name_ + " rope", "head_dim {} must be even",
@@ -237,7 +261,13 @@ class CudaBackend final : public Backend {
              where, "cache of head stride {} cannot hold {} positions of head_dim {}",
              kv.head_stride, pos0 + n, p.head_dim);
     Enter();
-    cuda::LaunchAttention(q, n, pos0, kv.k, kv.v, e, kv.head_stride, Dev(p), out, stream_);
+    const int64_t scratch = cuda::AttentionScratchFloats(n, pos0, Dev(p));
+    float* part =
+        scratch == 0
+            ? nullptr
+            : static_cast<float*>(Grow(&attn_scratch_, &attn_scratch_bytes_,
+                                       size_t(scratch) * sizeof(float), "attention split scratch"));
+    cuda::LaunchAttention(q, n, pos0, kv.k, kv.v, e, kv.head_stride, Dev(p), part, out, stream_);
     Launched(where);
   }
 
@@ -479,6 +509,8 @@ class CudaBackend final : public Backend {
   size_t rot_scratch_bytes_ = 0;
   void* copy_scratch_ = nullptr;
   size_t copy_scratch_bytes_ = 0;
+  void* attn_scratch_ = nullptr;  // split attention's partial states
+  size_t attn_scratch_bytes_ = 0;
   std::mutex signs_mu_;
   std::vector<UploadedSigns> signs_;
 };

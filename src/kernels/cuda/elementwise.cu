@@ -1,6 +1,7 @@
 // Row-wise and elementwise CUDA kernels: embeddings (dense and packed), Add, SiluMul, RmsNorm,
 // RoPE, KV store, MoE routing, gather / ordered scatter-add, argmax. Semantics as in ops.h and
 // backend.h; each kernel's comment gives its launch shape.
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/common.cuh"
@@ -74,6 +75,47 @@ __global__ void RmsNormKernel(const float* x, int64_t dim, const float* weight, 
   __syncthreads();
   const float inv = 1.0f / sqrtf(part[0] / float(dim) + eps);
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * inv * weight[i];
+}
+
+// Rows of float4s (dim % 4 == 0, every pointer 16-byte aligned, dim <= 4 · kNormVec · 1024):
+// one CUDA block per row, each thread loads its kNormVec float4s at once (all in flight before
+// the first use: a 4096-wide row is one load per thread, not 16 dependent ones) and keeps them
+// in registers for the second pass. out may alias x (each element is read and written by the
+// same thread).
+constexpr int kNormVec = 4;
+
+__global__ void __launch_bounds__(1024)
+    RmsNormVecKernel(const float* x, int64_t dim, const float* weight, float eps, float* out) {
+  const int64_t n4 = dim / 4;
+  const float4* xr = reinterpret_cast<const float4*>(x + int64_t(blockIdx.x) * dim);
+  float4* yr = reinterpret_cast<float4*>(out + int64_t(blockIdx.x) * dim);
+  const float4* w4 = reinterpret_cast<const float4*>(weight);
+  float4 v[kNormVec];
+  float ss = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kNormVec; ++e) {
+    const int64_t i = threadIdx.x + int64_t(e) * blockDim.x;
+    v[e] = i < n4 ? xr[i] : float4{0.0f, 0.0f, 0.0f, 0.0f};
+    ss += v[e].x * v[e].x + v[e].y * v[e].y + v[e].z * v[e].z + v[e].w * v[e].w;
+  }
+  __shared__ float part[32];
+  ss = WarpSum(ss);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
+    t = WarpSum(t);
+    if (threadIdx.x == 0) part[0] = t;
+  }
+  __syncthreads();
+  const float inv = 1.0f / sqrtf(part[0] / float(dim) + eps);
+#pragma unroll
+  for (int e = 0; e < kNormVec; ++e) {
+    const int64_t i = threadIdx.x + int64_t(e) * blockDim.x;
+    if (i >= n4) break;
+    const float4 g = __ldg(w4 + i);
+    yr[i] = float4{v[e].x * inv * g.x, v[e].y * inv * g.y, v[e].z * inv * g.z, v[e].w * inv * g.w};
+  }
 }
 
 // One thread per (row, head, pair i < head_dim / 2). cos/sin in double of the fp32 angle (as
@@ -209,6 +251,15 @@ void LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cu
 
 void LaunchRmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
                    float* out, cudaStream_t s) {
+  const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const int64_t n4 = dim / 4;
+  if (dim % 4 == 0 && n4 <= kNormVec * 1024 && a16(x) && a16(weight) && a16(out)) {
+    // Threads: a multiple of 32 giving each at most kNormVec float4s.
+    const int64_t threads =
+        std::min<int64_t>(1024, ((n4 + kNormVec - 1) / kNormVec + 31) / 32 * 32);
+    TQ_LAUNCH(RmsNormVecKernel, unsigned(rows), unsigned(threads), s, x, dim, weight, eps, out);
+    return;
+  }
   TQ_LAUNCH(RmsNormKernel, unsigned(rows), kThreads, s, x, dim, weight, eps, out);
 }
 

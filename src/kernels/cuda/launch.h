@@ -21,7 +21,7 @@
 #if defined(TQ_CUDA_EMU)
 #define TQ_LAUNCH(kernel, grid, block, stream, ...) TQ_EMU_LAUNCH(kernel, grid, block, __VA_ARGS__)
 #define TQ_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
-  TQ_EMU_LAUNCH(kernel, grid, block, __VA_ARGS__)
+  TQ_EMU_LAUNCH_SMEM(kernel, grid, block, smem, __VA_ARGS__)
 #else
 #define TQ_LAUNCH(kernel, grid, block, stream, ...) kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
 #define TQ_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
@@ -148,13 +148,22 @@ void LaunchPackedMatMul(const float* x, int64_t n, const DevPacked& w, const flo
 // warp: false (nothing launched) when the weight's layout or alignment does not allow it.
 bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float* bias, float* y,
                       cudaStream_t s);
+// Several packed products over one input x (the q/k/v or gate/up of a layer) in one launch:
+// ys[i] [n, ws[i].rows] = x · ws[i]ᵀ (+ biases[i]), count <= 4; false (nothing launched) unless
+// every member is eligible as above and all share format, method, cols and group size.
+bool FastPackedMatVecGroup(const float* x, int64_t n, const DevPacked* ws,
+                           const float* const* biases, float* const* ys, int count, cudaStream_t s);
 bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
                      cudaStream_t s);
 
-// --- attention.cu --- one CUDA block (4 warps) per (query row, head), online softmax.
+// --- attention.cu --- head_dim 64/128/256 with at most 8 query heads per KV head: one CUDA
+// block (4 warps) per (query row, KV head, split of the positions), then a log-sum-exp merge of
+// the splits through `scratch` (AttentionScratchFloats(n, pos0, p) floats, device memory; none
+// needed when that is 0); other shapes: one block per (query row, head). Online softmax.
+int64_t AttentionScratchFloats(int64_t n, int64_t pos0, const DevAttention& p);
 void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
-                     Elem elem, int64_t head_stride, const DevAttention& p, float* out,
-                     cudaStream_t s);
+                     Elem elem, int64_t head_stride, const DevAttention& p, float* scratch,
+                     float* out, cudaStream_t s);
 void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const DevCompressedKv& kv,
                                const DevAttention& p, float* out, cudaStream_t s);
 

@@ -88,8 +88,12 @@ __global__ void __launch_bounds__(kVecWarps * 32)
           for (int i = 0; i < kVecRows; ++i)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int c = UnitCode<F>(q[v][i], j0 + e);
-              wv[i][e] = kAffine ? m[v][i][half] + s[v][i][half] * float(c) : book[c];
+              if constexpr (kAffine) {
+                const int c = UnitCode<F>(q[v][i], j0 + e);
+                wv[i][e] = m[v][i][half] + s[v][i][half] * float(c);
+              } else {
+                wv[i][e] = BookIndex<F>(q[v][i])(book, j0 + e);
+              }
             }
 #pragma unroll
           for (int t = 0; t < kNT; ++t) {
@@ -128,12 +132,15 @@ __global__ void __launch_bounds__(kVecWarps * 32)
 // 8 warps x 2 rows per pass; a block covers rows_per_block rows (a multiple of 16) so that x is
 // copied once per many rows.
 constexpr int kSmemWarps = 8, kSmemPad = 36;
+// Resident blocks per SM asked of the compiler for the 1-token codebook kernels (<= 80 registers
+// a thread, no spills; SmemRowsPerBlock plans three blocks per SM).
+constexpr int kSmemBlocksPerSm = 3;
 
 template <int F, bool kAffine, int kNT>
-__global__ void __launch_bounds__(kSmemWarps * 32)
-    PackedMatVecSmemKernel(const float* __restrict__ x, int n, DevPacked w, int gshift,
-                           int rows_per_block, const float* __restrict__ bias,
-                           float* __restrict__ y) {
+__device__ __forceinline__ void PackedMatVecSmemRows(const float* __restrict__ x, int n,
+                                                     const DevPacked& w, int gshift, int64_t first,
+                                                     int64_t last, const float* __restrict__ bias,
+                                                     float* __restrict__ y) {
   constexpr int kU = kPackedUnroll<F>;
   constexpr int kUB = kUnitBytes<F>;
   float* book = DynamicShared();
@@ -149,8 +156,6 @@ __global__ void __launch_bounds__(kSmemWarps * 32)
     }
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-  const int64_t first = int64_t(blockIdx.x) * rows_per_block;
-  const int64_t last = first + rows_per_block < w.rows ? first + rows_per_block : w.rows;
   for (int64_t r0 = first + warp * kVecRows; r0 < last; r0 += kSmemWarps * kVecRows) {
     const uint8_t* codes[kVecRows];
     int64_t group0[kVecRows];
@@ -196,8 +201,12 @@ __global__ void __launch_bounds__(kSmemWarps * 32)
             for (int i = 0; i < kVecRows; ++i)
 #pragma unroll
               for (int e = 0; e < 4; ++e) {
-                const int c = UnitCode<F>(q[v][i], j0 + e);
-                wv[i][e] = kAffine ? m[v][i][half] + s[v][i][half] * float(c) : book[c];
+                if constexpr (kAffine) {
+                  const int c = UnitCode<F>(q[v][i], j0 + e);
+                  wv[i][e] = m[v][i][half] + s[v][i][half] * float(c);
+                } else {
+                  wv[i][e] = BookIndex<F>(q[v][i])(book, j0 + e);
+                }
               }
 #pragma unroll
             for (int t = 0; t < kNT; ++t) {
@@ -225,6 +234,43 @@ __global__ void __launch_bounds__(kSmemWarps * 32)
         if (lane == 0 && r0 + i < last) y[t * w.rows + r0 + i] = sum + (bias ? bias[r0 + i] : 0.0f);
       }
   }
+}
+
+template <int F, bool kAffine, int kNT>
+__global__ void __launch_bounds__(kSmemWarps * 32, kNT == 1 && !kAffine ? kSmemBlocksPerSm : 1)
+    PackedMatVecSmemKernel(const float* __restrict__ x, int n, DevPacked w, int gshift,
+                           int rows_per_block, const float* __restrict__ bias,
+                           float* __restrict__ y) {
+  const int64_t first = int64_t(blockIdx.x) * rows_per_block;
+  const int64_t last = first + rows_per_block < w.rows ? first + rows_per_block : w.rows;
+  PackedMatVecSmemRows<F, kAffine, kNT>(x, n, w, gshift, first, last, bias, y);
+}
+
+// Up to kMaxMatVecGroup products over one input in one launch (q/k/v, gate/up): the blocks
+// [block0[g], block0[g + 1]) compute member g's rows, rows_per_block[g] each.
+constexpr int kMaxMatVecGroup = 4;
+struct DevPackedGroup {
+  DevPacked w[kMaxMatVecGroup];
+  const float* bias[kMaxMatVecGroup] = {};
+  float* y[kMaxMatVecGroup] = {};
+  int block0[kMaxMatVecGroup + 1] = {};
+  int rows_per_block[kMaxMatVecGroup] = {};
+  int count = 0;
+};
+
+template <int F, bool kAffine, int kNT>
+__global__ void __launch_bounds__(kSmemWarps * 32, kNT == 1 && !kAffine ? kSmemBlocksPerSm : 1)
+    PackedMatVecGroupKernel(const float* __restrict__ x, int n, DevPackedGroup g, int gshift) {
+  // The member's view through shared memory: indexing the parameter struct at run time would
+  // copy it into registers (and spill).
+  __shared__ DevPacked w;
+  int m = 0;
+  while (m + 1 < g.count && int(blockIdx.x) >= g.block0[m + 1]) ++m;
+  if (threadIdx.x == 0) w = g.w[m];
+  __syncthreads();
+  const int64_t first = int64_t(int(blockIdx.x) - g.block0[m]) * g.rows_per_block[m];
+  const int64_t last = first + g.rows_per_block[m] < w.rows ? first + g.rows_per_block[m] : w.rows;
+  PackedMatVecSmemRows<F, kAffine, kNT>(x, n, w, gshift, first, last, g.bias[m], g.y[m]);
 }
 
 // Dense rows: kPer elements per 16-byte load (8 bf16/f16, 4 f32), kept as loaded (4 registers)
@@ -311,18 +357,29 @@ inline size_t SmemBytes(int64_t cols, int n) {
 }
 constexpr size_t kMaxSmem = 200 * 1024;  // of the H200's 227 KiB per block
 
+// Rows per block for `rows` rows: about three blocks per SM of a 132-SM part (80 registers a
+// thread and ~20 KiB of shared memory let three stay resident), each at least one pass of 16.
+inline int64_t SmemRowsPerBlock(int64_t rows) {
+  constexpr int64_t kPass = kSmemWarps * kVecRows, kTargetBlocks = 396;
+  const int64_t per = (rows + kTargetBlocks - 1) / kTargetBlocks;
+  return (per + kPass - 1) / kPass * kPass;
+}
+
+// Raises `kernel`'s dynamic shared memory limit to kMaxSmem (each caller keeps its own
+// once-flag: one per kernel instantiation).
+template <typename K>
+bool RaiseSmemLimit(K* kernel) {
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmem)) ==
+         cudaSuccess;
+}
+
 template <int F, bool kAffine, int kNT>
 void LaunchPackedSmem(const float* x, int n, const DevPacked& w, int gshift, const float* bias,
                       float* y, cudaStream_t s) {
   auto* kernel = PackedMatVecSmemKernel<F, kAffine, kNT>;
-  static const bool raised =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxSmem)) ==
-      cudaSuccess;
+  static const bool raised = RaiseSmemLimit(kernel);  // once per instantiation
   (void)raised;
-  // About two blocks per SM of a 132-SM part, each at least one pass of 16 rows.
-  constexpr int64_t kPass = kSmemWarps * kVecRows, kTargetBlocks = 264;
-  int64_t per = (w.rows + kTargetBlocks - 1) / kTargetBlocks;
-  per = (per + kPass - 1) / kPass * kPass;
+  const int64_t per = SmemRowsPerBlock(w.rows);
   TQ_LAUNCH_SMEM(kernel, Blocks(w.rows, int(per)), kSmemWarps * 32, SmemBytes(w.cols, n), s, x, n,
                  w, gshift, int(per), bias, y);
 }
@@ -373,6 +430,72 @@ bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float
       break;
     default:
       LaunchPacked<kQ8>(x, int(n), w, bias, y, s);
+      break;
+  }
+  return true;
+}
+
+namespace {
+
+template <int F, bool kAffine, int kNT>
+void LaunchGroup(const float* x, int n, const DevPackedGroup& g, int gshift, cudaStream_t s) {
+  auto* kernel = PackedMatVecGroupKernel<F, kAffine, kNT>;
+  static const bool raised = RaiseSmemLimit(kernel);  // once per instantiation
+  (void)raised;
+  TQ_LAUNCH_SMEM(kernel, unsigned(g.block0[g.count]), kSmemWarps * 32, SmemBytes(g.w[0].cols, n), s,
+                 x, n, g, gshift);
+}
+
+template <int F>
+void LaunchGroupOf(const float* x, int n, const DevPackedGroup& g, int gshift, cudaStream_t s) {
+  const bool affine = g.w[0].affine != 0;
+  if (n == 1) {
+    if (affine) return LaunchGroup<F, true, 1>(x, n, g, gshift, s);
+    return LaunchGroup<F, false, 1>(x, n, g, gshift, s);
+  }
+  if (affine) return LaunchGroup<F, true, kVecTokens>(x, n, g, gshift, s);
+  return LaunchGroup<F, false, kVecTokens>(x, n, g, gshift, s);
+}
+
+}  // namespace
+
+bool FastPackedMatVecGroup(const float* x, int64_t n, const DevPacked* ws,
+                           const float* const* biases, float* const* ys, int count,
+                           cudaStream_t s) {
+  if (count < 1 || count > kMaxMatVecGroup || n < 1 || n > kVecTokens || !Aligned(x, 16))
+    return false;
+  const DevPacked& w0 = ws[0];
+  if (SmemBytes(w0.cols, int(n)) > kMaxSmem) return false;
+  DevPackedGroup g;
+  g.count = count;
+  for (int i = 0; i < count; ++i) {
+    const DevPacked& w = ws[i];
+    if (!UnitLayout(w) || (w.group_size & (w.group_size - 1)) || w.cols >= (int64_t(1) << 30) ||
+        w.format != w0.format || w.affine != w0.affine || w.cols != w0.cols ||
+        w.group_size != w0.group_size || w.format < kQ2 || w.format > kQ8)
+      return false;
+    g.w[i] = w;
+    g.bias[i] = biases[i];
+    g.y[i] = ys[i];
+    g.rows_per_block[i] = int(SmemRowsPerBlock(w.rows));
+    const int64_t blocks = (w.rows + g.rows_per_block[i] - 1) / g.rows_per_block[i];
+    if (int64_t(g.block0[i]) + blocks >= (int64_t(1) << 30)) return false;
+    g.block0[i + 1] = g.block0[i] + int(blocks);
+  }
+  int gshift = 0;
+  while ((int64_t(1) << gshift) < w0.group_size) ++gshift;
+  switch (w0.format) {
+    case kQ2:
+      LaunchGroupOf<kQ2>(x, int(n), g, gshift, s);
+      break;
+    case kQ3:
+      LaunchGroupOf<kQ3>(x, int(n), g, gshift, s);
+      break;
+    case kQ4:
+      LaunchGroupOf<kQ4>(x, int(n), g, gshift, s);
+      break;
+    default:
+      LaunchGroupOf<kQ8>(x, int(n), g, gshift, s);
       break;
   }
   return true;

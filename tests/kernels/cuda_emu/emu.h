@@ -270,6 +270,13 @@ inline constexpr size_t kEmuMemory = size_t(8) << 30;
 inline size_t g_allocated = 0;
 inline std::map<void*, size_t> g_allocations;
 inline cudaError_t g_last_error = cudaSuccess;
+// Dynamic shared memory limits raised by cudaFuncSetAttribute, per kernel (default 48 KiB): a
+// launch asking for more than its kernel's limit fails as on a device.
+inline std::map<const void*, int> g_smem_limit;
+inline bool SmemAllowed(const void* kernel, size_t bytes) {
+  const auto it = g_smem_limit.find(kernel);
+  return bytes <= size_t(it == g_smem_limit.end() ? 48 * 1024 : it->second);
+}
 }  // namespace tq::emu
 
 inline cudaError_t cudaGetDeviceCount(int* n) {
@@ -336,8 +343,10 @@ inline cudaError_t cudaMemGetInfo(size_t* free_b, size_t* total_b) {
 }
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 template <typename F>
-inline cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int bytes) {
-  return bytes <= 227 * 1024 ? cudaSuccess : cudaErrorInvalidValue;
+inline cudaError_t cudaFuncSetAttribute(F* f, cudaFuncAttribute, int bytes) {
+  if (bytes > 227 * 1024) return cudaErrorInvalidValue;
+  tq::emu::g_smem_limit[reinterpret_cast<const void*>(f)] = bytes;
+  return cudaSuccess;
 }
 inline cudaError_t cudaGetLastError() {
   const cudaError_t e = tq::emu::g_last_error;
@@ -364,4 +373,12 @@ inline const char* cudaGetErrorString(cudaError_t e) {
   do {                                                                             \
     if (!::tq::emu::Launch(dim3(grid), dim3(block), [&] { kernel(__VA_ARGS__); })) \
       ::tq::emu::g_last_error = cudaErrorInvalidConfiguration;                     \
+  } while (0)
+// The same with `smem` bytes of dynamic shared memory, refused above the kernel's limit.
+#define TQ_EMU_LAUNCH_SMEM(kernel, grid, block, smem, ...)                              \
+  do {                                                                                  \
+    if (!::tq::emu::SmemAllowed(reinterpret_cast<const void*>(kernel), size_t(smem)))   \
+      ::tq::emu::g_last_error = cudaErrorInvalidValue;                                  \
+    else if (!::tq::emu::Launch(dim3(grid), dim3(block), [&] { kernel(__VA_ARGS__); })) \
+      ::tq::emu::g_last_error = cudaErrorInvalidConfiguration;                          \
   } while (0)
