@@ -262,7 +262,13 @@ TQ_AVX2 void RowsAllTokens(const Tables& t, const PackedMatrix& w, int64_t r0, c
     const int64_t spg = w.group_size / 64;
     for (int r = 0; r < R; ++r) {
       float* o = ss.data() + r * sp;
-      for (int64_t s = 0; s < steps; ++s) o[s] = gs[size_t(r * groups + s / spg)];
+      const float* gr = gs.data() + r * groups;
+      if (spg == 1) {
+        std::memcpy(o, gr, size_t(steps) * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < groups; ++j)
+          for (int64_t k = 0; k < spg; ++k) o[j * spg + k] = gr[j];
+      }
       for (int64_t s = steps; s < sp; ++s) o[s] = 0.0f;
     }
     ws = ss.data();
