@@ -111,6 +111,26 @@ TQ_AVX2 void RowScales(const PackedMatrix& w, int64_t r0, float mul, float* ws) 
   for (; i < n; ++i) ws[i] = _cvtsh_ss(h[i]) * mul;
 }
 
+// ss [R, sp] = the fp32 scale of each 64-code step of rows r0 .. r0+R-1 (its group's), times
+// `mul`; sp >= steps, the pad 0. A scalar loop: a row has only cols / group_size groups (16 for
+// 2048 columns in groups of 128), and the gathers and a second pass that spread group scales over
+// steps cost 14% of a 1B decode (perf, session 6).
+template <int R>
+TQ_AVX2 void StepScales(const PackedMatrix& w, int64_t r0, float mul, int64_t sp, float* ss) {
+  const int64_t groups = w.cols / w.group_size, spg = w.group_size / 64;
+  for (int r = 0; r < R; ++r) {
+    const int64_t i0 = (r0 + r) * groups;
+    float* o = ss + r * sp;
+    for (int64_t j = 0; j < groups; ++j) {
+      const float v = (w.scale_codes != nullptr ? w.scale_table[w.scale_codes[i0 + j]]
+                                                : _cvtsh_ss(w.scales[i0 + j])) *
+                      mul;
+      for (int64_t k = 0; k < spg; ++k) o[j * spg + k] = v;
+    }
+    for (int64_t s = groups * spg; s < sp; ++s) o[s] = 0.0f;
+  }
+}
+
 // Prefetch of the next R-row block (see packed_decode_avx512.cc): each step of `bytes` bytes per
 // row prefetches its share of the block's R·row_bytes bytes.
 template <int kBytes>
@@ -253,26 +273,15 @@ template <CodeFormat F, bool kAffine, int kGps, int R>
 TQ_AVX2 void RowsAllTokens(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
                            int64_t n, float* y, int64_t ystride, const uint8_t* pf) {
   const int64_t groups = w.cols / w.group_size, steps = w.cols / 64, sp = (steps + 7) / 8 * 8;
-  thread_local AlignedBuffer<float> gs, ss;  // [R, groups] group scales, [R, sp] step scales
-  if (gs.size() < size_t(R * groups)) gs.resize(size_t(R * groups));
-  RowScales<R>(w, r0, t.cb_scale, gs.data());
-  const float* ws = gs.data();
+  thread_local AlignedBuffer<float> buf;  // [R, sp] step scales, or [R, groups] group scales
+  const int64_t need = kGps == 0 ? R * sp : R * groups;
+  if (buf.size() < size_t(need)) buf.resize(size_t(need));
   if constexpr (kGps == 0) {
-    if (ss.size() < size_t(R * sp)) ss.resize(size_t(R * sp));
-    const int64_t spg = w.group_size / 64;
-    for (int r = 0; r < R; ++r) {
-      float* o = ss.data() + r * sp;
-      const float* gr = gs.data() + r * groups;
-      if (spg == 1) {
-        std::memcpy(o, gr, size_t(steps) * sizeof(float));
-      } else {
-        for (int64_t j = 0; j < groups; ++j)
-          for (int64_t k = 0; k < spg; ++k) o[j * spg + k] = gr[j];
-      }
-      for (int64_t s = steps; s < sp; ++s) o[s] = 0.0f;
-    }
-    ws = ss.data();
+    StepScales<R>(w, r0, t.cb_scale, sp, buf.data());
+  } else {
+    RowScales<R>(w, r0, t.cb_scale, buf.data());
   }
+  const float* ws = buf.data();
   for (int64_t t0 = 0; t0 < n; t0 += 2) {
     const uint8_t* f = t0 == 0 ? pf : nullptr;
     float* yp = y + t0 * ystride + r0;
