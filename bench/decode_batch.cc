@@ -7,9 +7,10 @@
 // - BM_PackedRows/rows/chunk/threads: the kernel under it, y [rows, 8192] = x · Ŵᵀ for one
 //   [8192, 2048] q4 g64 matrix (Llama-3.2-1B's MLP shape), the rows in one call (chunk 0) or in
 //   calls of at most `chunk` rows: shows which path PackedMatMul takes for 8-16 rows.
-// - BM_Int8Paths/rows/path: the same matrix through one int8 kernel directly, 1 thread, at the
-//   avx512 level: path 0 the decode kernel (cpu/packed_decode.h, calls of at most 16 rows),
-//   path 1 the prefill GEMM (cpu/packed_prefill.h); sets where PackedMatMul switches.
+// - BM_Int8Paths/rows/path/isa: the same matrix through one int8 kernel directly, 1 thread, at
+//   the isa level (1 avx2, 2 avx512): path 0 the decode kernel (cpu/packed_decode.h, calls of at
+//   most 16 rows), path 1 the prefill GEMM (cpu/packed_prefill.h); sets where PackedMatMul
+//   switches.
 // Model: TQ_DB_MODEL (default /work/runtime-data/fastk/tq4-g64, a synth Llama-3.2-1B converted
 // with --bits 4 --group-size 64 --embed-bits 8); KV cache: TQ_DB_KV_BITS (default: f16 cache).
 #include <benchmark/benchmark.h>
@@ -145,10 +146,10 @@ void BM_Int8Paths(benchmark::State& state) {
   const bool gemm = state.range(1) != 0;
   tq::ThreadPool::SetGlobalThreads(1);
   namespace cpu = tq::kernels::cpu;
-  const cpu::Isa saved = cpu::ActiveIsa();
-  if (cpu::SetActiveIsa(cpu::Isa::kAvx512) != cpu::Isa::kAvx512) {
+  const cpu::Isa saved = cpu::ActiveIsa(), want = cpu::Isa(state.range(2));
+  if (cpu::SetActiveIsa(want) != want) {
     cpu::SetActiveIsa(saved);
-    state.SkipWithError("no avx512 level on this CPU");
+    state.SkipWithError("ISA level not available on this CPU");
     return;
   }
   const tq::kernels::PackedMatrix& m = w.m;
@@ -168,7 +169,8 @@ void BM_Int8Paths(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   cpu::SetActiveIsa(saved);
-  state.SetLabel(gemm ? "int8 gemm" : "int8 decode");
+  state.SetLabel(std::string(gemm ? "int8 gemm " : "int8 decode ") +
+                 std::string(cpu::IsaName(want)));
 }
 
 void DecodeBatchArgs(benchmark::internal::Benchmark* b) {
@@ -187,7 +189,7 @@ void PackedRowsArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_PackedRows)->Apply(PackedRowsArgs);
 BENCHMARK(BM_Int8Paths)
-    ->ArgsProduct({{1, 2, 4, 5, 6, 7, 8, 12, 16, 24, 32, 64}, {0, 1}})
+    ->ArgsProduct({{1, 2, 4, 5, 6, 7, 8, 12, 16, 24, 32, 64}, {0, 1}, {1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.3);
 BENCHMARK(BM_DecodeBatch)->Apply(DecodeBatchArgs);

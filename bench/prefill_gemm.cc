@@ -1,6 +1,7 @@
 // Prefill GEMM micro-benchmarks (issue #7, the many-token side): 512 tokens through one
 // [8192, 2048] matrix (an MLP up/gate projection of Llama-3.2-1B) as packed q2/q3/q4 g64 or as
-// bf16, at a forced ISA level (2 = avx512: dequantized tiles x fp32 GEMM; 3 = amx: bf16 tiles),
+// bf16, at a forced ISA level (1 = avx2 and 2 = avx512: the int8 GEMM on packed codes, bf16 the
+// fp32 GEMM; 3 = amx: bf16 tiles),
 // 1 or 2 threads. Counters: GFLOP/s (2 per multiply-add) and the effective tokens/s of the matrix.
 //   BM_PrefillGemm/<format: 0 q2, 1 q3, 2 q4, 3 bf16>/<isa>/<threads>/512
 //   BM_BatchGemm/<format>/<isa>/1/<tokens>: the server's 4-16-sequence decode steps
@@ -90,13 +91,13 @@ void BM_PrefillGemm(benchmark::State& state) {
 void Args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2})
     for (int f = 0; f < 4; ++f)
-      for (int isa : {3, 2}) b->Args({f, isa, threads, 512});
+      for (int isa : {3, 2, 1}) b->Args({f, isa, threads, 512});
 }
 // Server batch sizes (a decode step of 4-16 sequences), one thread.
 void BatchArgs(benchmark::internal::Benchmark* b) {
   for (int tokens : {4, 8, 12, 16})
     for (int f : {2, 3})
-      for (int isa : {3, 2}) b->Args({f, isa, 1, tokens});
+      for (int isa : {3, 2, 1}) b->Args({f, isa, 1, tokens});
 }
 BENCHMARK(BM_PrefillGemm)->Apply(Args)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PrefillGemm)

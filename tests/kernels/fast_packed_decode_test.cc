@@ -139,6 +139,39 @@ TEST(FastPackedDecode, MatchesRefForEveryIsaFormatGroupAndShape) {
   }
 }
 
+// q8's 256-level lookup on AVX2 has two paths (avx2_codes.h): the half table for an
+// antisymmetric int8 table (the Gaussian codebook's, checked here so the test covers that path)
+// and 16 masked vpshufb for any other; both against the oracle, decode and the int8 GEMM.
+TEST(FastPackedDecode, Q8SymmetricAndSkewedCodebooks) {
+  if (cpu::DetectedIsa() < Isa::kAvx2) GTEST_SKIP();
+  IsaScope scope(Isa::kAvx2);
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd;
+  for (bool skew : {false, true}) {
+    Packed o = RandomPacked(QuantMethod::kCodebook, CodeFormat::kQ8, 37, 640, 64, skew ? 9 : 8);
+    std::vector<float>& cb = o.q.codebook;
+    if (skew) {
+      for (float& v : cb) v = v + 0.3f * v * v / 16.0f;  // still ascending, no longer symmetric
+      o.view.codebook = cb.data();
+    }
+    float amax = 0;
+    for (float v : cb) amax = std::max(amax, std::fabs(v));
+    bool antisymmetric = true;
+    for (int i = 0; i < 128; ++i)
+      antisymmetric = antisymmetric && std::lrintf(cb[size_t(i)] * 127 / amax) ==
+                                           -std::lrintf(cb[size_t(255 - i)] * 127 / amax);
+    EXPECT_EQ(antisymmetric, !skew);
+    for (int64_t n : {1, 2, 5, 12}) {
+      std::vector<float> x(size_t(n * 640)), want(size_t(n * 37)), got(want.size());
+      for (auto& v : x) v = nd(rng);
+      ref::PackedMatMul(x.data(), n, o.view, nullptr, want.data());
+      cpu::PackedMatMul(x.data(), n, o.view, nullptr, got.data());
+      EXPECT_LE(Nmse(got, want), cpu::kFastDecodeMaxNmse[int(CodeFormat::kQ8)])
+          << (skew ? "skewed" : "symmetric") << " n=" << n;
+    }
+  }
+}
+
 // Through the public entry point: the dispatch takes the int8 kernel for one token and the
 // generic path when forced to scalar; both agree with the oracle.
 TEST(FastPackedDecode, PackedMatMulDispatchFollowsIsa) {

@@ -1,11 +1,11 @@
 // Packed-weight matrix-vector products for few tokens (decode, 1-16), with int8 activations:
-// each token's (rotated) input is quantized to int8 per 32 values (AVX-512 with groups of 64+:
-// per 64, so a step's float factor is one scalar) once per call, codes become
+// each token's (rotated) input is quantized to int8 per 32 values (groups of 64·k: per 64, so a
+// step's float factor is one scalar) once per call, codes become
 // int8 centroid values through a byte shuffle of the per-tensor codebook (scaled to int8 once per
 // call), integer dot products accumulate per 32-code unit (VNNI vpdpbusd on AVX-512, maddubs on
 // AVX2), and one fp32 scale per unit (group scale × activation scale) brings them to float. Group
 // scales are fp16 or e8 (PackedMatrix::scale_codes + scale_table), group sizes 16, 32 and
-// multiples of 64 (AVX2: multiples of 16; ternary: multiples of 16).
+// multiples of 64 (AVX2: 16 and multiples of 32; ternary: multiples of 16).
 // Error against the float product comes from the two int8 roundings: see kFastDecodeMaxNmse.
 #pragma once
 

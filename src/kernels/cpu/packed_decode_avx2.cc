@@ -1,12 +1,16 @@
-// AVX2 int8 decode kernel for packed q2/q3/q4 weights (packed_decode.h), for CPUs without
-// AVX-512 VNNI. A step is one 32-code unit expanded to a ymm of code indices in natural order;
-// the codebook becomes signed int8 centroids through vpshufb, and vpmaddubsw needs an unsigned
-// operand, so it takes |w| and x with w's sign (values stay <= 2·127·127, no saturation).
-// Affine codes (0..15) are already unsigned. q8 (256 levels): 16 vpshufb over 16-entry slices of
-// the codebook, each slice taking the codes whose high nibble selects it (4 ops per slice); about
-// 3x the generic float path, below the AVX-512 vpermi2b lookup.
+// AVX2 int8 decode kernel for packed q2/q3/q4/q8 weights (packed_decode.h), for CPUs without
+// AVX-512 VNNI; the code expansion and lookups are avx2_codes.h's.
+// - Groups of 64+ (the default g128): steps of 64 codes, activations quantized per step in the
+//   step's byte order, so a step is expand, look up, two vpmaddubsw + vpmaddwd, one int32 add,
+//   one convert and one fma with a factor (group scale × activation scale) computed 8 steps at a
+//   time. Measured (perf, session 6): the per-32-code scalar factor multiply and broadcast of the
+//   first version, and q8's 16-slice lookup (the 8-bit LM head: a third of a 4-bit 1B model's
+//   bytes), left decode at 0.47x llama.cpp's AVX2 build.
+// - Other groups (16, 32·k): units of 32 codes, activations per 32 (natural order), one factor per
+//   unit (groups of 16: two, in the low and high four dword lanes).
 // Group scales (fp16 or e8 codes into a per-tensor table) are converted to fp32 once per row block
-// (RowScales); with groups of 16 a unit's two groups give its low and high four dword lanes.
+// (RowScales). Affine q8 codes (0..255) are not taken: vpmaddubsw's int16 pair sums would
+// saturate.
 #if defined(__x86_64__)
 // GCC 12 warns about the _mm*_undefined_* inside its own intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -19,40 +23,49 @@
 
 #include "core/aligned_buffer.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/avx2_codes.h"
 #include "kernels/cpu/packed_decode.h"
-
-#define TQ_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
-#define TQ_AVX2_INLINE TQ_AVX2 inline __attribute__((always_inline))
 
 namespace tq::kernels::cpu::isa {
 namespace {
 
-using quant::CodeFormat;
-using quant::QuantMethod;
+using namespace avx2;  // NOLINT: PosToCode, ExpandStep, Lookup, Tables (avx2_codes.h)
 
-// One token: xq int8 [units, 32] (natural order), xs float [units] (activation scale per unit),
-// gsum float [groups] (Σx per weight group, affine).
+TQ_AVX2_INLINE float H2F(uint16_t h) { return _cvtsh_ss(h); }
+
+// One token. Steps (g % 64 == 0): xq int8 [steps, 64] in PosToCode order, xs float [steps
+// rounded up to 8] (one scale per step, the pad 0). Units (g = 16, 32): xq int8 [units, 32]
+// natural order, xs float [units]. gsum float [groups]: Σx per weight group (affine).
 struct TokenView {
   const int8_t* xq;
   const float* xs;
   const float* gsum;
 };
 
-int64_t TokenFloats(int64_t units, int64_t groups) {
+// Floats of one token's prepared data (each part 32-byte aligned).
+int64_t TokenFloats(int64_t cols, int64_t groups) {
+  const int64_t units = cols / 32;
   return units * 8 + (units + 7) / 8 * 8 + (groups + 7) / 8 * 8;
 }
 
-void PrepareToken(const float* x, int64_t cols, int64_t g, float* base, TokenView* tv) {
+template <CodeFormat F>
+TQ_AVX2 void PrepareToken(const float* x, int64_t cols, int64_t g, bool steps, float* base,
+                          TokenView* tv) {
   const int64_t units = cols / 32, groups = cols / g;
   auto* xq = reinterpret_cast<int8_t*>(base);
   float* xs = base + units * 8;
   float* gsum = xs + (units + 7) / 8 * 8;
-  for (int64_t u = 0; u < units; ++u) {
-    float amax = 0.0f;
-    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[u * 32 + j]));
-    xs[u] = amax / 127.0f;
-    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    for (int j = 0; j < 32; ++j) xq[u * 32 + j] = int8_t(std::lrintf(x[u * 32 + j] * inv));
+  if (steps) {
+    QuantizeSteps<F>(x, cols, xq, xs, nullptr);
+    for (int64_t s = cols / 64; s < (units + 7) / 8 * 8; ++s) xs[s] = 0.0f;
+  } else {
+    for (int64_t u = 0; u < units; ++u) {
+      float amax = 0.0f;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[u * 32 + j]));
+      xs[u] = amax / 127.0f;
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      for (int j = 0; j < 32; ++j) xq[u * 32 + j] = int8_t(std::lrintf(x[u * 32 + j] * inv));
+    }
   }
   for (int64_t j = 0; j < groups; ++j) {
     float sum = 0.0f;
@@ -62,160 +75,91 @@ void PrepareToken(const float* x, int64_t cols, int64_t g, float* base, TokenVie
   *tv = {xq, xs, gsum};
 }
 
+// The 32 codes of one unit in natural order.
 template <CodeFormat F>
-TQ_AVX2_INLINE __m256i Expand(const uint8_t* p) {
-  if constexpr (F == CodeFormat::kQ8) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  } else if constexpr (F == CodeFormat::kQ4) {
+TQ_AVX2_INLINE __m256i UnitCodes(const uint8_t* p) {
+  if constexpr (F == CodeFormat::kQ4) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     const __m256i z = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
     return _mm256_and_si256(z, _mm256_set1_epi8(0x0F));
   } else {
-    uint64_t lo;
-    std::memcpy(&lo, p, 8);
-    __m256i z = _mm256_srlv_epi64(_mm256_set1_epi64x(int64_t(lo)), _mm256_set_epi64x(6, 4, 2, 0));
-    z = _mm256_and_si256(z, _mm256_set1_epi8(0x03));
-    if constexpr (F == CodeFormat::kQ3) {
-      uint32_t h;
-      std::memcpy(&h, p + 8, 4);
-      // Byte j gets byte j/8 of h, then its bit j%8.
-      const __m256i hb = _mm256_shuffle_epi8(
-          _mm256_set1_epi32(int(h)),
-          _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll, 0x0101010101010101ll, 0));
-      const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201ull));
-      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hb, bit), bit);
-      z = _mm256_or_si256(z, _mm256_and_si256(set, _mm256_set1_epi8(4)));
-    }
-    return z;
+    return ExpandUnit<F>(p);
   }
 }
 
-TQ_AVX2_INLINE float H2F(uint16_t h) { return _cvtsh_ss(h); }
-
-struct Ctx {
-  const PackedMatrix* w;
-  __m256i table;       // signed int8 centroids in both 128-bit lanes (<= 16 levels)
-  __m256i slices[16];  // q8: centroids 16k .. 16k+15 in both lanes
-  float cb_scale;
-};
-
-// Signed int8 centroids of 32 codes.
-template <CodeFormat F>
-TQ_AVX2_INLINE __m256i Lookup(const Ctx& c, __m256i code) {
-  if constexpr (F == CodeFormat::kQ8) {
-    // d = code - 16k: slice k's codes have d in [0, 16); adding 0x70 with unsigned saturation
-    // sets bit 7 (vpshufb writes 0) for every other code.
-    const __m256i step = _mm256_set1_epi8(16), bias = _mm256_set1_epi8(0x70);
-    __m256i d = code, wv = _mm256_setzero_si256();
-    for (int k = 0; k < 16; ++k) {
-      wv = _mm256_or_si256(wv, _mm256_shuffle_epi8(c.slices[k], _mm256_adds_epu8(d, bias)));
-      d = _mm256_sub_epi8(d, step);
-    }
-    return wv;
-  } else {
-    return _mm256_shuffle_epi8(c.table, code);
-  }
-}
-
-// ws [R, groups] = the fp32 group scales of rows r0 .. r0+R-1.
+// ws [R, groups] = the fp32 group scales of rows r0 .. r0+R-1, times `mul`.
 template <int R>
-TQ_AVX2 void RowScales(const PackedMatrix& w, int64_t r0, float* ws) {
+TQ_AVX2 void RowScales(const PackedMatrix& w, int64_t r0, float mul, float* ws) {
   const int64_t n = R * (w.cols / w.group_size), i0 = r0 * (w.cols / w.group_size);
+  const __m256 m = _mm256_set1_ps(mul);
+  int64_t i = 0;
   if (w.scale_codes != nullptr) {  // e8: 8 codes → one gather from the table
     const uint8_t* q = w.scale_codes + i0;
-    int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
       const __m256i idx =
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i)));
-      _mm256_storeu_ps(ws + i, _mm256_i32gather_ps(w.scale_table, idx, 4));
+      _mm256_storeu_ps(ws + i, _mm256_mul_ps(_mm256_i32gather_ps(w.scale_table, idx, 4), m));
     }
-    for (; i < n; ++i) ws[i] = w.scale_table[q[i]];
+    for (; i < n; ++i) ws[i] = w.scale_table[q[i]] * mul;
     return;
   }
   const uint16_t* h = w.scales + i0;
-  int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(ws + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-  for (; i < n; ++i) ws[i] = _cvtsh_ss(h[i]);
+    _mm256_storeu_ps(
+        ws + i, _mm256_mul_ps(
+                    _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))), m));
+  for (; i < n; ++i) ws[i] = _cvtsh_ss(h[i]) * mul;
 }
 
-// Prefetch of the next R-row block (see packed_decode_avx512.cc): each unit step prefetches
-// its share of the block's R·row_bytes bytes.
-template <CodeFormat F, int R>
-TQ_AVX2_INLINE void PrefetchUnit(const uint8_t* pf, int64_t u) {
+// ss [R, sp] = the fp32 scale of each 64-code step of rows r0 .. r0+R-1 (its group's), times
+// `mul`; sp >= steps, the pad 0. A scalar loop: a row has only cols / group_size groups (16 for
+// 2048 columns in groups of 128), and the gathers and a second pass that spread group scales over
+// steps cost 14% of a 1B decode (perf, session 6).
+template <int R>
+TQ_AVX2 void StepScales(const PackedMatrix& w, int64_t r0, float mul, int64_t sp, float* ss) {
+  const int64_t groups = w.cols / w.group_size, spg = w.group_size / 64;
+  for (int r = 0; r < R; ++r) {
+    const int64_t i0 = (r0 + r) * groups;
+    float* o = ss + r * sp;
+    for (int64_t j = 0; j < groups; ++j) {
+      const float v = (w.scale_codes != nullptr ? w.scale_table[w.scale_codes[i0 + j]]
+                                                : _cvtsh_ss(w.scales[i0 + j])) *
+                      mul;
+      for (int64_t k = 0; k < spg; ++k) o[j * spg + k] = v;
+    }
+    for (int64_t s = groups * spg; s < sp; ++s) o[s] = 0.0f;
+  }
+}
+
+// Prefetch of the next R-row block (see packed_decode_avx512.cc): each step of `bytes` bytes per
+// row prefetches its share of the block's R·row_bytes bytes.
+template <int kBytes>
+TQ_AVX2_INLINE void PrefetchShare(const uint8_t* pf, int64_t i) {
   if (pf == nullptr) return;
-  constexpr int kBytes = R * quant::Traits(F).bytes_per_unit;
-  const char* a = reinterpret_cast<const char*>(pf) + u * kBytes;
+  const char* a = reinterpret_cast<const char*>(pf) + i * kBytes;
   for (int k = 0; k < kBytes; k += 64) _mm_prefetch(a + k, _MM_HINT_T1);
   if constexpr (kBytes % 64 != 0) _mm_prefetch(a + kBytes - 1, _MM_HINT_T1);
 }
 
-// y[t · ystride + r] = row r0 + r of Ŵ · token t (without bias), r < R, t < N: each row's codes
-// are expanded and looked up once per unit for the N tokens.
-// kLooked: `looked` holds the R rows already as signed int8 centroids ([R, cols], q8 with many
-// tokens: its 16-slice lookup is done once per row instead of once per pass). wsf [R, groups]:
-// the rows' fp32 group scales (RowScales). kG16: groups of 16 (two per unit).
-template <CodeFormat F, bool kAffine, bool kG16, int R, int N, bool kLooked = false>
-TQ_AVX2 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int64_t ystride,
-                  const uint8_t* pf, const float* wsf, const int8_t* looked = nullptr) {
-  const PackedMatrix& w = *c.w;
-  const int64_t g = w.group_size, groups = w.cols / g, units = w.cols / 32;
-  constexpr int kUnitBytes = kLooked ? 32 : quant::Traits(F).bytes_per_unit;
-  const uint8_t* p[R];
-  const float* sc[R];
-  __m256 acc[R][N];
-  for (int r = 0; r < R; ++r) {
-    p[r] = kLooked ? reinterpret_cast<const uint8_t*>(looked) + r * w.cols
-                   : w.codes + (r0 + r) * w.row_bytes;
-    sc[r] = wsf + r * groups;
-    for (int t = 0; t < N; ++t) acc[r][t] = _mm256_setzero_ps();
+TQ_AVX2_INLINE void PrefetchScales(const PackedMatrix& w, int64_t r0, int R) {
+  const int64_t groups = w.cols / w.group_size;
+  const char* ps = static_cast<const char*>(w.ScaleStorage(r0 * groups));
+  for (int64_t k = 0; k < R * groups * w.ScaleStorageBytes(); k += 64)
+    _mm_prefetch(ps + k, _MM_HINT_T0);
+  if (w.mins != nullptr) {
+    ps = reinterpret_cast<const char*>(w.mins + r0 * groups);
+    for (int64_t k = 0; k < R * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
   }
-  if (pf != nullptr) {
-    // The next block's scales.
-    const char* ps = static_cast<const char*>(w.ScaleStorage((r0 + R) * groups));
-    for (int64_t k = 0; k < R * groups * w.ScaleStorageBytes(); k += 64)
-      _mm_prefetch(ps + k, _MM_HINT_T0);
-  }
-  const __m256i ones = _mm256_set1_epi16(1);
-  constexpr CodeFormat kF = kLooked ? CodeFormat::kQ8 : F;  // looked-up rows load like q8
-  for (int64_t u = 0; u < units; ++u) {
-    PrefetchUnit<F, R>(pf, u);
-    const int64_t gi = (u * 32) / g;
-    for (int r = 0; r < R; ++r) {
-      const __m256i code = Expand<kF>(p[r] + u * kUnitBytes);
-      __m256i wa, wv;
-      if constexpr (!kAffine) {
-        wv = kLooked ? code : Lookup<F>(c, code);
-        wa = _mm256_abs_epi8(wv);
-      }
-      __m256 wsv;  // kG16: group 2u in the low four lanes (codes 0..15), 2u + 1 in the high
-      float ws = 0.0f;
-      if constexpr (kG16) {
-        wsv = _mm256_blend_ps(_mm256_set1_ps(sc[r][2 * u]), _mm256_set1_ps(sc[r][2 * u + 1]), 0xF0);
-      } else {
-        ws = sc[r][gi];
-      }
-      for (int t = 0; t < N; ++t) {
-        const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(tv[t].xq + u * 32));
-        const __m256i prod = kAffine ? _mm256_maddubs_epi16(code, xv)
-                                     : _mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv));
-        const __m256 d = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
-        if constexpr (kG16) {
-          acc[r][t] =
-              _mm256_fmadd_ps(d, _mm256_mul_ps(_mm256_set1_ps(tv[t].xs[u]), wsv), acc[r][t]);
-        } else {
-          acc[r][t] = _mm256_fmadd_ps(d, _mm256_set1_ps(tv[t].xs[u] * ws), acc[r][t]);
-        }
-      }
-    }
-  }
+}
+
+// y[t · ystride + r] = v (the row's float dot product) + the affine Σ_g min_g · Σx_g.
+template <bool kAffine, int R, int N>
+TQ_AVX2_INLINE void Finish(const PackedMatrix& w, int64_t r0, const TokenView* tv,
+                           const __m256 (*acc)[N], float* y, int64_t ystride) {
+  const int64_t groups = w.cols / w.group_size;
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < N; ++t) {
-      const __m256 a = acc[r][t];
-      const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-      const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-      float v = _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2))) * c.cb_scale;
+      float v = HorizontalSum(acc[r][t]);
       if constexpr (kAffine) {
         const uint16_t* mn = w.mins + (r0 + r) * groups;
         for (int64_t j = 0; j < groups; ++j) v += H2F(mn[j]) * tv[t].gsum[j];
@@ -225,83 +169,147 @@ TQ_AVX2 void Rows(const Ctx& c, int64_t r0, const TokenView* tv, float* y, int64
   }
 }
 
-// Rows r0 .. r0+R-1 for all n tokens, up to 4 tokens per pass (R·N ymm accumulators).
-template <CodeFormat F, bool kAffine, bool kG16, int R>
-TQ_AVX2 void RowsAllTokens(const Ctx& c, int64_t r0, const TokenView* tv, int64_t n, float* y,
-                           int64_t ystride, const uint8_t* pf) {
-  const PackedMatrix& w = *c.w;
-  thread_local AlignedBuffer<float> wsf;  // [R, groups]
-  if (wsf.size() < size_t(R * (w.cols / w.group_size)))
-    wsf.resize(size_t(R * (w.cols / w.group_size)));
-  RowScales<R>(w, r0, wsf.data());
-  const float* ws = wsf.data();
-  if constexpr (F == CodeFormat::kQ8 && !kAffine) {
-    if (n > 4) {  // look the R rows up once into an L1-resident buffer, then run the passes
-      thread_local AlignedBuffer<int8_t> looked;
-      if (looked.size() < size_t(R * w.cols)) looked.resize(size_t(R * w.cols));
-      for (int r = 0; r < R; ++r)
-        for (int64_t u = 0; u < w.cols / 32; ++u)
-          _mm256_store_si256(reinterpret_cast<__m256i*>(looked.data() + r * w.cols + u * 32),
-                             Lookup<F>(c, Expand<F>(w.codes + (r0 + r) * w.row_bytes + u * 32)));
-      for (int64_t t0 = 0; t0 < n; t0 += 4) {
-        const TokenView* tp = tv + t0;
-        float* yp = y + t0 * ystride + r0;
-        switch (std::min<int64_t>(4, n - t0)) {
-          case 1:
-            Rows<F, false, kG16, R, 1, true>(c, r0, tp, yp, ystride, nullptr, ws, looked.data());
-            break;
-          case 2:
-            Rows<F, false, kG16, R, 2, true>(c, r0, tp, yp, ystride, nullptr, ws, looked.data());
-            break;
-          case 3:
-            Rows<F, false, kG16, R, 3, true>(c, r0, tp, yp, ystride, nullptr, ws, looked.data());
-            break;
-          default:
-            Rows<F, false, kG16, R, 4, true>(c, r0, tp, yp, ystride, nullptr, ws, looked.data());
-            break;
+// Groups of 64+: rows r0 .. r0+R-1 × tokens tv[0 .. N-1], steps of 64 codes. wss [R, sp]: the
+// step scales (group scale · codebook scale), sp = steps rounded up to 8 (pad 0).
+template <CodeFormat F, bool kAffine, int R, int N>
+TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
+                      float* y, int64_t ystride, const uint8_t* pf, const float* wss, int64_t sp) {
+  const int64_t steps = w.cols / 64;
+  const uint8_t* p[R];
+  __m256 acc[R][N];
+  for (int r = 0; r < R; ++r) {
+    p[r] = w.codes + (r0 + r) * w.row_bytes;
+    for (int k = 0; k < N; ++k) acc[r][k] = _mm256_setzero_ps();
+  }
+  if (pf != nullptr) PrefetchScales(w, r0 + R, R);
+  alignas(32) float f[R][N][8];
+  for (int64_t s0 = 0; s0 < steps; s0 += 8) {
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = _mm256_load_ps(wss + r * sp + s0);
+      for (int k = 0; k < N; ++k)
+        _mm256_store_ps(f[r][k], _mm256_mul_ps(wv, _mm256_load_ps(tv[k].xs + s0)));
+    }
+    const int sn = int(std::min<int64_t>(8, steps - s0));
+    for (int i = 0; i < sn; ++i) {
+      const int64_t s = s0 + i;
+      PrefetchShare<R * kStepBytes<F>>(pf, s);
+      for (int r = 0; r < R; ++r) {
+        __m256i ca, cb;
+        ExpandStep<F>(p[r] + s * kStepBytes<F>, &ca, &cb);
+        Looked la, lb;
+        if constexpr (!kAffine) {
+          la = Lookup<F>(ca, t);
+          lb = Lookup<F>(cb, t);
+        }
+        for (int k = 0; k < N; ++k) {
+          const __m256i* xq = reinterpret_cast<const __m256i*>(tv[k].xq + s * 64);
+          const __m256i xa = _mm256_load_si256(xq), xb = _mm256_load_si256(xq + 1);
+          const __m256i d = kAffine ? _mm256_add_epi32(DotUnsigned(ca, xa), DotUnsigned(cb, xb))
+                                    : _mm256_add_epi32(DotSigned(la, xa), DotSigned(lb, xb));
+          acc[r][k] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_broadcast_ss(&f[r][k][i]), acc[r][k]);
         }
       }
-      return;
     }
   }
-  for (int64_t t0 = 0; t0 < n; t0 += 4) {
-    const TokenView* tp = tv + t0;
-    float* yp = y + t0 * ystride + r0;
+  Finish<kAffine, R, N>(w, r0, tv, acc, y, ystride);
+}
+
+// Groups of 16 or 32·k: rows r0 .. r0+R-1 × tokens tv[0 .. N-1], units of 32 codes. ws [R,
+// groups]: the group scales (· codebook scale). kG16: two groups per unit.
+template <CodeFormat F, bool kAffine, bool kG16, int R, int N>
+TQ_AVX2 void UnitRows(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
+                      float* y, int64_t ystride, const uint8_t* pf, const float* ws) {
+  const int64_t g = w.group_size, groups = w.cols / g, units = w.cols / 32;
+  const uint8_t* p[R];
+  const float* sc[R];
+  __m256 acc[R][N];
+  for (int r = 0; r < R; ++r) {
+    p[r] = w.codes + (r0 + r) * w.row_bytes;
+    sc[r] = ws + r * groups;
+    for (int k = 0; k < N; ++k) acc[r][k] = _mm256_setzero_ps();
+  }
+  if (pf != nullptr) PrefetchScales(w, r0 + R, R);
+  for (int64_t u = 0; u < units; ++u) {
+    PrefetchShare<R * kUnitBytes<F>>(pf, u);
+    const int64_t gi = (u * 32) / g;
+    for (int r = 0; r < R; ++r) {
+      const __m256i code = UnitCodes<F>(p[r] + u * kUnitBytes<F>);
+      Looked l;
+      if constexpr (!kAffine) l = Lookup<F>(code, t);
+      __m256 wsv;  // kG16: group 2u in the low four lanes (codes 0..15), 2u + 1 in the high
+      if constexpr (kG16) {
+        wsv = _mm256_blend_ps(_mm256_set1_ps(sc[r][2 * u]), _mm256_set1_ps(sc[r][2 * u + 1]), 0xF0);
+      } else {
+        wsv = _mm256_set1_ps(sc[r][gi]);
+      }
+      for (int k = 0; k < N; ++k) {
+        const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(tv[k].xq + u * 32));
+        const __m256i d = kAffine ? DotUnsigned(code, xv) : DotSigned(l, xv);
+        acc[r][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
+                                    _mm256_mul_ps(_mm256_set1_ps(tv[k].xs[u]), wsv), acc[r][k]);
+      }
+    }
+  }
+  Finish<kAffine, R, N>(w, r0, tv, acc, y, ystride);
+}
+
+// kGps: 0 = steps (groups of 64·k), 1 = units within one group (32·k), 2 = units of two
+// groups (16).
+template <CodeFormat F, bool kAffine, int kGps, int R, int N>
+TQ_AVX2_INLINE void RowsPass(const Tables& t, const PackedMatrix& w, int64_t r0,
+                             const TokenView* tv, float* y, int64_t ystride, const uint8_t* pf,
+                             const float* ws, int64_t sp) {
+  if constexpr (kGps == 0) {
+    StepRows<F, kAffine, R, N>(t, w, r0, tv, y, ystride, pf, ws, sp);
+  } else {
+    UnitRows<F, kAffine, kGps == 2, R, N>(t, w, r0, tv, y, ystride, pf, ws);
+  }
+}
+
+// Rows r0 .. r0+R-1 for all n tokens, 1 or 2 tokens per pass (R·N ymm accumulators stay in
+// registers); the first pass prefetches the next block, the others find this one in L1/L2.
+template <CodeFormat F, bool kAffine, int kGps, int R>
+TQ_AVX2 void RowsAllTokens(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
+                           int64_t n, float* y, int64_t ystride, const uint8_t* pf) {
+  const int64_t groups = w.cols / w.group_size, steps = w.cols / 64, sp = (steps + 7) / 8 * 8;
+  thread_local AlignedBuffer<float> buf;  // [R, sp] step scales, or [R, groups] group scales
+  const int64_t need = kGps == 0 ? R * sp : R * groups;
+  if (buf.size() < size_t(need)) buf.resize(size_t(need));
+  if constexpr (kGps == 0) {
+    StepScales<R>(w, r0, t.cb_scale, sp, buf.data());
+  } else {
+    RowScales<R>(w, r0, t.cb_scale, buf.data());
+  }
+  const float* ws = buf.data();
+  for (int64_t t0 = 0; t0 < n; t0 += 2) {
     const uint8_t* f = t0 == 0 ? pf : nullptr;
-    switch (std::min<int64_t>(4, n - t0)) {
-      case 1:
-        Rows<F, kAffine, kG16, R, 1>(c, r0, tp, yp, ystride, f, ws);
-        break;
-      case 2:
-        Rows<F, kAffine, kG16, R, 2>(c, r0, tp, yp, ystride, f, ws);
-        break;
-      case 3:
-        Rows<F, kAffine, kG16, R, 3>(c, r0, tp, yp, ystride, f, ws);
-        break;
-      default:
-        Rows<F, kAffine, kG16, R, 4>(c, r0, tp, yp, ystride, f, ws);
-        break;
+    float* yp = y + t0 * ystride + r0;
+    if (n - t0 == 1) {
+      RowsPass<F, kAffine, kGps, R, 1>(t, w, r0, tv + t0, yp, ystride, f, ws, sp);
+    } else {
+      RowsPass<F, kAffine, kGps, R, 2>(t, w, r0, tv + t0, yp, ystride, f, ws, sp);
     }
   }
 }
 
-template <CodeFormat F, bool kAffine, bool kG16>
+template <CodeFormat F, bool kAffine, int kGps>
 void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
-               const Ctx& ctx) {
+               const Tables& t) {
   const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
-  const int64_t per_token = TokenFloats(cols / 32, cols / g);
+  const int64_t per_token = TokenFloats(cols, cols / g);
   thread_local AlignedBuffer<float> buf;
   if (buf.size() < size_t(per_token * n)) buf.resize(size_t(per_token * n));
   TokenView tv[kFastDecodeMaxTokens];
   for (int64_t i = 0; i < n; ++i)
-    PrepareToken(x + i * cols, cols, g, buf.data() + i * per_token, &tv[i]);
+    PrepareToken<F>(x + i * cols, cols, g, kGps == 0, buf.data() + i * per_token, &tv[i]);
   auto body = [&](int64_t b, int64_t e) {
     int64_t r = b;
     for (; r + 4 <= e; r += 4) {
       const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
-      RowsAllTokens<F, kAffine, kG16, 4>(ctx, r, tv, n, y, rows, pf);
+      RowsAllTokens<F, kAffine, kGps, 4>(t, w, r, tv, n, y, rows, pf);
     }
-    for (; r < e; ++r) RowsAllTokens<F, kAffine, kG16, 1>(ctx, r, tv, n, y, rows, nullptr);
+    for (; r < e; ++r) RowsAllTokens<F, kAffine, kGps, 1>(t, w, r, tv, n, y, rows, nullptr);
     if (bias != nullptr)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
@@ -311,14 +319,16 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
 
 template <CodeFormat F>
 void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
-              const Ctx& ctx) {
-  const bool g16 = w.group_size == 16;
+              const Tables& t) {
+  const int64_t g = w.group_size;
   if (w.method == QuantMethod::kAffine) {
-    return g16 ? RunFormat<F, true, true>(x, n, w, bias, y, ctx)
-               : RunFormat<F, true, false>(x, n, w, bias, y, ctx);
+    if (g % 64 == 0) return RunFormat<F, true, 0>(x, n, w, bias, y, t);
+    return g == 16 ? RunFormat<F, true, 2>(x, n, w, bias, y, t)
+                   : RunFormat<F, true, 1>(x, n, w, bias, y, t);
   }
-  g16 ? RunFormat<F, false, true>(x, n, w, bias, y, ctx)
-      : RunFormat<F, false, false>(x, n, w, bias, y, ctx);
+  if (g % 64 == 0) return RunFormat<F, false, 0>(x, n, w, bias, y, t);
+  g == 16 ? RunFormat<F, false, 2>(x, n, w, bias, y, t)
+          : RunFormat<F, false, 1>(x, n, w, bias, y, t);
 }
 
 }  // namespace
@@ -327,38 +337,24 @@ bool Avx2Supports(const PackedMatrix& w) {
   const CodeFormat f = w.format;
   // Affine q8 codes (0..255) times int8 would saturate vpmaddubsw's int16 pair sums.
   const bool q8_ok = f == CodeFormat::kQ8 && w.method != QuantMethod::kAffine;
+  const int64_t g = w.group_size;
   return (f == CodeFormat::kQ2 || f == CodeFormat::kQ3 || f == CodeFormat::kQ4 || q8_ok) &&
-         (w.group_size == 16 || w.group_size % 32 == 0) && w.cols % 32 == 0;
+         (g == 16 || g % 32 == 0) && w.cols % 32 == 0;
 }
 
 TQ_AVX2 void Avx2Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
                         float* y) {
-  Ctx ctx{};
-  ctx.w = &w;
-  ctx.cb_scale = 1.0f;
-  if (w.method != QuantMethod::kAffine) {
-    const int levels = quant::Traits(w.format).levels;
-    float amax = 0.0f;
-    for (int i = 0; i < levels; ++i) amax = std::max(amax, std::fabs(w.codebook[i]));
-    const float s = amax > 0.0f ? 127.0f / amax : 0.0f;
-    ctx.cb_scale = amax > 0.0f ? amax / 127.0f : 0.0f;
-    alignas(16) int8_t tab[256] = {};
-    for (int i = 0; i < levels; ++i) tab[i] = int8_t(std::lrintf(w.codebook[i] * s));
-    ctx.table = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(tab)));
-    if (levels > 16)
-      for (int k = 0; k < 16; ++k)
-        ctx.slices[k] = _mm256_broadcastsi128_si256(
-            _mm_load_si128(reinterpret_cast<const __m128i*>(tab + 16 * k)));
-  }
+  Tables t;
+  BuildTables(w, &t);
   switch (w.format) {
     case CodeFormat::kQ2:
-      return Dispatch<CodeFormat::kQ2>(x, n, w, bias, y, ctx);
+      return Dispatch<CodeFormat::kQ2>(x, n, w, bias, y, t);
     case CodeFormat::kQ3:
-      return Dispatch<CodeFormat::kQ3>(x, n, w, bias, y, ctx);
+      return Dispatch<CodeFormat::kQ3>(x, n, w, bias, y, t);
     case CodeFormat::kQ4:
-      return Dispatch<CodeFormat::kQ4>(x, n, w, bias, y, ctx);
+      return Dispatch<CodeFormat::kQ4>(x, n, w, bias, y, t);
     case CodeFormat::kQ8:
-      return Dispatch<CodeFormat::kQ8>(x, n, w, bias, y, ctx);
+      return Dispatch<CodeFormat::kQ8>(x, n, w, bias, y, t);
     default:
       break;
   }

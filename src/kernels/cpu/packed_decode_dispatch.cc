@@ -29,7 +29,16 @@ void FastPackedDecode(const float* x, int64_t n, const PackedMatrix& w, const fl
 }
 
 bool PrefillInt8Supports(const PackedMatrix& w) {
-  return ActiveIsa() >= Isa::kAvx512 && isa::Avx512PrefillSupports(w);
+  switch (ActiveIsa()) {
+    case Isa::kAmx:  // the GEMM is the avx512 one (AMX tiles take what they support first)
+    case Isa::kAvx512:
+      return isa::Avx512PrefillSupports(w);
+    case Isa::kAvx2:
+      return isa::Avx2PrefillSupports(w);
+    case Isa::kScalar:
+      return false;
+  }
+  return false;
 }
 
 void PrefillInt8MatMul(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
@@ -37,7 +46,8 @@ void PrefillInt8MatMul(const float* x, int64_t n, const PackedMatrix& w, const f
   TQ_CHECK(n >= 1 && PrefillInt8Supports(w), "packed prefill",
            "{} tokens or {} [{}, {}] g{} not supported by the {} int8 GEMM", n,
            quant::Traits(w.format).name, w.rows, w.cols, w.group_size, IsaName(ActiveIsa()));
-  isa::Avx512Prefill(x, n, w, bias, y);
+  if (ActiveIsa() >= Isa::kAvx512) return isa::Avx512Prefill(x, n, w, bias, y);
+  isa::Avx2Prefill(x, n, w, bias, y);
 }
 
 }  // namespace tq::kernels::cpu

@@ -33,7 +33,8 @@ inline constexpr double kPrefillInt8MaxNmse[quant::kNumCodeFormats] = {
     /*q1*/ 0, /*q2*/ 1e-4, /*q3*/ 1e-4, /*q4*/ 1e-4, /*q8*/ 2e-4, /*ternary*/ 0};
 
 // True when the active ISA has the int8 GEMM for this matrix: avx512 or above, q2/q3/q4/q8,
-// codebook or affine, fp16 or e8 scales, group size a multiple of 64, cols % 64 == 0.
+// codebook or affine, fp16 or e8 scales, group size a multiple of 64, cols % 64 == 0; avx2 the
+// same except affine q8 (packed_prefill_avx2.cc: vpmaddubsw, 256-bit).
 bool PrefillInt8Supports(const PackedMatrix& w);
 
 // y [n, rows] = x [n, cols] · Ŵᵀ (+ bias). Requires PrefillInt8Supports(w); any n >= 1.
@@ -44,6 +45,8 @@ void PrefillInt8MatMul(const float* x, int64_t n, const PackedMatrix& w, const f
 namespace isa {
 bool Avx512PrefillSupports(const PackedMatrix& w);  // packed_prefill_avx512.cc
 void Avx512Prefill(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y);
+bool Avx2PrefillSupports(const PackedMatrix& w);  // packed_prefill_avx2.cc
+void Avx2Prefill(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y);
 }  // namespace isa
 
 }  // namespace tq::kernels::cpu
