@@ -82,6 +82,7 @@ class PackedLinear final : public Linear {
   // The matrix as loaded (host views) and as the backend sees it (after Upload).
   const kernels::PackedMatrix& matrix() const { return w_; }
   const kernels::PackedMatrix& device_matrix() const { return dw_; }
+  const float* device_bias() const { return bias_device(); }  // [out] or null, after Upload
   // out [count, in] = rows r0.. of the dequantized (still rotated) weights, on the host.
   void DequantizeRows(int64_t r0, int64_t count, float* out) const;
 
