@@ -67,6 +67,19 @@ struct Score {
   double total = 0;             // sum of logprobs
 };
 
+// How Embed turns the final hidden states of a text's tokens into a vector.
+enum class Pooling {
+  kMean,  // the mean over the tokens (sentence embeddings)
+  kLast,  // the last token's (what a causal model has read the whole text into)
+  kNone,  // every token's: [tokens, hidden_size] row-major
+};
+
+struct EmbedOptions {
+  Pooling pooling = Pooling::kMean;
+  bool normalize = true;           // each vector scaled to unit L2 norm (cosine = dot product)
+  bool add_special_tokens = true;  // BOS etc. as `generate --prompt` adds them
+};
+
 class TQ_API Model {
  public:
   // A Hugging Face, TurboQuant or turboquant-mlx checkpoint directory. Throws Error.
@@ -102,7 +115,15 @@ class TQ_API Model {
   // row-major, float32.
   std::vector<float> Logits(std::span<const int32_t> ids);
 
+  // Embedding of a text from the final hidden state (after the final norm, before the LM head;
+  // one prefill from an empty cache; the text must fit the context): [hidden_size], or
+  // [tokens * hidden_size] with Pooling::kNone.
+  std::vector<float> Embed(std::string_view text, const EmbedOptions& options = {});
+  // The same from ids as they are (add_special_tokens is not used).
+  std::vector<float> EmbedIds(std::span<const int32_t> ids, const EmbedOptions& options = {});
+
   int64_t vocab_size() const;
+  int64_t hidden_size() const;  // the length of an embedding
   int64_t context() const;
   const std::string& architecture() const;  // config.json architectures[0]
   // "" (Hugging Face or TurboQuant) or "turboquant-mlx" (imported in memory).

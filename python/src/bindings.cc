@@ -54,6 +54,41 @@ std::vector<tqa::Message> Messages(const py::list& messages) {
   return out;
 }
 
+// `shape` float32 numpy array of `v` when numpy is importable, else the flat list.
+py::object FloatArray(const std::vector<float>& v, std::vector<py::ssize_t> shape) {
+  try {
+    py::module_::import("numpy");
+  } catch (const py::error_already_set&) {
+    return py::cast(v);
+  }
+  py::array_t<float> a(shape);
+  std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(float));
+  return a;
+}
+
+tqa::EmbedOptions Embedding(const std::string& pooling, bool normalize) {
+  tqa::EmbedOptions o;
+  o.normalize = normalize;
+  if (pooling == "mean")
+    o.pooling = tqa::Pooling::kMean;
+  else if (pooling == "last")
+    o.pooling = tqa::Pooling::kLast;
+  else if (pooling == "none")
+    o.pooling = tqa::Pooling::kNone;
+  else
+    throw tqa::Error(tqa::Error::Kind::kUsage,
+                     "[embed] pooling '" + pooling + "' is not one of mean, last, none");
+  return o;
+}
+
+// Embed / EmbedIds' result as [hidden] or, pooling "none", [tokens, hidden].
+py::object EmbeddingArray(const tqa::Model& m, const std::vector<float>& e,
+                          const tqa::EmbedOptions& o) {
+  const py::ssize_t d = py::ssize_t(m.hidden_size());
+  if (o.pooling == tqa::Pooling::kNone) return FloatArray(e, {py::ssize_t(e.size()) / d, d});
+  return FloatArray(e, {d});
+}
+
 // A generation on its own thread; pieces come out through Next().
 class Stream {
  public:
@@ -242,18 +277,43 @@ PYBIND11_MODULE(_turboquant, m) {
               py::gil_scoped_release nogil;
               l = self.Logits(ids);
             }
-            const py::ssize_t n = py::ssize_t(ids.size()), v = py::ssize_t(self.vocab_size());
-            try {
-              py::module_::import("numpy");
-            } catch (const py::error_already_set&) {
-              return py::cast(l);  // no numpy: a flat list
-            }
-            py::array_t<float> a({n, v});
-            std::memcpy(a.mutable_data(), l.data(), l.size() * sizeof(float));
-            return a;
+            return FloatArray(l, {py::ssize_t(ids.size()), py::ssize_t(self.vocab_size())});
           },
           py::arg("ids"), "Logits [len(ids), vocab] (numpy float32 when numpy is present)")
+      .def(
+          "embed",
+          [](tqa::Model& self, const std::string& text, const std::string& pooling, bool normalize,
+             bool add_special_tokens) {
+            tqa::EmbedOptions o = Embedding(pooling, normalize);
+            o.add_special_tokens = add_special_tokens;
+            std::vector<float> e;
+            {
+              py::gil_scoped_release nogil;
+              e = self.Embed(text, o);
+            }
+            return EmbeddingArray(self, e, o);
+          },
+          py::arg("text"), py::arg("pooling") = "mean", py::arg("normalize") = true,
+          py::arg("add_special_tokens") = true,
+          "Embedding of the final hidden state: [hidden_size] pooled ('mean' or 'last'), or "
+          "[tokens, hidden_size] ('none'); unit L2 norm when normalize (numpy float32 when numpy "
+          "is present)")
+      .def(
+          "embed_ids",
+          [](tqa::Model& self, const std::vector<int32_t>& ids, const std::string& pooling,
+             bool normalize) {
+            const tqa::EmbedOptions o = Embedding(pooling, normalize);
+            std::vector<float> e;
+            {
+              py::gil_scoped_release nogil;
+              e = self.EmbedIds(ids, o);
+            }
+            return EmbeddingArray(self, e, o);
+          },
+          py::arg("ids"), py::arg("pooling") = "mean", py::arg("normalize") = true,
+          "embed() from token ids as they are")
       .def_property_readonly("vocab_size", &tqa::Model::vocab_size)
+      .def_property_readonly("hidden_size", &tqa::Model::hidden_size)
       .def_property_readonly("context", &tqa::Model::context)
       .def_property_readonly("architecture", &tqa::Model::architecture)
       .def_property_readonly("source_format", &tqa::Model::source_format);

@@ -76,6 +76,31 @@ class TurboquantTest(unittest.TestCase):
         except ImportError:
             self.assertEqual(len(l), len(ids) * self.m.vocab_size)
 
+    def test_embed_is_the_final_hidden_state(self):
+        ids = self.m.tokenize("The sky over the harbour was grey.")
+        rows = self.m.embed_ids(ids, pooling="none", normalize=False)
+        last = self.m.embed_ids(ids, pooling="last", normalize=False)
+        unit = self.m.embed("The sky over the harbour was grey.")
+        d = self.m.hidden_size
+        try:
+            import numpy
+        except ImportError:
+            self.assertEqual(len(rows), len(ids) * d)
+            self.assertEqual(list(last), list(rows[-d:]))
+            self.assertAlmostEqual(sum(v * v for v in unit), 1.0, places=5)
+            return
+        self.assertEqual(rows.shape, (len(ids), d))
+        self.assertEqual(str(unit.dtype), "float32")
+        self.assertTrue(numpy.array_equal(last, rows[-1]))
+        mean = rows.mean(axis=0)
+        self.assertTrue(numpy.allclose(unit, mean / numpy.linalg.norm(mean), atol=1e-5))
+        self.assertEqual(unit.shape, (d,))
+        # (That these rows are the final hidden state, the LM head's input, tests/api checks.)
+        with self.assertRaises(turboquant.UsageError):
+            self.m.embed("x", pooling="max")
+        with self.assertRaises(turboquant.UsageError):
+            self.m.embed_ids([])
+
     def test_errors_carry_the_cli_message(self):
         # An existing directory that holds no model: both fail loading it with the same message
         # (a path that does not exist is caught earlier by the CLI's hub-id resolution).

@@ -7,6 +7,7 @@
         print(piece, end="", flush=True)
     print(m.chat([{"role": "user", "content": "Hello"}]))
     print(m.perplexity(open("eval.txt").read()))
+    v = m.embed("a sentence")  # numpy [hidden_size]: the final hidden state, mean-pooled, unit norm
 
 Errors raise turboquant.Error with the engine's "[where] what" message (turboquant.UsageError
 for bad arguments). Compute runs with the GIL released.

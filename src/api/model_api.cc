@@ -214,7 +214,50 @@ std::vector<float> Model::Logits(std::span<const int32_t> ids) {
   });
 }
 
+std::vector<float> Model::EmbedIds(std::span<const int32_t> ids, const EmbedOptions& options) {
+  return Translate([&] {
+    const int64_t n = int64_t(ids.size());
+    if (n < 1 || n > impl_->context)
+      throw Error(Error::Kind::kUsage,
+                  fmt::format("[embed] {} tokens (1 .. context {} allowed)", n, impl_->context));
+    const int64_t d = impl_->model->config().hidden_size;
+    tq::KvCacheOptions kv;
+    kv.max_tokens = n;
+    auto cache = impl_->model->NewCache(kv);
+    std::vector<float> h(size_t(n * d));  // [n, hidden]
+    impl_->model->ForwardHidden(ids, *cache, h.data());
+    std::vector<float> out;
+    if (options.pooling == Pooling::kNone) {
+      out = std::move(h);
+    } else if (options.pooling == Pooling::kLast) {
+      out.assign(h.end() - d, h.end());
+    } else {
+      std::vector<double> sum(size_t(d), 0.0);
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t j = 0; j < d; ++j) sum[size_t(j)] += h[size_t(t * d + j)];
+      out.resize(size_t(d));
+      for (int64_t j = 0; j < d; ++j) out[size_t(j)] = float(sum[size_t(j)] / double(n));
+    }
+    if (options.normalize) {
+      for (size_t r = 0; r < out.size(); r += size_t(d)) {
+        double ss = 0;
+        for (int64_t j = 0; j < d; ++j) ss += double(out[r + size_t(j)]) * out[r + size_t(j)];
+        const double inv = ss > 0 ? 1.0 / std::sqrt(ss) : 0.0;  // a zero vector stays zero
+        for (int64_t j = 0; j < d; ++j) out[r + size_t(j)] = float(out[r + size_t(j)] * inv);
+      }
+    }
+    return out;
+  });
+}
+
+std::vector<float> Model::Embed(std::string_view text, const EmbedOptions& options) {
+  const std::vector<int32_t> ids = Tokenize(text, options.add_special_tokens);
+  if (ids.empty()) throw Error(Error::Kind::kUsage, "[embed] the text has no tokens");
+  return EmbedIds(ids, options);
+}
+
 int64_t Model::vocab_size() const { return impl_->model->config().vocab_size; }
+int64_t Model::hidden_size() const { return impl_->model->config().hidden_size; }
 int64_t Model::context() const { return impl_->context; }
 const std::string& Model::architecture() const { return impl_->model->config().architecture; }
 const std::string& Model::source_format() const { return impl_->source_format; }

@@ -1,9 +1,16 @@
 #include "cli/cli_runtime_flags.h"
 
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+
 #include "cli/common_flags.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/expert_cache.h"
+#include "runtime/plan/memory_plan.h"
+#include "runtime/plan/plan_report.h"
 
 namespace tq::cli {
 
@@ -21,7 +28,8 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
                  "MoE models: keep at most SIZE of expert weights in memory (e.g. 4GiB, 512MiB) "
                  "and read the others from the checkpoint on demand (bit-identical results; "
                  "routers, attention and dense layers stay resident; `turboquant plan` "
-                 "recommends a size). Default: every expert resident");
+                 "recommends a size), or 'all'. Default: every expert resident when the model "
+                 "fits in memory (MemAvailable, or $TURBOQUANT_RAM_GB GiB), else plan's size");
   app.add_option("--expert-cache-policy", flags->expert_cache_policy,
                  "which cached expert a miss replaces: lru (least recently used) or lfu (least "
                  "often used, counts halved over time)")
@@ -33,13 +41,56 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
       ->capture_default_str();
 }
 
-ModelLoadOptions LoadOptions(const RuntimeFlags& flags) {
+int64_t PlannedExpertCache(const std::string& model_dir, std::string* why) {
+  PlanOptions po;
+  po.model_dir = model_dir;
+  po.context = 0;  // the verbs' default context
+  const char* env = std::getenv("TURBOQUANT_RAM_GB");
+  if (env && *env) {
+    char* end = nullptr;
+    const double gb = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !(gb > 0))
+      throw UsageError("$TURBOQUANT_RAM_GB", fmt::format("expected GiB > 0, got '{}'", env));
+    po.ram_gb = gb;
+  }
+  MemoryPlan p;
+  try {
+    p = MakeMemoryPlan(po);
+  } catch (const Error&) {
+    return -1;  // Model::Load reports what is wrong with the directory
+  }
+  if (!p.moe || p.verdict == PlanVerdict::kFits || !p.streaming_fits) return -1;
+  if (why)
+    *why = fmt::format(
+        "the model needs {} at context {} but {} is usable ({}): streaming experts with "
+        "--expert-cache {}MiB ({:.0f}% of experts resident), as `turboquant plan` recommends; "
+        "--expert-cache all keeps every expert resident",
+        HumanBytes(p.memory.peak()), p.context, HumanBytes(p.usable_bytes),
+        env && *env ? "$TURBOQUANT_RAM_GB" : p.usable_source,
+        p.streaming_cache_bytes >> 20, 100.0 * p.streaming_resident_fraction);
+  return p.streaming_cache_bytes;
+}
+
+ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model_dir) {
   ModelLoadOptions o;
   o.device = flags.device;
-  if (!flags.expert_cache.empty())
-    o.expert_cache_bytes = ParseByteSize(flags.expert_cache, "--expert-cache");
   o.expert_cache_policy = flags.expert_cache_policy;
   o.expert_readers = flags.expert_readers;
+  if (flags.expert_cache == "all") return o;
+  if (!flags.expert_cache.empty()) {
+    o.expert_cache_bytes = ParseByteSize(flags.expert_cache, "--expert-cache");
+    return o;
+  }
+  bool host = false;
+  try {
+    host = kernels::GetBackend(flags.device.empty() ? kernels::DefaultDeviceName() : flags.device)
+               .memory_space() == MemorySpace::kHost;
+  } catch (const Error&) {
+    return o;  // Model::Load names the device problem
+  }
+  std::string why;
+  if (host) o.expert_cache_bytes = PlannedExpertCache(model_dir, &why);
+  if (o.expert_cache_bytes >= 0) std::fprintf(stderr, "[expert cache] %s\n", why.c_str());
   return o;
 }
 

@@ -19,14 +19,24 @@ struct RuntimeFlags {
   int threads = 0;  // 0 = all hardware threads
   std::string kv_dtype = "f16";
   KvFlags kv;  // --kv-bits ... (cli_kv_flags.h); verbs call ApplyKvFlags(rt.kv, &options)
-  std::string expert_cache;                 // "" = every expert resident; else a size ("4GiB")
+  // "" = plan decides (every expert resident when the model fits in memory, else plan's
+  // recommended cache); "all" = every expert resident; else a size ("4GiB").
+  std::string expert_cache;
   std::string expert_cache_policy = "lru";  // lru | lfu
   int expert_readers = 2;                   // prefetch reader threads (0: no prefetch)
 };
 
 void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags);
-// The model load options the flags select (the device).
-ModelLoadOptions LoadOptions(const RuntimeFlags& flags);
+// The model load options the flags select (the device, the expert cache) for `model_dir`. With no
+// --expert-cache, an MoE model that does not fit in memory on a host device streams its experts
+// with the cache `turboquant plan` recommends (PlannedExpertCache; a line on stderr says so).
+ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model_dir);
+
+// The --expert-cache default: plan's recommended cache (bytes) when `model_dir` is an MoE model
+// whose plan at its default context does not fit (usable memory: $TURBOQUANT_RAM_GB GiB when
+// set, else MemAvailable) and fits with streaming; -1 (every expert resident) otherwise, also
+// when the directory cannot be planned (loading reports that). `why` gets the reason when >= 0.
+int64_t PlannedExpertCache(const std::string& model_dir, std::string* why);
 // Sets the global thread pool size.
 void ApplyThreads(const RuntimeFlags& flags);
 // "f16" | "bf16" | "f32" -> KvDType; tq::UsageError otherwise.

@@ -71,7 +71,7 @@ int Run(int argc, char** argv) {
              : fill == "synthetic" ? BenchOptions::Fill::kSynthetic
                                    : BenchOptions::Fill::kAuto;
     Timer load;
-    auto model = Model::Load(model_dir, LoadOptions(rt));
+    auto model = Model::Load(model_dir, LoadOptions(rt, model_dir));
     const double load_s = load.Seconds();
     const BenchResult r = RunBench(*model, o);
     // Bytes one decode step reads: the weights it uses and the whole KV cache.

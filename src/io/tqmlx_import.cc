@@ -2,6 +2,7 @@
 #include "io/tqmlx_import.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
@@ -20,6 +22,7 @@
 #include "io/json_fields.h"
 #include "quant/format.h"
 #include "quant/hadamard.h"
+#include "quant/hadamard_blocks.h"
 #include "quant/packing.h"
 
 namespace tq::tqmlx {
@@ -53,6 +56,9 @@ struct Options {
   std::string rotation = "hadamard";
   bool use_qjl = false;
   bool skip_qjl = false;  // TQ_MLX_SKIP_QJL=1
+  // fuse_rotations: the projections (last name component) whose rotation went into the
+  // preceding norm, from the architecture's entry in their integration/rotation_configs.py.
+  std::set<std::string> fused;
 };
 
 // One quantized source linear (or SwitchLinear: `experts` > 0) and what it becomes.
@@ -65,9 +71,14 @@ struct LinearPlan {
   std::vector<float> codebook;  // ascending
   std::vector<uint8_t> remap;   // their code -> index into `codebook`
   bool rotated = false;
+  bool fused = false;  // fuse_rotations: input not rotated, weights used as stored
   int64_t block = 0;
   std::vector<uint8_t> sign_bits;  // HadamardSigns::ToBits when rotated
+  quant::HadamardSigns signs;      // the ±1 themselves when rotated
   bool bias = false;
+  // QJL residual (<p>.qjl_packed / qjl_norms / qjl_signs): the linear becomes a dense F32 weight.
+  bool qjl = false;
+  quant::HadamardSigns qjl_signs;  // σ [in]
 };
 
 struct Source {
@@ -84,8 +95,6 @@ struct Source {
 };
 
 std::string Where(const std::string& dir) { return std::string(kFormatName) + " " + dir; }
-
-bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 // "<X>.switch_mlp.<proj>" -> the per-expert name pattern of Hugging Face checkpoints (mlx-lm's
 // sanitize stacks those into the SwitchLinear). {E} is the expert index.
@@ -112,7 +121,48 @@ std::string ExpertName(const std::string& pattern, int64_t e) {
   return s;
 }
 
-Options ParseOptions(const json& q, const std::string& where) {
+// Their integration/rotation_configs.py: per architecture, the projections whose input comes
+// straight from a norm (fuse_norm_to_projs). Those had needs_rotation = false when a checkpoint
+// was written with fuse_rotations; an architecture missing there could not be converted so.
+std::optional<std::set<std::string>> FusedProjections(const std::string& arch) {
+  static const std::set<std::string> llama = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"};
+  static const std::map<std::string, std::set<std::string>> table = {
+      {"llama", llama},
+      {"mistral", llama},
+      {"qwen2", llama},
+      {"qwen3", llama},
+      {"yi", llama},
+      {"codellama", llama},
+      {"internlm2", llama},
+      {"qwen3_5", llama},
+      {"qwen2_moe", llama},
+      {"qwen3_5_moe", llama},
+      {"gpt_oss", llama},
+      {"gemma", llama},
+      {"gemma2", llama},
+      {"gemma3", llama},
+      {"phi", {"q_proj", "k_proj", "v_proj", "fc1"}},
+      {"phi3", {"qkv_proj", "gate_up_proj"}},
+      {"phi3small", {"qkv_proj", "gate_up_proj"}},
+      {"starcoder2", {"q_proj", "k_proj", "v_proj", "c_fc"}}};
+  const auto it = table.find(arch);
+  if (it == table.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string ModelType(const json& config) {
+  std::string t;
+  if (config.contains("model_type") && config["model_type"].is_string())
+    t = config["model_type"].get<std::string>();
+  else if (config.contains("text_config") && config["text_config"].is_object() &&
+           config["text_config"].contains("model_type") &&
+           config["text_config"]["model_type"].is_string())
+    t = config["text_config"]["model_type"].get<std::string>();
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  return t;
+}
+
+Options ParseOptions(const json& q, const std::string& arch, const std::string& where) {
   Options o;
   for (const auto& [k, v] : q.items()) {
     if (k == "affine_extras")
@@ -132,17 +182,18 @@ Options ParseOptions(const json& q, const std::string& where) {
            where,
            "quantization.rotation '{}' is not supported (hadamard, blockwise_hadamard, none)",
            o.rotation);
-  if (f.Bool("fuse_rotations").value_or(false))
-    Fail(where,
-         "quantization.fuse_rotations = true is not supported: which linears had their rotation "
-         "folded into a norm is not recorded (turboquant-mlx itself no longer applies it)");
+  if (f.Bool("fuse_rotations").value_or(false) && o.rotation != "none") {
+    const auto fused = FusedProjections(arch);
+    TQ_CHECK(fused.has_value(), where,
+             "quantization.fuse_rotations = true for model_type '{}', which turboquant-mlx's "
+             "rotation configs do not list: which projections had their rotation fused into a "
+             "norm is unknown",
+             arch);
+    o.fused = *fused;
+  }
   o.use_qjl = f.Bool("use_qjl").value_or(false);
   const char* skip = std::getenv("TQ_MLX_SKIP_QJL");
   o.skip_qjl = skip && std::string(skip) == "1";
-  if (o.use_qjl && !o.skip_qjl)
-    Fail(where,
-         "quantization.use_qjl = true: the QJL residual correction is not supported; set "
-         "TQ_MLX_SKIP_QJL=1 to run without it (turboquant-mlx's --fast mode)");
   return o;
 }
 
@@ -158,6 +209,41 @@ std::vector<float> ReadVector(const Checkpoint& c, const std::string& name, int6
   std::vector<float> out(size_t(v.dim(0)));
   ToF32(v, out.data());
   return out;
+}
+
+// The QJL tensors of <p>, when present and not dropped: checked, σ read.
+void PlanQjl(const Source& s, const std::string& p, LinearPlan& L) {
+  const Checkpoint& c = *s.stored;
+  const std::string& where = s.where;
+  const bool any = c.Has(p + ".qjl_packed") || c.Has(p + ".qjl_norms") || c.Has(p + ".qjl_signs");
+  if (!any || s.opt.skip_qjl) return;
+  TQ_CHECK(s.opt.use_qjl, where,
+           "'{}' has QJL tensors but quantization.use_qjl is false (their loader would not use "
+           "them); set TQ_MLX_SKIP_QJL=1 to drop them",
+           p);
+  TQ_CHECK(!L.experts, where,
+           "tensor '{}.qjl_packed': QJL on stacked experts (turboquant-mlx's SwitchLinear has "
+           "none) is not supported",
+           p);
+  for (const char* t : {".qjl_packed", ".qjl_norms", ".qjl_signs"})
+    TQ_CHECK(c.Has(p + t), where, "missing tensor '{}{}' (the other QJL tensors are there)", p, t);
+  const TensorView packed = c.View(p + ".qjl_packed");
+  TQ_CHECK(packed.dtype == DType::U32 && packed.rank() == 2 && packed.dim(0) == L.out &&
+               packed.dim(1) == (L.in + 31) / 32,
+           where, "tensor '{}.qjl_packed' is {} {}, expected U32 [{}, {}]", p,
+           DTypeName(packed.dtype), ShapeToString(packed.shape), L.out, (L.in + 31) / 32);
+  ReadVector(c, p + ".qjl_norms", L.out, where);  // shape and dtype
+  const std::vector<float> sigma = ReadVector(c, p + ".qjl_signs", L.in, where);
+  std::vector<int8_t> s8;
+  for (float v : sigma) {
+    TQ_CHECK(v == 1.0f || v == -1.0f, where,
+             "tensor '{}.qjl_signs' holds {}, expected only +1 / -1", p, v);
+    s8.push_back(v < 0 ? -1 : 1);
+  }
+  L.qjl_signs = quant::HadamardSigns::FromInt8(s8);
+  const int64_t qb = MlxHadamardBlock(L.in);
+  TQ_CHECK(quant::IsHadamardBlock(qb), where, "'{}': QJL projection block {}", p, qb);
+  L.qjl = true;
 }
 
 LinearPlan PlanLinear(const Source& s, const std::string& p) {
@@ -221,23 +307,20 @@ LinearPlan PlanLinear(const Source& s, const std::string& p) {
              v);
     any_negative |= v < 0;
   }
-  L.rotated = s.opt.rotation != "none" || any_negative;
+  L.fused = s.opt.fused.count(p.substr(p.rfind('.') + 1)) != 0;
+  L.rotated = !L.fused && (s.opt.rotation != "none" || any_negative);
   if (L.rotated) {
-    L.block = MlxHadamardBlock(L.in);
-    if (!IsPowerOfTwo(L.block)) {
-      int64_t m = 1;  // the block is m * 2^k with m in {12, 20, 28}
-      for (int64_t f : {12, 20, 28})
-        if (L.block % f == 0 && IsPowerOfTwo(L.block / f)) m = f;
-      Fail(where,
-           "'{}': its rotation uses a {}-point Hadamard block ({} x {}, mx.hadamard_transform's "
-           "non-Sylvester H_{}), which this build does not implement (power-of-two blocks only)",
-           p, L.block, m, L.block / m, m);
-    }
-    TQ_CHECK(L.block >= 8, where, "'{}': Hadamard block {} is below 8", p, L.block);
+    L.block = MlxHadamardBlock(L.in);  // m * 2^k, m in {1, 12, 20, 28}: quant/hadamard.h
+    TQ_CHECK(L.block % 8 == 0, where,
+             "'{}': its rotation uses a {}-point Hadamard block; blocks that are no multiple of 8 "
+             "are not supported (the native signs layout is [in / block, block / 8])",
+             p, L.block);
     std::vector<int8_t> s8(signs.size());
     for (size_t i = 0; i < signs.size(); ++i) s8[i] = signs[i] < 0 ? -1 : 1;
-    L.sign_bits = quant::HadamardSigns::FromInt8(s8).ToBits();
+    L.signs = quant::HadamardSigns::FromInt8(s8);
+    L.sign_bits = L.signs.ToBits();
   }
+  PlanQjl(s, p, L);
 
   L.bias = c.Has(p + ".bias");
   if (L.experts) {
@@ -262,7 +345,7 @@ Source Analyze(const std::string& dir) {
   s.where = Where(dir);
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
   s.config = ParseJson(ReadFileToString(cfg_path), "config " + cfg_path);
-  s.opt = ParseOptions(s.config["quantization"], "config " + cfg_path);
+  s.opt = ParseOptions(s.config["quantization"], ModelType(s.config), "config " + cfg_path);
   s.stored = Checkpoint::OpenStored(dir);
   const Checkpoint& c = *s.stored;
   const std::vector<std::string> names = c.Names();
@@ -275,6 +358,9 @@ Source Analyze(const std::string& dir) {
     for (const char* suffix : {".weight", ".scales", ".codebook", ".signs"})
       used.insert(p + suffix);
     if (s.linears.back().bias) used.insert(p + ".bias");
+    if (s.linears.back().qjl)
+      for (const char* suffix : {".qjl_packed", ".qjl_norms", ".qjl_signs"})
+        used.insert(p + suffix);
   }
   TQ_CHECK(!s.linears.empty(), s.where,
            "config.json has a turboquant-mlx quantization block but no tensor has a '.codebook'");
@@ -282,9 +368,7 @@ Source Analyze(const std::string& dir) {
     if (used.count(n)) continue;
     if (n.ends_with(".qjl_packed") || n.ends_with(".qjl_norms") || n.ends_with(".qjl_signs")) {
       TQ_CHECK(s.opt.skip_qjl, s.where,
-               "tensor '{}': the QJL residual correction is not supported; set TQ_MLX_SKIP_QJL=1 "
-               "to run without it (turboquant-mlx's --fast mode)",
-               n);
+               "tensor '{}': a QJL tensor of no quantized linear (no '.codebook' beside it)", n);
       s.dropped.push_back(n);
       continue;
     }
@@ -315,6 +399,7 @@ json NativeQuantization(const Source& s) {
   json tensors = json::object();
   int64_t linears = 0;
   for (const LinearPlan& L : s.linears) {
+    if (L.qjl) continue;  // a dense F32 weight
     for (const std::string& t : L.target) {
       json e = {{"format", std::string(quant::Traits(L.format).name)},
                 {"shape", {L.out, L.in}},
@@ -341,20 +426,53 @@ void RepackRow(const LinearPlan& L, const uint32_t* words, uint8_t* out, uint8_t
   quant::PackCodes(L.format, scratch, L.in, out);
 }
 
+// One row of a QJL linear in the un-rotated input basis, F32 [in]:
+//   w = Rᵀ (deq + α ν Sᵀ b),  α = √(π/2) / √in,
+// deq = scale * codebook[code] (the rotated-domain weights), b ∈ {±1}^in the stored bits (1 = +1),
+// ν the row's residual norm, S = blockdiag(H) diag(σ) / √block the QJL projection (their
+// core/qjl.py: the correction α ν ⟨b, S x'⟩ added to the product with the rotated input x').
+void DenseQjlRow(const LinearPlan& L, const Checkpoint& c, int64_t r, float* w, uint8_t* scratch,
+                 float* t, const std::string& where) {
+  const TensorView weight = c.View(L.source + ".weight");
+  UnpackWords(weight.as<uint32_t>() + r * L.words, L.bits, L.in, scratch, where);
+  const TensorView sc = c.View(L.source + ".scales");
+  const uint16_t* scales = sc.as<uint16_t>() + r * L.groups;
+  const int64_t g = L.in / L.groups;
+  for (int64_t j = 0; j < L.in; ++j)
+    w[j] = F16ToF32(scales[j / g]) * L.codebook[L.remap[scratch[j]]];
+  const uint32_t* bits = c.View(L.source + ".qjl_packed").as<uint32_t>() + r * ((L.in + 31) / 32);
+  for (int64_t j = 0; j < L.in; ++j) t[j] = (bits[j / 32] >> (j % 32) & 1) ? 1.0f : -1.0f;
+  quant::RotateInverse(L.qjl_signs, MlxHadamardBlock(L.in), t);
+  float nu = 0;
+  ToF32(c.View(L.source + ".qjl_norms"), r, 1, &nu);
+  const float k = float(std::sqrt(M_PI / 2.0) / std::sqrt(double(L.in))) * nu;
+  for (int64_t j = 0; j < L.in; ++j) w[j] += k * t[j];
+  if (L.rotated) quant::RotateInverse(L.signs, L.block, w);
+}
+
 std::string DescribeSource(const Source& s) {
   std::map<std::string, int64_t> kinds;  // "q3 g64" -> linears
   int64_t total = 0;
+  int64_t qjl = 0, fused = 0;
   for (const LinearPlan& L : s.linears) {
-    const std::string k = fmt::format("{} g{}{}", quant::Traits(L.format).name, L.in / L.groups,
-                                      L.rotated ? "" : " unrotated");
+    qjl += L.qjl;
+    fused += L.fused ? int64_t(L.target.size()) : 0;
+    const char* how = L.rotated ? "" : (L.fused ? " fused" : " unrotated");
+    const std::string k =
+        fmt::format("{} g{}{}", quant::Traits(L.format).name, L.in / L.groups, how);
     kinds[k] += int64_t(L.target.size());
     total += int64_t(L.target.size());
   }
   std::string parts;
   for (const auto& [k, n] : kinds)
     parts += fmt::format("{}{} x {}", parts.empty() ? "" : ", ", n, k);
+  std::string extra;
+  if (fused)
+    extra += fmt::format("; {} with the rotation fused into their norm (input not rotated)", fused);
+  if (qjl) extra += fmt::format("; {} with QJL residuals, materialized as dense f32 weights", qjl);
+  if (!s.dropped.empty()) extra += "; QJL tensors dropped (TQ_MLX_SKIP_QJL=1)";
   return fmt::format("{} checkpoint: {} linears ({}), repacked in memory{}", kFormatName, total,
-                     parts, s.dropped.empty() ? "" : "; QJL tensors dropped (TQ_MLX_SKIP_QJL=1)");
+                     parts, extra);
 }
 
 std::function<void(const std::string&)>& NoticeFn() {
@@ -432,6 +550,26 @@ std::unique_ptr<Checkpoint> Import(const std::string& dir, bool headers_only) {
       alias(per[e], from, i.dtype, {i.shape[1], i.shape[2]}, e * slice);
   }
   for (const LinearPlan& L : s.linears) {
+    if (L.qjl) {
+      const std::string& t = L.target[0];
+      if (L.bias)
+        alias(t + ".bias", L.source + ".bias", stored.Info(L.source + ".bias").dtype, {L.out}, 0);
+      if (headers_only) {
+        c->AddDeclared(t + ".weight", DType::F32, {L.out, L.in});
+        continue;
+      }
+      std::vector<uint8_t> dense(size_t(L.out * L.in) * sizeof(float));
+      float* out = reinterpret_cast<float*>(dense.data());
+      const std::string where = s.where + ": tensor '" + L.source + ".weight'";
+      ThreadPool::Global().ParallelFor(L.out, 16, [&](int64_t r0, int64_t r1) {
+        std::vector<uint8_t> scratch(size_t(L.in) + 32);
+        std::vector<float> tmp(size_t(L.in));
+        for (int64_t r = r0; r < r1; ++r)
+          DenseQjlRow(L, stored, r, out + r * L.in, scratch.data(), tmp.data(), where);
+      });
+      c->AddOwned(t + ".weight", DType::F32, {L.out, L.in}, std::move(dense));
+      continue;
+    }
     const int64_t row_bytes = int64_t(quant::PackedBytes(L.format, L.in));
     const TensorView w = stored.View(L.source + ".weight");
     for (size_t e = 0; e < L.target.size(); ++e) {

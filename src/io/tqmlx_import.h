@@ -19,7 +19,16 @@
 //   leading expert dimension E, one codebook and one sign vector for all experts.
 // The input is rotated online ("needs_rotation") iff quantization.rotation != "none" or the
 // stored signs hold a -1 (their loader's rule for files written before "none" was honoured);
-// otherwise the weights are used as stored (the rotation fused away).
+// otherwise the weights are used as stored (the rotation fused away). With fuse_rotations = true
+// the projections their integration/rotation_configs.py fuses for the model_type (LLaMA-style:
+// q/k/v_proj into input_layernorm, gate/up_proj into post_attention_layernorm) take their input
+// unrotated, the stored norm weights as they are: what their PolarQuantizedLinear computes with
+// needs_rotation = false. A model_type their configs do not list is an error.
+// QJL (use_qjl, per linear <p>.qjl_packed U32 [out, ceil(in / 32)] LSB-first bits, qjl_norms F16
+// [out], qjl_signs F16 [in]): y += α ν_i ⟨b_i, S x'⟩ on the rotated input x', α = √(π/2)/√in,
+// S = blockdiag(H) diag(σ) / √block (their core/qjl.py). That is linear in x, so such a linear is
+// imported as one dense F32 weight Rᵀ (deq + α ν Sᵀ b) (exact; 4 bytes per weight, said in the
+// start-up line). TQ_MLX_SKIP_QJL=1 drops the tensors instead (turboquant-mlx's --fast mode).
 // config.json: the model's config plus "quantization": {"mode": "turboquant", "bits",
 // "group_size", "use_qjl", "rotation", "rotation_seed", "fuse_rotations", ...} (their
 // TurboQuantConfig.to_dict) and no "format_version" (which is how it is told from ours).
@@ -28,12 +37,12 @@
 // codebooks become F32 (ascending; codes are remapped if a stored codebook is not), signs become
 // HadamardSigns bits with block B, one rotation group per source linear (all experts of a
 // projection share theirs); scales, biases and every other tensor are served from the mapped
-// shards as stored, expert slices under the Hugging Face per-expert names. For a power-of-two B
-// their rotation is exactly ours (quant/hadamard.h): R x = blockdiag(H_B) diag(s) x / sqrt(B).
-// Not supported, each an error naming the tensor or option: QJL tensors (TQ_MLX_SKIP_QJL=1 runs
-// without them, as turboquant-mlx's --fast mode does), fuse_rotations, Hadamard blocks 12, 20 or
-// 28 x 2^k, MLX affine-quantized tensors (affine_extras), quantization keys this build does not
-// know.
+// shards as stored, expert slices under the Hugging Face per-expert names. Their rotation is
+// exactly ours (quant/hadamard.h, blocks m * 2^k with mx.hadamard_transform's H_12, H_20, H_28):
+// R x = blockdiag(H_B) diag(s) x / sqrt(B).
+// Not supported, each an error naming the tensor or option: QJL on stacked experts, Hadamard
+// blocks that are no multiple of 8, MLX affine-quantized tensors (affine_extras), quantization
+// keys this build does not know, fuse_rotations for a model_type their configs do not list.
 #pragma once
 
 #include <cstdint>

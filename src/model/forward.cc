@@ -311,6 +311,11 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
         Buf::Stage(be, ws.logit_rows, ws.logit_rows32.data(), m, "the logit rows");
     be.GatherRows(x, rows, m, hidden, h);
     be.RmsNorm(h, m, hidden, w.final_norm.data(), eps, h);
+    if (hidden_rows_) {  // ForwardHidden: the final-normed rows [m, hidden] into `logits`
+      be.Download(logits, h, size_t(m * hidden) * sizeof(float));
+      for (const Segment& s : segments) s.cache->Commit(s.count);
+      return;
+    }
     const bool host = be.memory_space() == MemorySpace::kHost;
     float* out = host ? logits : Buf::Need(be, ws.logits, m * c.vocab_size, "the logits");
     w.lm_head->MatMul(be, h, m, out);  // [m, vocab]

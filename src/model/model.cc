@@ -173,6 +173,15 @@ void Model::CheckTokens(std::span<const int32_t> tokens) const {
 
 void Model::Forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
                     bool all_logits) {
+  ForwardChunks(tokens, cache, logits, all_logits, false);
+}
+
+void Model::ForwardHidden(std::span<const int32_t> tokens, KvCache& cache, float* hidden) {
+  ForwardChunks(tokens, cache, hidden, true, true);
+}
+
+void Model::ForwardChunks(std::span<const int32_t> tokens, KvCache& cache, float* out,
+                          bool all_logits, bool hidden) {
   const int64_t n = int64_t(tokens.size());
   TQ_CHECK(n > 0, "model forward", "no tokens to run");
   CheckCache(cache, n);
@@ -190,8 +199,16 @@ void Model::Forward(std::span<const int32_t> tokens, KvCache& cache, float* logi
     } else if (begin + count == n) {
       rows.push_back(count - 1);
     }
-    Run(tokens.subspan(size_t(begin), size_t(count)), {&seg, 1}, rows,
-        all_logits ? logits + begin * config_.vocab_size : logits);
+    const int64_t width = hidden ? config_.hidden_size : config_.vocab_size;
+    hidden_rows_ = hidden;
+    try {
+      Run(tokens.subspan(size_t(begin), size_t(count)), {&seg, 1}, rows,
+          all_logits ? out + begin * width : out);
+    } catch (...) {
+      hidden_rows_ = false;
+      throw;
+    }
+    hidden_rows_ = false;
   }
 }
 

@@ -62,6 +62,9 @@ class Model {
   // cache as it was) if the cache would overflow or a token id is out of range.
   void Forward(std::span<const int32_t> tokens, KvCache& cache, float* logits,
                bool all_logits = false);
+  // The same pass, but what comes out is the final hidden state of every position (after the
+  // final norm, before the LM head): hidden [n, hidden_size], what embeddings are made of.
+  void ForwardHidden(std::span<const int32_t> tokens, KvCache& cache, float* hidden);
 
   // Continuous batching: one new token for each of several sequences (distinct caches), one
   // pass over the weights for all of them, attention per sequence. logits [batch, vocab].
@@ -92,6 +95,9 @@ class Model {
   void Run(std::span<const int32_t> tokens, std::span<const Segment> segments,
            std::span<const int64_t> logit_rows, float* logits);
   void CheckCache(const KvCache& cache, int64_t n) const;
+  // Forward / ForwardHidden: chunks of the prompt through Run; `hidden` selects the output.
+  void ForwardChunks(std::span<const int32_t> tokens, KvCache& cache, float* out, bool all_rows,
+                     bool hidden);
   void CheckTokens(std::span<const int32_t> tokens) const;
 
   ModelConfig config_;
@@ -102,6 +108,7 @@ class Model {
   std::unique_ptr<ExpertCache> expert_cache_;  // after weights_: destroyed first
   std::unique_ptr<ForwardWorkspace> ws_;
   std::vector<Segment> segments_;  // DecodeBatch's, reused
+  bool hidden_rows_ = false;       // Run writes final-normed hidden rows, not logits
 };
 
 }  // namespace tq

@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "quant/e8_scales.h"
 #include "quant/format.h"
+#include "quant/hadamard_blocks.h"
 #include "quant/packing.h"
 
 namespace tq {
@@ -31,9 +32,9 @@ std::shared_ptr<const quant::HadamardRotation> LoadRotation(const Checkpoint& ck
              "tensor '{}' is {} {}, expected U8 [in / block, block / 8]", name, DTypeName(s.dtype),
              ShapeToString(s.shape));
     const int64_t block = s.dim(1) * 8, dim = s.dim(0) * block;
-    TQ_CHECK((block & (block - 1)) == 0, where,
-             "tensor '{}': Hadamard block {} (8 x {}) is not a power of two", name, block,
-             s.dim(1));
+    TQ_CHECK(quant::IsHadamardBlock(block), where,
+             "tensor '{}': Hadamard block {} (8 x {}) is not m x 2^k with m in {{1, 12, 20, 28}}",
+             name, block, s.dim(1));
     quant::HadamardSigns signs;
     try {
       signs = quant::HadamardSigns::FromBits({s.bytes(), s.nbytes()}, dim);

@@ -10,6 +10,7 @@
 
 #include "core/device_buffer.h"
 #include "kernels/backend.h"
+#include "kernels/grouped_matmul.h"
 
 namespace tq {
 
@@ -31,14 +32,15 @@ struct ForwardWorkspace {
   DeviceBuffer chosen_weight; // [n, top_k]
   DeviceBuffer slot_row;      // [n * top_k] int32 rows grouped by expert
   DeviceBuffer slot_weight;   // [n * top_k]
-  DeviceBuffer expert_in;     // [rows of one expert, hidden] gathered inputs
-  DeviceBuffer expert_out;    // [rows of one expert, hidden] expert outputs
+  DeviceBuffer expert_in;     // [rows of one expert or a run of them (<= max(n, 64)), hidden]
+  DeviceBuffer expert_out;    // [the same rows, hidden] expert outputs
   DeviceBuffer shared_gate;   // [n] shared-expert gate logits (qwen2_moe)
   DeviceBuffer q_gate;        // [n, heads, 2 * head_dim] output-gated q_proj rows
   DeviceBuffer attn_gate;     // [n, heads * head_dim] their gate half
   DeviceBuffer gate_idx;      // [2 * n * heads] int32 gather lists splitting q and gate
   // Gated DeltaNet (deltanet_forward.cc).
   DeviceBuffer dn_in, dn_ba, dn_qkv, dn_conv, dn_z, dn_bab, dn_g, dn_beta, dn_out, dn_idx;
+  DeviceBuffer expert_rot[2];  // [the same rows, in] grouped experts' inputs under a rotation
   // Multi-head latent attention (forward.cc: the staging buffer and its gather lists).
   DeviceBuffer mla_buf, mla_c, mla_kpe, mla_qa, mla_idx, mla_pos;
   // The expert cache's prefetch prediction (moe_forward.cc).
@@ -65,6 +67,8 @@ struct ForwardWorkspace {
   std::vector<int32_t> predicted_host;   // the next MoE layer's predicted experts
   std::vector<int64_t> predict_count;    // [experts]
   std::vector<int32_t> used_host;        // this MoE layer's experts with rows
+  std::vector<kernels::GroupedMatMulItem> grouped_items;  // one GroupedMatMul's matmuls
+  std::vector<kernels::MatMulOutput> grouped_outs;        // their dense outputs
 
   // Grows a buffer to at least `count` elements of T (contents are not kept).
   template <typename T = float>

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <turboquant/turboquant.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/mapped_file.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/model.h"
 #include "runtime/perplexity.h"
@@ -112,6 +114,52 @@ TEST(Api, ErrorsCarryTheEngineMessage) {
   o.top_p = 0;
   EXPECT_THROW(m->Generate("x", o), Error);
   EXPECT_THROW(m->ScoreText(""), Error);
+}
+
+// The embedding is the final hidden state: the LM head (tied to the embedding table here) applied
+// to it gives the model's logits; pooled and normalized forms follow from the per-token rows.
+TEST(Api, EmbeddingsAreTheFinalHiddenStateUnderTheLmHead) {
+  auto m = turboquant::Model::Load(Llama());
+  const std::vector<int32_t> ids = m->Tokenize("The sky over the harbour was grey.");
+  const int64_t n = int64_t(ids.size()), d = m->hidden_size(), v = m->vocab_size();
+  turboquant::EmbedOptions raw;
+  raw.pooling = turboquant::Pooling::kNone;
+  raw.normalize = false;
+  const std::vector<float> h = m->EmbedIds(ids, raw);  // [n, d]
+  ASSERT_EQ(int64_t(h.size()), n * d);
+  const std::vector<float> logits = m->Logits(ids);  // [n, v]
+  const auto ckpt = tq::Checkpoint::Open(Llama());
+  const tq::TensorView table = ckpt->View("model.embed_tokens.weight");  // tied LM head [v, d]
+  std::vector<float> w(size_t(v * d));
+  tq::ToF32(table, w.data());
+  double worst = 0, scale = 0;
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t k = 0; k < v; ++k) {
+      double dot = 0;
+      for (int64_t j = 0; j < d; ++j) dot += double(h[size_t(t * d + j)]) * w[size_t(k * d + j)];
+      worst = std::max(worst, std::fabs(dot - logits[size_t(t * v + k)]));
+      scale = std::max(scale, std::fabs(dot));
+    }
+  EXPECT_LT(worst, 1e-4 * scale);
+
+  turboquant::EmbedOptions last = raw;
+  last.pooling = turboquant::Pooling::kLast;
+  EXPECT_EQ(m->EmbedIds(ids, last), std::vector<float>(h.end() - d, h.end()));
+  const std::vector<float> mean = m->Embed("The sky over the harbour was grey.");  // mean, unit
+  ASSERT_EQ(int64_t(mean.size()), d);
+  double norm = 0, dot = 0, mean_norm = 0;
+  for (int64_t j = 0; j < d; ++j) {
+    double s = 0;
+    for (int64_t t = 0; t < n; ++t) s += h[size_t(t * d + j)];
+    s /= double(n);
+    norm += double(mean[size_t(j)]) * mean[size_t(j)];
+    dot += s * mean[size_t(j)];
+    mean_norm += s * s;
+  }
+  EXPECT_NEAR(norm, 1.0, 1e-5);
+  EXPECT_NEAR(dot, std::sqrt(mean_norm), 1e-4 * std::sqrt(mean_norm));  // same direction
+  EXPECT_THROW(m->EmbedIds(std::vector<int32_t>{}), Error);
+  EXPECT_THROW(m->EmbedIds(std::vector<int32_t>(size_t(m->context() + 1), 1)), Error);
 }
 
 TEST(Api, PlanReportsTheVerdict) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "core/half.h"
 #include "core/mapped_file.h"
@@ -65,11 +66,45 @@ struct Quantized {
   std::vector<uint16_t> scales;  // [out, in / g] fp16
   std::vector<float> twin;       // [out, in]: the dequantized, un-rotated weights
   int64_t words_per_row = 0;
+  std::vector<uint32_t> qjl_packed;  // [out, ceil(in / 32)]: bit j = (S r)_j >= 0
+  std::vector<uint16_t> qjl_norms;   // [out] fp16 ‖r‖
 };
 
+// The QJL residual of the rotated-domain weights wr against their dequantized twin (both
+// [out, in]): per row r = wr - deq, bits of S r (S = blockdiag(H) diag(σ) / √block), ν = ‖r‖; and
+// the twin becomes deq + α ν Sᵀ b (α = √(π/2) / √in).
+void AddQjl(const std::vector<float>& wr, int64_t out, int64_t in,
+            const quant::HadamardSigns& sigma, int64_t block, Quantized& q) {
+  const int64_t words = (in + 31) / 32;
+  q.qjl_packed.assign(size_t(out * words), 0);
+  q.qjl_norms.resize(size_t(out));
+  std::vector<float> r(static_cast<size_t>(in)), b(static_cast<size_t>(in));
+  for (int64_t row = 0; row < out; ++row) {
+    double ss = 0;
+    for (int64_t j = 0; j < in; ++j) {
+      r[size_t(j)] = wr[size_t(row * in + j)] - q.twin[size_t(row * in + j)];
+      ss += double(r[size_t(j)]) * r[size_t(j)];
+    }
+    const uint16_t nu = F32ToF16(float(std::sqrt(ss)));
+    q.qjl_norms[size_t(row)] = nu;
+    quant::RotateForward(sigma, block, r.data());
+    for (int64_t j = 0; j < in; ++j) {
+      const bool bit = r[size_t(j)] >= 0;
+      if (bit) q.qjl_packed[size_t(row * words + j / 32)] |= 1u << (j % 32);
+      b[size_t(j)] = bit ? 1.0f : -1.0f;
+    }
+    quant::RotateInverse(sigma, block, b.data());
+    const float k = float(std::sqrt(M_PI / 2.0) / std::sqrt(double(in))) * F16ToF32(nu);
+    for (int64_t j = 0; j < in; ++j) q.twin[size_t(row * in + j)] += k * b[size_t(j)];
+  }
+}
+
+// signs: rotate the weights (null: as they are); unrotate_twin: the twin back in the input basis
+// (false: fused, the rotated weights meet the unrotated input); qjl_sigma: add QJL residuals.
 Quantized Quantize(const std::vector<float>& w, int64_t out, int64_t in, int bits, bool ternary,
                    int64_t g, const quant::HadamardSigns* signs, int64_t block,
-                   const std::vector<float>& levels /* fp16-exact, ascending */, bool reverse) {
+                   const std::vector<float>& levels /* fp16-exact, ascending */, bool reverse,
+                   bool unrotate_twin, const quant::HadamardSigns* qjl_sigma) {
   std::vector<float> wr = w;
   if (signs) quant::RotateRowsForward(*signs, block, wr.data(), out);
   const int per = ternary ? 20 : 32 / bits;
@@ -105,7 +140,8 @@ Quantized Quantize(const std::vector<float>& w, int64_t out, int64_t in, int bit
       }
     }
   }
-  if (signs) quant::RotateRowsInverse(*signs, block, q.twin.data(), out);
+  if (qjl_sigma) AddQjl(wr, out, in, *qjl_sigma, block, q);
+  if (signs && unrotate_twin) quant::RotateRowsInverse(*signs, block, q.twin.data(), out);
   return q;
 }
 
@@ -149,6 +185,10 @@ void WriteTqMlxCheckpoint(const std::string& hf_dir, const std::string& out_dir,
     return s;
   };
   const bool rotate = o.rotation != "none" || o.legacy_rotated_none;
+  auto fused = [&](const std::string& p) {
+    static const std::set<std::string> f = {"q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"};
+    return o.fuse_rotations && f.count(p.substr(p.rfind('.') + 1)) != 0;
+  };
   const quant::Codebook& cb_dense = quant::GaussianCodebook(o.bits);
   auto fp16_levels = [](const quant::Codebook& cb) {
     std::vector<float> l;
@@ -161,23 +201,33 @@ void WriteTqMlxCheckpoint(const std::string& hf_dir, const std::string& out_dir,
     const std::vector<float> levels = fp16_levels(ternary ? quant::TernaryCodebook() : cb_dense);
     const std::vector<float> sv = make_signs(in, rotate);
     const int64_t block = MlxBlock(in);
-    const bool ours = rotate && (block & (block - 1)) == 0;
     std::vector<int8_t> s8(sv.size());
     for (size_t i = 0; i < sv.size(); ++i) s8[i] = sv[i] < 0 ? -1 : 1;
     const quant::HadamardSigns signs = quant::HadamardSigns::FromInt8(s8);
+    const bool stacked = p.find(".switch_mlp.") != std::string::npos;
+    const bool qjl = o.qjl && !stacked;
+    const std::vector<float> sigma_f =
+        qjl ? make_signs(in, true) : std::vector<float>(size_t(in), 1);
+    std::vector<int8_t> sigma8(sigma_f.size());
+    for (size_t i = 0; i < sigma_f.size(); ++i) sigma8[i] = sigma_f[i] < 0 ? -1 : 1;
+    const quant::HadamardSigns sigma = quant::HadamardSigns::FromInt8(sigma8);
+    std::vector<uint32_t> qjl_packed;
+    std::vector<uint16_t> qjl_norms;
     std::vector<uint32_t> words;
     std::vector<uint16_t> scales;
     int64_t wpr = 0;
     for (size_t e = 0; e < ws.size(); ++e) {
       Quantized q = Quantize(ws[e], out, in, ternary ? 2 : o.bits, ternary, o.group_size,
-                             ours ? &signs : nullptr, block, levels, o.reverse_codebook);
+                             rotate ? &signs : nullptr, block, levels, o.reverse_codebook,
+                             !fused(p), qjl ? &sigma : nullptr);
+      qjl_packed = q.qjl_packed;
+      qjl_norms = q.qjl_norms;
       wpr = q.words_per_row;
       words.insert(words.end(), q.words.begin(), q.words.end());
       scales.insert(scales.end(), q.scales.begin(), q.scales.end());
       if (twin) flt[twin_names[e]] = Make(DType::F32, {out, in}, q.twin);
     }
     const int64_t groups = in / o.group_size;
-    const bool stacked = p.find(".switch_mlp.") != std::string::npos;
     const int64_t ne = int64_t(ws.size());
     mlx[p + ".weight"] = Make(DType::U32, stacked ? Shape{ne, out, wpr} : Shape{out, wpr}, words);
     mlx[p + ".scales"] =
@@ -186,11 +236,10 @@ void WriteTqMlxCheckpoint(const std::string& hf_dir, const std::string& out_dir,
     if (o.reverse_codebook) std::reverse(stored.begin(), stored.end());
     mlx[p + ".codebook"] = Make(DType::F16, {int64_t(stored.size())}, ToF16(stored));
     mlx[p + ".signs"] = Make(DType::F16, {in}, ToF16(sv));
-    if (o.qjl && !stacked) {
-      mlx[p + ".qjl_packed"] = Make(DType::U32, {out, (in + 31) / 32},
-                                    std::vector<uint32_t>(size_t(out * ((in + 31) / 32))));
-      mlx[p + ".qjl_norms"] = Make(DType::F16, {out}, std::vector<uint16_t>(size_t(out)));
-      mlx[p + ".qjl_signs"] = Make(DType::F16, {in}, ToF16(std::vector<float>(size_t(in), 1.0f)));
+    if (qjl) {
+      mlx[p + ".qjl_packed"] = Make(DType::U32, {out, (in + 31) / 32}, qjl_packed);
+      mlx[p + ".qjl_norms"] = Make(DType::F16, {out}, qjl_norms);
+      mlx[p + ".qjl_signs"] = Make(DType::F16, {in}, ToF16(sigma_f));
     }
   };
 
@@ -250,7 +299,7 @@ void WriteTqMlxCheckpoint(const std::string& hf_dir, const std::string& out_dir,
                          {"use_qjl", o.qjl},
                          {"rotation", o.rotation},
                          {"rotation_seed", 42},
-                         {"fuse_rotations", false},
+                         {"fuse_rotations", o.fuse_rotations},
                          {"attn_bits", nullptr},
                          {"mlp_bits", nullptr},
                          {"mlp_group_size", nullptr},

@@ -18,15 +18,16 @@ struct TqMlxWriteOptions {
   std::string rotation = "hadamard";  // "none": unrotated weights, all +1 signs
   bool legacy_rotated_none = false;   // rotation "none" in config.json but rotated weights
   bool reverse_codebook = false;      // store the codebook descending (codes follow)
-  bool qjl = false;                   // use_qjl + QJL tensors on the dense linears
+  bool qjl = false;                   // use_qjl + QJL residual tensors on the dense linears
+  bool fuse_rotations = false;  // fuse_rotations: q/k/v/gate/up_proj rotated, input not rotated
   uint64_t seed = 7;
   std::string float_twin_dir;  // "" = none
 };
 
 // hf_dir: a shared model (bf16 Hugging Face checkpoint). Writes out_dir (config.json,
-// model.safetensors, tokenizer files). Linears whose Hadamard block is not a power of two are
-// written with stored signs but unrotated codes (the importer must reject them; no float twin
-// is meaningful then).
+// model.safetensors, tokenizer files). With qjl the twin holds the QJL-corrected weights
+// Rᵀ (deq + α ν Sᵀ b) (their core/qjl.py); with fuse_rotations the fused projections' twin is the
+// dequantized rotated-basis weights as they are (their needs_rotation = false).
 void WriteTqMlxCheckpoint(const std::string& hf_dir, const std::string& out_dir,
                           const TqMlxWriteOptions& opts);
 

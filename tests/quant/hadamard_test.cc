@@ -4,9 +4,11 @@
 
 #include <bit>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
+#include "quant/hadamard_blocks.h"
 #include "quant/rng.h"
 
 namespace tq::quant {
@@ -95,27 +97,29 @@ TEST(HadamardTest, ForwardInverseAndNorm) {
   }
 }
 
-// W x == W' (R x) with W' = W Rᵀ (rows rotated forward).
-TEST(HadamardTest, RotatedWeightsPreserveMatvec) {
-  for (int64_t in : {96, 1408, 512}) {
-    const int64_t out = 37;
-    const HadamardRotation rot = HadamardRotation::Make(in, 99);
-    const std::vector<float> w = RandomVector(out * in, 5);
-    const std::vector<float> x = RandomVector(in, 6);
-    std::vector<float> w2 = w, x2 = x;
-    rot.ForwardRows(w2.data(), out);
-    rot.Forward(x2.data());
-    for (int64_t r = 0; r < out; ++r) {
-      double y = 0, y2 = 0;
-      for (int64_t c = 0; c < in; ++c) {
-        y += double(w[size_t(r * in + c)]) * x[size_t(c)];
-        y2 += double(w2[size_t(r * in + c)]) * x2[size_t(c)];
-      }
-      ASSERT_NEAR(y2, y, 1e-4 * std::sqrt(double(in))) << "in=" << in << " row=" << r;
+// W x == W' (R x) with W' = W Rᵀ (rows rotated forward), and InverseRows undoes ForwardRows.
+void ExpectRotatedWeightsPreserveMatvec(const HadamardRotation& rot, int64_t out) {
+  const int64_t in = rot.dim();
+  const std::vector<float> w = RandomVector(out * in, 5);
+  const std::vector<float> x = RandomVector(in, 6);
+  std::vector<float> w2 = w, x2 = x;
+  rot.ForwardRows(w2.data(), out);
+  rot.Forward(x2.data());
+  for (int64_t r = 0; r < out; ++r) {
+    double y = 0, y2 = 0;
+    for (int64_t c = 0; c < in; ++c) {
+      y += double(w[size_t(r * in + c)]) * x[size_t(c)];
+      y2 += double(w2[size_t(r * in + c)]) * x2[size_t(c)];
     }
-    rot.InverseRows(w2.data(), out);
-    for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(w2[i], w[i], 1e-5);
+    ASSERT_NEAR(y2, y, 1e-4 * std::sqrt(double(in))) << "in=" << in << " row=" << r;
   }
+  rot.InverseRows(w2.data(), out);
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(w2[i], w[i], 1e-5);
+}
+
+TEST(HadamardTest, RotatedWeightsPreserveMatvec) {
+  for (int64_t in : {96, 1408, 512})
+    ExpectRotatedWeightsPreserveMatvec(HadamardRotation::Make(in, 99), 37);
 }
 
 TEST(HadamardTest, SignsAreDeterministicAndDocumented) {
@@ -162,8 +166,79 @@ TEST(HadamardTest, RejectsBadBlocks) {
   const HadamardSigns s = HadamardSigns::Generate(96, 1);
   std::vector<float> x(96);
   EXPECT_THROW(RotateForward(s, 64, x.data()), Error);  // 64 does not divide 96
-  EXPECT_THROW(RotateForward(s, 24, x.data()), Error);  // not a power of two
+  EXPECT_NO_THROW(RotateForward(s, 24, x.data()));      // 12 x 2 (turboquant-mlx's blocks)
+  EXPECT_THROW(RotateForward(s, 6, x.data()), Error);   // not m x 2^k, m in {1, 12, 20, 28}
+  EXPECT_THROW(RotateForward(s, 36, x.data()), Error);  // 36 = 9 x 4: no H_9
   EXPECT_THROW(HadamardRotation(s, 0), Error);
+}
+
+TEST(HadamardTest, BlocksOfTwelveTwentyTwentyEight) {
+  EXPECT_TRUE(IsHadamardBlock(96));  // 12 x 8
+  EXPECT_EQ(HadamardBlockFactor(96), 12);
+  EXPECT_EQ(HadamardBlockFactor(320), 20);
+  EXPECT_EQ(HadamardBlockFactor(56), 28);
+  EXPECT_EQ(HadamardBlockFactor(64), 1);
+  EXPECT_EQ(HadamardBlockFactor(12), 12);
+  for (int64_t b : {0, -8, 3, 36, 48 * 3, 60}) EXPECT_FALSE(IsHadamardBlock(b)) << b;
+  EXPECT_THROW(SmallHadamard(16), Error);
+  EXPECT_THROW(HadamardBlockTransform(nullptr, 36), Error);
+}
+
+// H_m Hᵀ_m = m I: the stored tables are Hadamard matrices (a flipped entry breaks two rows).
+TEST(HadamardTest, SmallMatricesAreOrthogonal) {
+  for (int64_t m : {12, 20, 28}) {
+    const std::span<const int8_t> h = SmallHadamard(m);
+    ASSERT_EQ(int64_t(h.size()), m * m);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < m; ++j) {
+        int64_t dot = 0;
+        for (int64_t k = 0; k < m; ++k) dot += h[size_t(i * m + k)] * h[size_t(j * m + k)];
+        ASSERT_EQ(dot, i == j ? m : 0) << "m=" << m << " rows " << i << ", " << j;
+      }
+  }
+  // mx.hadamard_transform's H_12 starts "+-++++++++++" / "--+-+-+-+-+-".
+  const std::span<const int8_t> h12 = SmallHadamard(12);
+  EXPECT_EQ(h12[0], 1);
+  EXPECT_EQ(h12[1], -1);
+  EXPECT_EQ(h12[12], -1);
+  EXPECT_EQ(h12[13], -1);
+  EXPECT_EQ(h12[14], 1);
+}
+
+// H_b = H_m ⊗ H_p (b = m p, index j p + i), entry by entry, and its transpose.
+TEST(HadamardTest, BlockTransformIsTheKroneckerProduct) {
+  for (int64_t b : {12, 24, 96, 20, 80, 28, 112}) {
+    const int64_t m = HadamardBlockFactor(b), p = b / m;
+    const std::span<const int8_t> h = SmallHadamard(m);
+    const std::vector<float> x = RandomVector(b, uint64_t(b));
+    for (bool transpose : {false, true}) {
+      std::vector<float> y = x;
+      HadamardBlockTransform(y.data(), b, transpose);
+      for (int64_t r = 0; r < b; ++r) {
+        double ref = 0;
+        for (int64_t c = 0; c < b; ++c) {
+          const int64_t hm =
+              transpose ? h[size_t((c / p) * m + r / p)] : h[size_t((r / p) * m + c / p)];
+          const int64_t hp = std::popcount(uint64_t((r % p) & (c % p))) % 2 ? -1 : 1;
+          ref += double(hm * hp) * x[size_t(c)];
+        }
+        ASSERT_NEAR(y[size_t(r)], ref, 1e-4 * std::sqrt(double(b))) << "b=" << b << " r=" << r;
+      }
+    }
+  }
+}
+
+TEST(HadamardTest, NonPowerOfTwoBlocksAreOrthogonalRotations) {
+  for (auto [n, b] : {std::pair<int64_t, int64_t>{2880, 320}, {96, 96}, {1344, 448}, {96, 24}}) {
+    const HadamardRotation rot(HadamardSigns::Generate(n, 5), b);
+    const std::vector<float> x = RandomVector(n, uint64_t(n) + 2);
+    std::vector<float> y = x;
+    rot.Forward(y.data());
+    EXPECT_NEAR(Norm2(y), Norm2(x), 1e-5 * Norm2(x)) << n;
+    rot.Inverse(y.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[size_t(i)], x[size_t(i)], 1e-5) << n;
+    ExpectRotatedWeightsPreserveMatvec(rot, 5);
+  }
 }
 
 }  // namespace
