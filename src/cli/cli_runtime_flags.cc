@@ -66,8 +66,8 @@ int64_t PlannedExpertCache(const std::string& model_dir, std::string* why) {
         "--expert-cache {}MiB ({:.0f}% of experts resident), as `turboquant plan` recommends; "
         "--expert-cache all keeps every expert resident",
         HumanBytes(p.memory.peak()), p.context, HumanBytes(p.usable_bytes),
-        env && *env ? "$TURBOQUANT_RAM_GB" : p.usable_source,
-        p.streaming_cache_bytes >> 20, 100.0 * p.streaming_resident_fraction);
+        env && *env ? "$TURBOQUANT_RAM_GB" : p.usable_source, p.streaming_cache_bytes >> 20,
+        100.0 * p.streaming_resident_fraction);
   return p.streaming_cache_bytes;
 }
 

@@ -145,8 +145,8 @@ void Backend::SsmDt(const float*, int64_t, int64_t, int64_t, const float*, float
   Unsupported(*this, FamilyOp::kSsmDt);
 }
 void Backend::Relu2(const float*, int64_t, float*) { Unsupported(*this, FamilyOp::kRelu2); }
-void Backend::PartialRope(float*, int64_t, int64_t, int64_t, int64_t, const int64_t*,
-                          const float*, float) {
+void Backend::PartialRope(float*, int64_t, int64_t, int64_t, int64_t, const int64_t*, const float*,
+                          float) {
   Unsupported(*this, FamilyOp::kPartialRope);
 }
 
