@@ -47,7 +47,13 @@ int64_t KvCacheBytes(const KvLayout& layout, const KvCacheOptions& opts, int64_t
   TQ_CHECK(tokens >= 0, "kv cache bytes", "negative token count {}", tokens);
   KvCacheOptions o = opts;
   o.max_tokens = std::max<int64_t>(tokens, 1);
-  const std::unique_ptr<KvCache> cache = MakeKvCache(layout, o);  // validates layout and options
+  // A one-position cache validates the layout and options and answers which layers are
+  // compressed; the bytes are counted below. (A cache of `tokens` positions would allocate, and
+  // its zero-filled buffers touch, what it measures: plan's peak RSS grew by the cache it planned,
+  // and planning a long context of a big model could run out of memory.)
+  KvCacheOptions probe = o;
+  probe.max_tokens = 1;
+  const std::unique_ptr<KvCache> cache = MakeKvCache(layout, probe);
   // The recurrent layers' state (no snapshots: what one sequence holds while it decodes).
   int64_t bytes = 0;
   for (int64_t f : layout.recurrent_floats) bytes += f * int64_t(sizeof(float));

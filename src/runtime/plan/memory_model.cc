@@ -1,7 +1,10 @@
 // The model of memory behind `plan` (memory_plan.h): weights, KV, workspace, reserve, verdict.
 //
 // Calibration (Release build, x86-64, glibc; peak RSS of `generate` / `bench` against the parts,
-// tests/runtime/plan_accuracy_test.cc): the binary and its libraries leave ~10 MiB resident; a
+// tests/runtime/plan_accuracy_test.cc): the binary and its libraries leave ~16 MiB resident
+// (smaps of `generate` on a 17M MoE, 2026-12-02: file-backed 16.1 MiB — the binary 3.6,
+// libcurl's TLS stack (libcrypto, gnutls, krb5, ...) ~5.5, libstdc++ 1.7, libc 1.4, ICU 0.9 —
+// plus ~1.6 MiB of thread stacks and other anonymous maps; `turboquant --version` alone 13.9); a
 // tokenizer.json BPE tokenizer keeps ~150 bytes per vocabulary entry live and, while loading,
 // takes ~530 more that it frees (the parsed JSON); that freed heap stays in the allocator's arena
 // and the forward pass's buffers reuse it (peak = max(workspace, that transient));
@@ -27,7 +30,7 @@ namespace tq {
 namespace {
 
 constexpr int64_t kMiB = int64_t(1) << 20;
-constexpr int64_t kReserveBase = 10 * kMiB;
+constexpr int64_t kReserveBase = 16 * kMiB;
 constexpr int64_t kTokenizerLiveBytesPerEntry = 150;
 constexpr int64_t kTokenizerTransientBytesPerEntry = 530;
 constexpr int64_t kThreadBytes = 128 * 1024;
@@ -43,10 +46,11 @@ constexpr int64_t kGemmMinRows = 16;
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Bytes of the forward pass's buffers for a chunk of n rows (workspace.h, forward.cc): fp32
-// x, h, y [n, hidden]; q [n, heads*hd]; attn [n, max(heads*hd, hidden)] (MoE reuses it for the
-// gathered expert inputs); k, v [n, kv_heads*hd]; gate, up [n, ffn] (MoE: rows routed to one
-// expert, at most n); router probabilities [n, experts]; the GEMM's packed input
-// [round_up(n, 64), max in]; the logits row [vocab] the caller keeps.
+// x, h, y [n, hidden]; q [n, heads*hd]; attn [n, max(heads*hd, hidden)]; k, v [n, kv_heads*hd];
+// gate, up [n, ffn]; MoE (moe_forward.cc): the gathered expert inputs and outputs [S, hidden] and
+// gate, up [S, moe ffn] of a run of experts of S = min(n * top_k, max(n, 64)) slots, router
+// probabilities [n, experts]; the GEMM's packed input [round_up(n, 64), max in]; the logits row
+// [vocab] the caller keeps.
 int64_t WorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
   const Architecture& arch = FindArchitecture(c.model_type);
   const int64_t qdim = c.num_heads * c.head_dim, kvdim = c.num_kv_heads * c.head_dim;
@@ -64,6 +68,11 @@ int64_t WorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
   int64_t floats_per_row = 3 * c.hidden_size + qdim + std::max(qdim, c.hidden_size) + 2 * kvdim +
                            2 * ffn + (any_moe ? c.num_experts : 0);
   int64_t floats = n * floats_per_row + c.vocab_size;
+  if (any_moe) {
+    const int64_t slots = std::min(n * c.num_experts_per_tok, std::max<int64_t>(n, 64));
+    const int64_t moe_ffn = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : ffn;
+    floats += slots * 2 * c.hidden_size + std::max<int64_t>(0, slots - n) * 2 * moe_ffn;
+  }
   if (n >= kGemmMinRows) floats += RoundUp(n, kGemmRowBlock) * std::max({c.hidden_size, qdim, ffn});
   // Attention scratch per thread: two key/value blocks of 64 positions + 16 query rows.
   const int64_t group = c.num_heads / std::max<int64_t>(1, c.num_kv_heads);
