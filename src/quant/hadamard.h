@@ -1,6 +1,8 @@
 // Randomized Hadamard transform (RHT), blockwise.
 //
-// For a dimension n, the block size b is a power of two dividing n (HadamardBlockSize). The
+// For a dimension n, the block size b divides n: a power of two (HadamardBlockSize; what our
+// converter makes) or, for turboquant-mlx imports, m · 2^k with m in {12, 20, 28}
+// (quant/hadamard_blocks.h). The
 // rotation of a vector x ∈ ℝ^n is
 //   R x = blockdiag(H_b, ..., H_b) · diag(s) · x / √b
 // with H_b the ±1 Sylvester–Hadamard matrix (H_1 = [1], H_2k = [[H_k, H_k], [H_k, -H_k]]; entry
@@ -56,7 +58,7 @@ class HadamardSigns {
   std::vector<int8_t> values_;
 };
 
-// x[0..n) <- R x  (signs.size() == n; n % block == 0; block a power of two).
+// x[0..n) <- R x  (signs.size() == n; n % block == 0; block IsHadamardBlock).
 void RotateForward(const HadamardSigns& signs, int64_t block, float* x);
 // x[0..n) <- Rᵀ x (the inverse).
 void RotateInverse(const HadamardSigns& signs, int64_t block, float* x);
@@ -71,7 +73,7 @@ void RotateRowsInverse(const HadamardSigns& signs, int64_t block, float* w, int6
 class HadamardRotation {
  public:
   HadamardRotation() = default;
-  // Validates: block a power of two dividing signs.size().
+  // Validates: block IsHadamardBlock (hadamard_blocks.h) and dividing signs.size().
   HadamardRotation(HadamardSigns signs, int64_t block);
   // Generate(n, seed) with HadamardBlockSize(n, max_block).
   static HadamardRotation Make(int64_t n, uint64_t seed,
