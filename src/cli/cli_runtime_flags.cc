@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -41,10 +42,17 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
       ->capture_default_str();
 }
 
-int64_t PlannedExpertCache(const std::string& model_dir, std::string* why) {
+int64_t PlannedExpertCache(const RuntimeFlags& flags, const std::string& model_dir, int64_t context,
+                           std::string* why) {
   PlanOptions po;
   po.model_dir = model_dir;
-  po.context = 0;  // the verbs' default context
+  po.context = std::max<int64_t>(0, context);  // 0: the verbs' default context
+  po.threads = flags.threads;
+  try {
+    ApplyKvOptions(flags, &po.kv);
+  } catch (const Error&) {
+    return -1;  // the verb reports its bad KV flags
+  }
   const char* env = std::getenv("TURBOQUANT_RAM_GB");
   if (env && *env) {
     char* end = nullptr;
@@ -71,7 +79,8 @@ int64_t PlannedExpertCache(const std::string& model_dir, std::string* why) {
   return p.streaming_cache_bytes;
 }
 
-ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model_dir) {
+ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model_dir,
+                             int64_t context) {
   ModelLoadOptions o;
   o.device = flags.device;
   o.expert_cache_policy = flags.expert_cache_policy;
@@ -89,7 +98,7 @@ ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model
     return o;  // Model::Load names the device problem
   }
   std::string why;
-  if (host) o.expert_cache_bytes = PlannedExpertCache(model_dir, &why);
+  if (host) o.expert_cache_bytes = PlannedExpertCache(flags, model_dir, context, &why);
   if (o.expert_cache_bytes >= 0) std::fprintf(stderr, "[expert cache] %s\n", why.c_str());
   return o;
 }

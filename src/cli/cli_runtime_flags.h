@@ -30,13 +30,17 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags);
 // The model load options the flags select (the device, the expert cache) for `model_dir`. With no
 // --expert-cache, an MoE model that does not fit in memory on a host device streams its experts
 // with the cache `turboquant plan` recommends (PlannedExpertCache; a line on stderr says so).
-ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model_dir);
+// `context`: the tokens the run's KV cache holds (0 = the verbs' default context).
+ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model_dir,
+                             int64_t context = 0);
 
 // The --expert-cache default: plan's recommended cache (bytes) when `model_dir` is an MoE model
-// whose plan at its default context does not fit (usable memory: $TURBOQUANT_RAM_GB GiB when
-// set, else MemAvailable) and fits with streaming; -1 (every expert resident) otherwise, also
-// when the directory cannot be planned (loading reports that). `why` gets the reason when >= 0.
-int64_t PlannedExpertCache(const std::string& model_dir, std::string* why);
+// whose plan at `context` tokens (0: the default context) with the flags' KV cache and threads
+// does not fit (usable memory: $TURBOQUANT_RAM_GB GiB when set, else MemAvailable) and fits with
+// streaming; -1 (every expert resident) otherwise, also when the directory cannot be planned
+// (loading reports that). `why` gets the reason when >= 0.
+int64_t PlannedExpertCache(const RuntimeFlags& flags, const std::string& model_dir, int64_t context,
+                           std::string* why);
 // Sets the global thread pool size.
 void ApplyThreads(const RuntimeFlags& flags);
 // "f16" | "bf16" | "f32" -> KvDType; tq::UsageError otherwise.

@@ -71,7 +71,9 @@ int Run(int argc, char** argv) {
              : fill == "synthetic" ? BenchOptions::Fill::kSynthetic
                                    : BenchOptions::Fill::kAuto;
     Timer load;
-    auto model = Model::Load(model_dir, LoadOptions(rt, model_dir));
+    // The cache holds the context (or the prompt) and the decoded tokens.
+    const int64_t held = (o.context > 0 ? o.context : o.prompt_tokens) + o.gen_tokens;
+    auto model = Model::Load(model_dir, LoadOptions(rt, model_dir, held));
     const double load_s = load.Seconds();
     const BenchResult r = RunBench(*model, o);
     // Bytes one decode step reads: the weights it uses and the whole KV cache.

@@ -95,7 +95,7 @@ int Run(int argc, char** argv) {
     auto tokenizer = Tokenizer::Load(model_dir);
     const TokenizerConfig tok_config = LoadTokenizerConfig(model_dir);
     const GenerationConfig gen_config = LoadGenerationConfig(model_dir);
-    auto model = Model::Load(model_dir, LoadOptions(rt, model_dir));
+    auto model = Model::Load(model_dir, LoadOptions(rt, model_dir, ctx));
     const double load_s = load.Seconds();
 
     GenerateOptions opts;

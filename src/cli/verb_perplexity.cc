@@ -50,7 +50,7 @@ int Run(int argc, char** argv) {
     const std::string text = ReadPromptFile(file);
     Timer load;
     auto tokenizer = Tokenizer::Load(model_dir);
-    auto model = Model::Load(model_dir, LoadOptions(rt, model_dir));
+    auto model = Model::Load(model_dir, LoadOptions(rt, model_dir, o.ctx));
     const std::vector<int32_t> ids = tokenizer->Encode(text, /*add_special_tokens=*/false);
     if (!json) {
       std::fprintf(stderr, "loaded %s in %.1f s; %s: %zu tokens\n", model_dir.c_str(),

@@ -116,7 +116,10 @@ int Run(int argc, char** argv) {
     const std::string model_arg = model_dir;
     model_dir = tq::cli::ResolveModelDir(model_dir, &fetch);
     if (model_id.empty() && model_dir != model_arg) model_id = model_arg;  // a hub id names it
-    auto model = tq::Model::Load(model_dir, tq::cli::LoadOptions(rt, model_dir));
+    // The expert-cache default plans the KV of every cache (--parallel + --keep-caches of --ctx
+    // tokens; with no --ctx, one cache of the default context).
+    auto model = tq::Model::Load(
+        model_dir, tq::cli::LoadOptions(rt, model_dir, ctx > 0 ? ctx * (parallel + keep) : 0));
     const tq::ModelConfig& cfg = model->config();
     if (ctx == 0) ctx = tq::cli::DefaultContext(cfg);
     auto text = tq::server::ModelTextModel::Load(model_dir, cfg);

@@ -46,5 +46,20 @@ TEST(ExpertCacheDefault, AModelThatDoesNotFitStreamsItsExpertsWithPlansCache) {
   EXPECT_NE(bad.err.find("TURBOQUANT_RAM_GB"), std::string::npos) << bad.err;
 }
 
+// The default plans the run's own context: at 0.06 GiB the model fits with a 64-token cache but
+// not with a 4096-token one (checked against `turboquant plan --ram-gb 0.06 --ctx`).
+TEST(ExpertCacheDefault, PlansTheContextOfTheRun) {
+  test::RequireFile(test::ModelDir("tq-qwen3moe-17m") + "/model.safetensors");
+  const char* ram = "TURBOQUANT_RAM_GB=0.06";
+  const test::CliResult small = RunCli(Generate("--ctx 64"), ram);
+  ASSERT_EQ(small.code, 0) << small.err;
+  EXPECT_EQ(small.err.find("[expert cache"), std::string::npos) << small.err;
+  const test::CliResult large = RunCli(Generate("--ctx 4096"), ram);
+  ASSERT_EQ(large.code, 0) << large.err;
+  EXPECT_NE(large.err.find("[expert cache] the model needs"), std::string::npos) << large.err;
+  EXPECT_NE(large.err.find("at context 4096"), std::string::npos) << large.err;
+  EXPECT_EQ(large.out, small.out);
+}
+
 }  // namespace
 }  // namespace tq
