@@ -38,14 +38,23 @@ TQ_AVX2_INLINE float H2F(uint16_t h) { return _cvtsh_ss(h); }
 // natural order, xs float [units]. gsum float [groups]: Σx per weight group (affine).
 struct TokenView {
   const int8_t* xq;
+  const int8_t* xa;  // |xq|, same layout (kSignW)
   const float* xs;
   const float* gsum;
 };
 
+// Codebooks of <= 16 levels take the product as vpmaddubsw(|x|, w with x's sign): |x| is made
+// once per token, so a half step costs one vpshufb (shared by the tokens) and one vpsign per
+// token, one op fewer than |w| · (x with w's sign), which needs vpabsb per row as well. The
+// products and their pair-sum bound (2 · 127 · 127) are the same. q8's half-table lookup yields
+// |w| and the sign directly, so it keeps that form.
+template <CodeFormat F>
+constexpr bool kSignW = F != CodeFormat::kQ8;
+
 // Floats of one token's prepared data (each part 32-byte aligned).
 int64_t TokenFloats(int64_t cols, int64_t groups) {
   const int64_t units = cols / 32;
-  return units * 8 + (units + 7) / 8 * 8 + (groups + 7) / 8 * 8;
+  return 2 * units * 8 + (units + 7) / 8 * 8 + (groups + 7) / 8 * 8;
 }
 
 template <CodeFormat F>
@@ -53,7 +62,8 @@ TQ_AVX2 void PrepareToken(const float* x, int64_t cols, int64_t g, bool steps, f
                           TokenView* tv) {
   const int64_t units = cols / 32, groups = cols / g;
   auto* xq = reinterpret_cast<int8_t*>(base);
-  float* xs = base + units * 8;
+  auto* xa = reinterpret_cast<int8_t*>(base + units * 8);
+  float* xs = base + 2 * units * 8;
   float* gsum = xs + (units + 7) / 8 * 8;
   if (steps) {
     QuantizeSteps<F>(x, cols, xq, xs, nullptr);
@@ -67,12 +77,16 @@ TQ_AVX2 void PrepareToken(const float* x, int64_t cols, int64_t g, bool steps, f
       for (int j = 0; j < 32; ++j) xq[u * 32 + j] = int8_t(std::lrintf(x[u * 32 + j] * inv));
     }
   }
+  for (int64_t u = 0; u < units; ++u)
+    _mm256_store_si256(
+        reinterpret_cast<__m256i*>(xa + u * 32),
+        _mm256_abs_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq + u * 32))));
   for (int64_t j = 0; j < groups; ++j) {
     float sum = 0.0f;
     for (int64_t c = j * g; c < (j + 1) * g; ++c) sum += x[c];
     gsum[j] = sum;
   }
-  *tv = {xq, xs, gsum};
+  *tv = {xq, xa, xs, gsum};
 }
 
 // The 32 codes of one unit in natural order.
@@ -85,6 +99,12 @@ TQ_AVX2_INLINE __m256i UnitCodes(const uint8_t* p) {
   } else {
     return ExpandUnit<F>(p);
   }
+}
+
+// Σ over 32 byte pairs of w · x as |x| · (w with x's sign), 8 int32 lanes (kSignW).
+TQ_AVX2_INLINE __m256i DotSignW(__m256i w, __m256i xabs, __m256i x) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(xabs, _mm256_sign_epi8(w, x)),
+                           _mm256_set1_epi16(1));
 }
 
 // ws [R, groups] = the fp32 group scales of rows r0 .. r0+R-1, times `mul`.
@@ -197,15 +217,27 @@ TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
         __m256i ca, cb;
         ExpandStep<F>(p[r] + s * kStepBytes<F>, &ca, &cb);
         Looked la, lb;
-        if constexpr (!kAffine) {
+        __m256i wa, wb;  // kSignW: signed centroids
+        if constexpr (!kAffine && kSignW<F>) {
+          wa = _mm256_shuffle_epi8(t.t16, ca);
+          wb = _mm256_shuffle_epi8(t.t16, cb);
+        } else if constexpr (!kAffine) {
           la = Lookup<F>(ca, t);
           lb = Lookup<F>(cb, t);
         }
         for (int k = 0; k < N; ++k) {
           const __m256i* xq = reinterpret_cast<const __m256i*>(tv[k].xq + s * 64);
           const __m256i xa = _mm256_load_si256(xq), xb = _mm256_load_si256(xq + 1);
-          const __m256i d = kAffine ? _mm256_add_epi32(DotUnsigned(ca, xa), DotUnsigned(cb, xb))
-                                    : _mm256_add_epi32(DotSigned(la, xa), DotSigned(lb, xb));
+          __m256i d;
+          if constexpr (kAffine) {
+            d = _mm256_add_epi32(DotUnsigned(ca, xa), DotUnsigned(cb, xb));
+          } else if constexpr (kSignW<F>) {
+            const __m256i* xab = reinterpret_cast<const __m256i*>(tv[k].xa + s * 64);
+            d = _mm256_add_epi32(DotSignW(wa, _mm256_load_si256(xab), xa),
+                                 DotSignW(wb, _mm256_load_si256(xab + 1), xb));
+          } else {
+            d = _mm256_add_epi32(DotSigned(la, xa), DotSigned(lb, xb));
+          }
           acc[r][k] =
               _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_broadcast_ss(&f[r][k][i]), acc[r][k]);
         }
@@ -236,7 +268,12 @@ TQ_AVX2 void UnitRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
     for (int r = 0; r < R; ++r) {
       const __m256i code = UnitCodes<F>(p[r] + u * kUnitBytes<F>);
       Looked l;
-      if constexpr (!kAffine) l = Lookup<F>(code, t);
+      __m256i wv;  // kSignW: signed centroids
+      if constexpr (!kAffine && kSignW<F>) {
+        wv = _mm256_shuffle_epi8(t.t16, code);
+      } else if constexpr (!kAffine) {
+        l = Lookup<F>(code, t);
+      }
       __m256 wsv;  // kG16: group 2u in the low four lanes (codes 0..15), 2u + 1 in the high
       if constexpr (kG16) {
         wsv = _mm256_blend_ps(_mm256_set1_ps(sc[r][2 * u]), _mm256_set1_ps(sc[r][2 * u + 1]), 0xF0);
@@ -245,7 +282,15 @@ TQ_AVX2 void UnitRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
       }
       for (int k = 0; k < N; ++k) {
         const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(tv[k].xq + u * 32));
-        const __m256i d = kAffine ? DotUnsigned(code, xv) : DotSigned(l, xv);
+        __m256i d;
+        if constexpr (kAffine) {
+          d = DotUnsigned(code, xv);
+        } else if constexpr (kSignW<F>) {
+          d = DotSignW(wv, _mm256_load_si256(reinterpret_cast<const __m256i*>(tv[k].xa + u * 32)),
+                       xv);
+        } else {
+          d = DotSigned(l, xv);
+        }
         acc[r][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
                                     _mm256_mul_ps(_mm256_set1_ps(tv[k].xs[u]), wsv), acc[r][k]);
       }
