@@ -36,24 +36,24 @@ namespace tq::kernels {
 
 // The ops of the interface (for Supports and the conformance suite).
 enum class Op : uint8_t {
-  kEmbedRows,          // dense embedding rows by token id
-  kPackedEmbedRows,    // packed (TurboQuant) embedding rows by token id
-  kAdd,                // y += x
-  kRmsNorm,            //
-  kRotate,             // blockwise randomized Hadamard rotation of rows
-  kMatMul,             // dense F32/F16/BF16 weights
-  kMatMulGroup,        // several dense matmuls over one input
-  kPackedMatMul,       // TurboQuant / affine packed weights
-  kRope,               //
-  kSiluMul,            //
-  kAttention,          // plain KV cache (F32/F16/BF16), GQA, sliding window
+  kEmbedRows,            // dense embedding rows by token id
+  kPackedEmbedRows,      // packed (TurboQuant) embedding rows by token id
+  kAdd,                  // y += x
+  kRmsNorm,              //
+  kRotate,               // blockwise randomized Hadamard rotation of rows
+  kMatMul,               // dense F32/F16/BF16 weights
+  kMatMulGroup,          // several dense matmuls over one input
+  kPackedMatMul,         // TurboQuant / affine packed weights
+  kRope,                 //
+  kSiluMul,              //
+  kAttention,            // plain KV cache (F32/F16/BF16), GQA, sliding window
   kCompressedAttention,  // attention on TurboQuant-coded keys and values
-  kKvStore,            // fp32 K/V rows -> a plain cache's slots
-  kMoeRoute,           // router logits -> top-k experts and their weights
-  kGatherRows,         // dst[i] = src[rows[i]]
-  kScatterAddRows,     // dst[rows[i]] += w[i] * src[i]
-  kArgmax,             // per row
-  kCopy,               // memmove within the backend's memory
+  kKvStore,              // fp32 K/V rows -> a plain cache's slots
+  kMoeRoute,             // router logits -> top-k experts and their weights
+  kGatherRows,           // dst[i] = src[rows[i]]
+  kScatterAddRows,       // dst[rows[i]] += w[i] * src[i]
+  kArgmax,               // per row
+  kCopy,                 // memmove within the backend's memory
   kCount
 };
 std::string_view OpName(Op op);
@@ -85,7 +85,7 @@ std::string_view FamilyOpName(FamilyOp op);
 struct RotationView {
   const int8_t* signs = nullptr;  // [dim], in the backend's memory
   int64_t dim = 0;
-  int64_t block = 1;  // a power of two dividing dim
+  int64_t block = 1;  // dividing dim: a power of two, or 12/20/28 · 2^k (quant/hadamard_blocks.h)
 };
 
 // One output of PackedMatMulGroup: y [n, w->rows] = x · wᵀ (+ bias).
@@ -129,8 +129,7 @@ class Backend {
 
   // --- ops (every pointer in the backend's memory; shapes as in ops.h / packed_ops.h) ---
   // out [n, dim] = table[ids[i]] as fp32; table [vocab, dim] F32/F16/BF16.
-  virtual void EmbedRows(const TensorView& table, const int32_t* ids, int64_t n,
-                         float* out) = 0;
+  virtual void EmbedRows(const TensorView& table, const int32_t* ids, int64_t n, float* out) = 0;
   // out [n, cols] = rows ids[i] of the dequantized packed matrix (still in its rotated basis).
   virtual void PackedEmbedRows(const PackedMatrix& w, const int32_t* ids, int64_t n,
                                float* out) = 0;
@@ -203,9 +202,8 @@ class Backend {
   virtual void GatedDeltaNet(const float* q, const float* k, const float* v, const float* g,
                              const float* beta, int64_t n, float* state, const DeltaNetParams& p,
                              float* out);
-  virtual void Ssd(const float* x, const float* B, const float* C, const float* dt,
-                   const float* A, const float* D, int64_t n, float* state, const SsdParams& p,
-                   float* y);
+  virtual void Ssd(const float* x, const float* B, const float* C, const float* dt, const float* A,
+                   const float* D, int64_t n, float* state, const SsdParams& p, float* y);
   // Gated DeltaNet's per-token gates from its projections b, a [n, heads] (rows `stride` floats
   // apart): g[t, h] = -exp(a_log[h]) · softplus(a[t, h] + dt_bias[h]) (log decay),
   // beta[t, h] = sigmoid(b[t, h]); g, beta [n, heads] dense.

@@ -28,8 +28,8 @@ class HostBackend : public Backend {
   void PackedEmbedRows(const PackedMatrix& w, const int32_t* ids, int64_t n, float* out) override;
   void Add(float* y, const float* x, int64_t n) override;
   void Rotate(const RotationView& r, const float* x, int64_t rows, float* out) override;
-  void KvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
-               DType dtype, int64_t head_stride, int64_t slot0) override;
+  void KvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst, DType dtype,
+               int64_t head_stride, int64_t slot0) override;
   void MoeRoute(const float* logits, int64_t n, const MoeRouting& r, int32_t* chosen,
                 float* weight) override;
   void GatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim,
@@ -52,8 +52,8 @@ class HostBackend : public Backend {
   void AttentionVariant(const float* q, int64_t n, int64_t pos0, const KvView& kv,
                         const SinkAttentionParams& p, float* out) override;
   // The recurrent mixers' ops (host_backend_recurrent.cc).
-  void CausalConv1d(const float* x, int64_t n, int64_t x_stride, const float* w,
-                    const float* bias, float* state, const Conv1dParams& p, float* y) override;
+  void CausalConv1d(const float* x, int64_t n, int64_t x_stride, const float* w, const float* bias,
+                    float* state, const Conv1dParams& p, float* y) override;
   void GatedDeltaNet(const float* q, const float* k, const float* v, const float* g,
                      const float* beta, int64_t n, float* state, const DeltaNetParams& p,
                      float* out) override;
@@ -63,8 +63,8 @@ class HostBackend : public Backend {
                      const float* a_log, const float* dt_bias, float* g, float* beta) override;
   void GatedRmsNorm(const float* x, int64_t rows, int64_t dim, int64_t group, const float* z,
                     const float* weight, float eps, bool gate_first, float* out) override;
-  void SsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias,
-             float lo, float hi, float* out) override;
+  void SsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias, float lo,
+             float hi, float* out) override;
   void Relu2(const float* x, int64_t n, float* out) override;
   void PartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
                    const int64_t* positions, const float* inv_freq, float attn_factor) override;

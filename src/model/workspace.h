@@ -15,29 +15,29 @@
 namespace tq {
 
 struct ForwardWorkspace {
-  DeviceBuffer x;             // [n, hidden] residual stream
-  DeviceBuffer h;             // [n, hidden] normed input of a block
-  DeviceBuffer y;             // [n, hidden] block output
-  DeviceBuffer q;             // [n, heads * head_dim]
-  DeviceBuffer k, v;          // [n, kv_heads * head_dim]
-  DeviceBuffer attn;          // [n, heads * head_dim]
-  DeviceBuffer gate, up;      // [n, ffn]
-  DeviceBuffer ids;           // [n] int32 token ids (device backends)
-  DeviceBuffer positions;     // [n] int64 (device backends)
-  DeviceBuffer logit_rows;    // [m] int32 rows whose logits are wanted (device backends)
-  DeviceBuffer logits;        // [m, vocab] (device backends; host ones write the caller's array)
+  DeviceBuffer x;           // [n, hidden] residual stream
+  DeviceBuffer h;           // [n, hidden] normed input of a block
+  DeviceBuffer y;           // [n, hidden] block output
+  DeviceBuffer q;           // [n, heads * head_dim]
+  DeviceBuffer k, v;        // [n, kv_heads * head_dim]
+  DeviceBuffer attn;        // [n, heads * head_dim]
+  DeviceBuffer gate, up;    // [n, ffn]
+  DeviceBuffer ids;         // [n] int32 token ids (device backends)
+  DeviceBuffer positions;   // [n] int64 (device backends)
+  DeviceBuffer logit_rows;  // [m] int32 rows whose logits are wanted (device backends)
+  DeviceBuffer logits;      // [m, vocab] (device backends; host ones write the caller's array)
   // MoE routing.
-  DeviceBuffer router_probs;  // [n, experts]
-  DeviceBuffer chosen;        // [n, top_k] int32 expert ids
-  DeviceBuffer chosen_weight; // [n, top_k]
-  DeviceBuffer slot_row;      // [n * top_k] int32 rows grouped by expert
-  DeviceBuffer slot_weight;   // [n * top_k]
-  DeviceBuffer expert_in;     // [rows of one expert or a run of them (<= max(n, 64)), hidden]
-  DeviceBuffer expert_out;    // [the same rows, hidden] expert outputs
-  DeviceBuffer shared_gate;   // [n] shared-expert gate logits (qwen2_moe)
-  DeviceBuffer q_gate;        // [n, heads, 2 * head_dim] output-gated q_proj rows
-  DeviceBuffer attn_gate;     // [n, heads * head_dim] their gate half
-  DeviceBuffer gate_idx;      // [2 * n * heads] int32 gather lists splitting q and gate
+  DeviceBuffer router_probs;   // [n, experts]
+  DeviceBuffer chosen;         // [n, top_k] int32 expert ids
+  DeviceBuffer chosen_weight;  // [n, top_k]
+  DeviceBuffer slot_row;       // [n * top_k] int32 rows grouped by expert
+  DeviceBuffer slot_weight;    // [n * top_k]
+  DeviceBuffer expert_in;      // [rows of one expert or a run of them (<= max(n, 64)), hidden]
+  DeviceBuffer expert_out;     // [the same rows, hidden] expert outputs
+  DeviceBuffer shared_gate;    // [n] shared-expert gate logits (qwen2_moe)
+  DeviceBuffer q_gate;         // [n, heads, 2 * head_dim] output-gated q_proj rows
+  DeviceBuffer attn_gate;      // [n, heads * head_dim] their gate half
+  DeviceBuffer gate_idx;       // [2 * n * heads] int32 gather lists splitting q and gate
   // Gated DeltaNet (deltanet_forward.cc).
   DeviceBuffer dn_in, dn_ba, dn_qkv, dn_conv, dn_z, dn_bab, dn_g, dn_beta, dn_out, dn_idx;
   DeviceBuffer expert_rot[2];  // [the same rows, in] grouped experts' inputs under a rotation
@@ -50,23 +50,23 @@ struct ForwardWorkspace {
   DeviceBuffer predict_weight;  // [n, top_k]
 
   // Host side.
-  std::vector<int64_t> positions_host;   // [n]
-  std::vector<int64_t> logit_rows_host;  // rows whose logits are wanted
-  std::vector<int32_t> logit_rows32;     // the same as int32 (GatherRows)
-  std::vector<int32_t> chosen_host;      // [n, top_k]
-  std::vector<float> chosen_weight_host; // [n, top_k]
-  std::vector<int64_t> expert_count, expert_begin;  // [experts]
-  std::vector<int32_t> slot_row_host;    // [n * top_k]
-  std::vector<float> slot_weight_host;   // [n * top_k]
-  std::vector<float> router_logits_host;  // [n, experts] (host-routed rules)
-  std::vector<int32_t> gate_idx_host;    // [2 * n * heads]
-  std::vector<int32_t> dn_idx_host;      // DeltaNet gather lists of the step
-  std::vector<int32_t> mla_idx_host;     // MLA gather lists of the step
-  std::vector<int64_t> mla_pos_host;     // [n * heads]
-  std::vector<float> mla_zero_host;      // one zero chunk
-  std::vector<int32_t> predicted_host;   // the next MoE layer's predicted experts
-  std::vector<int64_t> predict_count;    // [experts]
-  std::vector<int32_t> used_host;        // this MoE layer's experts with rows
+  std::vector<int64_t> positions_host;                    // [n]
+  std::vector<int64_t> logit_rows_host;                   // rows whose logits are wanted
+  std::vector<int32_t> logit_rows32;                      // the same as int32 (GatherRows)
+  std::vector<int32_t> chosen_host;                       // [n, top_k]
+  std::vector<float> chosen_weight_host;                  // [n, top_k]
+  std::vector<int64_t> expert_count, expert_begin;        // [experts]
+  std::vector<int32_t> slot_row_host;                     // [n * top_k]
+  std::vector<float> slot_weight_host;                    // [n * top_k]
+  std::vector<float> router_logits_host;                  // [n, experts] (host-routed rules)
+  std::vector<int32_t> gate_idx_host;                     // [2 * n * heads]
+  std::vector<int32_t> dn_idx_host;                       // DeltaNet gather lists of the step
+  std::vector<int32_t> mla_idx_host;                      // MLA gather lists of the step
+  std::vector<int64_t> mla_pos_host;                      // [n * heads]
+  std::vector<float> mla_zero_host;                       // one zero chunk
+  std::vector<int32_t> predicted_host;                    // the next MoE layer's predicted experts
+  std::vector<int64_t> predict_count;                     // [experts]
+  std::vector<int32_t> used_host;                         // this MoE layer's experts with rows
   std::vector<kernels::GroupedMatMulItem> grouped_items;  // one GroupedMatMul's matmuls
   std::vector<kernels::MatMulOutput> grouped_outs;        // their dense outputs
 
