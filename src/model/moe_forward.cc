@@ -197,7 +197,6 @@ void GroupedChunk(Backend& be, const MoeBlock& moe, const float* h, int64_t hidd
 // max(n, kMinGroupedSlots) slots (so the workspace stays [n, ...] as one expert at a time needs;
 // an expert has at most n rows). False (nothing done) when a linear is neither dense nor packed
 // or a stage has more than two input rotations.
-constexpr int64_t kMinGroupedSlots = 64;  // decode: a token's top-k experts in one run
 
 bool GroupedExperts(Backend& be, const MoeBlock& moe, const float* h, int64_t n, int64_t hidden,
                     const int32_t* slot_row, const float* slot_weight, float* x, Buf& ws) {

@@ -1,5 +1,5 @@
 // The mixture-of-experts feed-forward block of the forward pass (forward.cc calls it for MoE
-// layers). Internal to model/.
+// layers). Internal to model/ (plan's workspace model reads kMinGroupedSlots).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,10 @@ struct MoeStreaming {
   const float* next_ffn_norm = nullptr;  // [hidden] in the backend's memory
   float eps = 0;
 };
+
+// Resident experts run as grouped matmuls in runs of at most max(n, kMinGroupedSlots) slots
+// (decode: a token's top-k experts in one run); plan's workspace model counts the same rows.
+inline constexpr int64_t kMinGroupedSlots = 64;
 
 // act(gate) * up into g [count] (the layer's activation: SiLU, GELU-tanh or gpt_oss's clamped
 // SwiGLU); forward.cc's dense MLP and the experts share it.

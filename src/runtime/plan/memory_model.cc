@@ -20,6 +20,7 @@
 #include "kv/kv_cache_bytes.h"
 #include "model/architecture.h"
 #include "model/layer_spec.h"
+#include "model/moe_forward.h"
 #include "model/tensor_roles.h"
 #include "runtime/plan/budget_projection.h"
 #include "runtime/plan/device_memory.h"
@@ -48,9 +49,9 @@ int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // Bytes of the forward pass's buffers for a chunk of n rows (workspace.h, forward.cc): fp32
 // x, h, y [n, hidden]; q [n, heads*hd]; attn [n, max(heads*hd, hidden)]; k, v [n, kv_heads*hd];
 // gate, up [n, ffn]; MoE (moe_forward.cc): the gathered expert inputs and outputs [S, hidden] and
-// gate, up [S, moe ffn] of a run of experts of S = min(n * top_k, max(n, 64)) slots, router
-// probabilities [n, experts]; the GEMM's packed input [round_up(n, 64), max in]; the logits row
-// [vocab] the caller keeps.
+// gate, up [S, moe ffn] of a run of experts of S = min(n * top_k, max(n, kMinGroupedSlots)) slots,
+// router probabilities [n, experts]; the GEMM's packed input [round_up(n, 64), max in]; the logits
+// row [vocab] the caller keeps.
 int64_t WorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
   const Architecture& arch = FindArchitecture(c.model_type);
   const int64_t qdim = c.num_heads * c.head_dim, kvdim = c.num_kv_heads * c.head_dim;
@@ -69,7 +70,7 @@ int64_t WorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
                            2 * ffn + (any_moe ? c.num_experts : 0);
   int64_t floats = n * floats_per_row + c.vocab_size;
   if (any_moe) {
-    const int64_t slots = std::min(n * c.num_experts_per_tok, std::max<int64_t>(n, 64));
+    const int64_t slots = std::min(n * c.num_experts_per_tok, std::max(n, kMinGroupedSlots));
     const int64_t moe_ffn = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : ffn;
     floats += slots * 2 * c.hidden_size + std::max<int64_t>(0, slots - n) * 2 * moe_ffn;
   }
