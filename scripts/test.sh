@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs the test suite on the release build (scripts/setup.sh builds it). With --asan, also
 # builds the ASan+UBSan preset and runs the unit tests under the sanitizers.
+# ctest's per-test "Passed" lines go to build/<preset>/ctest.log only: the terminal shows
+# failures, skips, the summary and the slowest tests (so a CI log's tail keeps every step's time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TQ_SHARED_DIR="${TQ_SHARED_DIR:-$(cd .. && pwd)/shared}"
@@ -14,17 +16,57 @@ if [ ! -d "$TQ_SHARED_DIR/models" ]; then
   echo "test: no shared data at $TQ_SHARED_DIR: tests that need it will be skipped" >&2
 fi
 
+# run_ctest PRESET CTEST_ARGS...: ctest with the full log in build/PRESET/ctest.log.
+run_ctest() {
+  local preset=$1 rc=0 t0=$SECONDS
+  shift
+  local log="build/$preset/ctest.log"
+  ctest --preset "$preset" -j "$(nproc)" "$@" >"$log" 2>&1 || rc=$?
+  grep -v -E '^ +Start +[0-9]+: |^[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed +[0-9.]+ sec$' "$log" || true
+  echo "test: $preset: the slowest tests (full log: $log):"
+  sed -n -E 's/^[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$log" |
+    sort -rn | head -8 | sed 's/^/  /'
+  echo "test: $preset: ctest took $((SECONDS - t0)) s"
+  return $rc
+}
+
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"
-ctest --preset release -j "$(nproc)" --timeout 600
+run_ctest release --timeout 600
 
 if [ "${1:-}" = "--asan" ]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$(nproc)"
-  # Unit tests only. Left out: the e2e server test (label slow), PlanAccuracy (it compares
-  # projected memory with measured RSS, which ASan's shadow memory inflates), QualityGuard
-  # (a perplexity measurement) and the CUDA emulator's matmul cases (each CUDA thread a fiber:
-  # 65 s in release, far longer under ASan); the release run above covers them.
-  ctest --preset asan -j "$(nproc)" --timeout 900 -LE slow \
-    -E '^(PlanAccuracy|QualityGuard)\.|CudaConformance\.(MatMul|MatMulGroup|PackedMatMul|PackedMatMulGroup|Attention)/emu'
+  # Unit tests only: the sanitizers watch memory and undefined behaviour, so the heavy numeric
+  # end-to-end runs the release run above covers are left out. Under -O1 and UBSan those run
+  # 10-20x slower than in release; together they were over an hour of a 2-core CI machine.
+  # Left out:
+  # - the e2e server test (label slow);
+  # - PlanAccuracy (projected memory against measured RSS, which ASan's shadow memory inflates);
+  # - the CUDA emulator's matmul cases (each CUDA thread a fiber: 65 s in release);
+  # - perplexity / quality measurements on the shared models: QualityGuard, TargetSize,
+  #   Int8PrefillQuality, Sensitivity, TqMlxImport's perplexity, Api's perplexity, Perplexity's
+  #   protocol check, RealWeightsTest, KvFlags' runs of the CLI over whole models;
+  # - forward-equals-dequantized checks of whole converted models (Convert, TqMlxImport) and
+  #   whole-generation comparisons (CompressedKvTest's batched / prefix runs, SlidingWindowReuse,
+  #   ExpertCache on the trained MoE, Generation's golden continuation, CliTokenize's reference cases
+  #   through the CLI);
+  # - CodebookTest's Lloyd-Max recomputation and QjlSketch's unbiasedness sampling.
+  # What stays: every parser and broken-input test (HostileCheckpoint, DoctorMap, FaultInjection,
+  # TqMlxImport.Broken*), every fast kernel against the scalar reference, the scheduler, server,
+  # API and CLI contracts.
+  skip=(
+    '^(PlanAccuracy|QualityGuard|Int8PrefillQuality|Sensitivity|SlidingWindowReuse)\.'
+    '^TargetSize\.WholeFileFits'
+    'CudaConformance\.(MatMul|MatMulGroup|PackedMatMul|PackedMatMulGroup|Attention)/emu'
+    '^TqMlxImport\.(FourBitPerplexity|RepackIsLossless|.*EqualsFloatProduct|.*EqualFloatProduct)'
+    '^Api\.TokenizeChatScoreAndPerplexity'
+    '^Convert\.(E8Budget|BudgetKeeps|StreamingWritesTheSameBytes|.*ForwardEqualsDequantized)'
+    '^KvFlags\.(SeedPicks|QjlRuns|CompressedPerplexity|OutliersRun)'
+    '^Codecs/CompressedKvTest\.(BatchedDecode|PrefixReuse)'
+    '^(CliTokenize\.RoundTrips|CodebookTest\.StationaryAndRecomputable|QjlSketch\.Unbiased)'
+    '^(Perplexity\.ProtocolMatchesNaive|RealWeightsTest\.|ExpertCache\.TrainedQwen3Moe)'
+    '^Generation\.GreedyReproducesGolden'
+  )
+  run_ctest asan --timeout 900 -LE slow -E "$(IFS='|'; echo "${skip[*]}")"
 fi
