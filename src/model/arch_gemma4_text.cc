@@ -9,10 +9,8 @@ const Architecture& Gemma4TextArchitecture() {
   static const Architecture arch = [] {
     Architecture a;
     a.model_type = "gemma4_text";
-    a.runnable = false;
     a.sliding_window = true;
     a.qk_norm = true;
-    a.norm_plus_one = true;
     a.embed_scale_sqrt_hidden = true;
     a.sandwich_norm = true;
     a.attn_scale_one = true;

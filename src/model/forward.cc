@@ -27,6 +27,7 @@
 // logit rows) and, for MoE layers, groups the routed rows by expert; the only waits on a device
 // are reading the chosen experts (MoE layers) and the logits at the end.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -104,6 +105,48 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   }
 
   if (spec.embed_scale != 1.0f) be.Scale(x, n * hidden, spec.embed_scale);  // gemma
+
+  // Per-layer inputs (gemma4): P [n, layers, d] = (RMSNorm(x·W_projᵀ / sqrt(hidden)) per d +
+  // E_pl[ids] · sqrt(d)) / sqrt(2), ids past the per-layer vocabulary reading row 0. Index
+  // lists: [ids (n) | layer l's rows t·layers + l (n per layer)].
+  const int64_t ple_d = spec.per_layer_input_dim, num_layers = c.num_layers;
+  float* ple = nullptr;
+  const int32_t* ple_idx = nullptr;
+  if (ple_d > 0) {
+    std::vector<int32_t>& I = ws.ple_idx_host;
+    I.resize(size_t(n * (num_layers + 1)));
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t id = tokens[size_t(t)];
+      I[size_t(t)] = id < spec.per_layer_vocab ? id : 0;
+      for (int64_t l = 0; l < num_layers; ++l)
+        I[size_t(n + l * n + t)] = int32_t(t * num_layers + l);
+    }
+    ple_idx = Buf::Stage(be, ws.ple_idx, I.data(), int64_t(I.size()), "the per-layer input lists");
+    const int64_t width = n * num_layers * ple_d;
+    ple = Buf::Need(be, ws.ple_in, width, "the per-layer inputs");  // [n, layers, d]
+    float* proj = Buf::Need(be, ws.ple_tmp, width, "the per-layer inputs");
+    be.EmbedRows(w.ple_embed_device, ple_idx, n, ple);
+    be.Scale(ple, width, std::sqrt(float(ple_d)));
+    w.ple_model_proj->MatMul(be, x, n, proj);
+    be.Scale(proj, width, 1.0f / std::sqrt(float(hidden)));
+    be.RmsNorm(proj, n * num_layers, ple_d, w.ple_proj_norm.data(), eps, proj);
+    be.Add(ple, proj, width);
+    be.Scale(ple, width, 1.0f / std::sqrt(2.0f));
+  }
+  // After a layer (gemma4): x += RMSNorm(W_proj · (act(W_gate · x) ⊙ P[:, l])); x ×= scalar.
+  auto layer_tail = [&](const LayerWeights& L, const LayerSpec& S, int64_t l) {
+    if (S.per_layer_input) {
+      float* g = Buf::Need(be, ws.ple_gate, n * ple_d, "the per-layer input gate");
+      float* slice = Buf::Need(be, ws.ple_slice, n * ple_d, "the per-layer input gate");
+      L.ple_gate->MatMul(be, x, n, g);
+      be.GatherRows(ple, ple_idx + n + l * n, n, ple_d, slice);
+      GatedAct(be, S.ffn.act, g, slice, n * ple_d);
+      L.ple_proj->MatMul(be, g, n, y);
+      be.RmsNorm(y, n, hidden, L.ple_post_norm.data(), eps, y);
+      be.Add(x, y, n * hidden);
+    }
+    if (L.layer_scalar != 1.0f) be.Scale(x, n * hidden, L.layer_scalar);
+  };
   // Softmax attention: y [n, hidden] = o(attend(RoPE(q(h)), RoPE(k(h)), v(h))).
   // Output-gated attention (qwen3_next, qwen3_5): q_proj rows are [q | gate] per head; the
   // gather lists split them (rows of hd floats: q = rows 2r, gate = rows 2r + 1, r < n·heads).
@@ -118,11 +161,61 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     }
     gate_idx = Buf::Stage(be, ws.gate_idx, I.data(), int64_t(I.size()), "the gate gather lists");
   }
+  // Layers narrower than the cache's head_dim (gemma4's sliding layers): q, k, v at the layer's
+  // size lhd in a staging buffer P = [q n·heads·lhd | k n·kv·lhd | v n·kv·lhd | zeros c], padded
+  // into q/k/v by gathers of c = gcd(lhd, hd) floats, and the output compacted back into P.
+  // One set of lists per narrower size: [q | k | v | out] (pad_lists[lhd] = its offset).
+  std::vector<std::pair<int64_t, int64_t>> pad_lists;  // (lhd, offset)
+  auto pad_chunk = [&](int64_t lhd) { return std::gcd(lhd, hd); };
+  auto pad_zero_at = [&](int64_t lhd) { return n * (heads + 2 * kv_heads) * lhd; };
+  {
+    std::vector<int32_t>& I = ws.pad_idx_host;
+    I.clear();
+    for (const LayerSpec& S : spec.layers) {
+      const int64_t lhd = S.attn.head_dim;
+      if (S.mixer != MixerKind::kAttention || lhd == hd) continue;
+      if (std::any_of(pad_lists.begin(), pad_lists.end(),
+                      [&](const auto& p) { return p.first == lhd; }))
+        continue;
+      pad_lists.emplace_back(lhd, int64_t(I.size()));
+      const int64_t c = pad_chunk(lhd), zero = pad_zero_at(lhd) / c;
+      auto pad = [&](int64_t base, int64_t rows) {
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t i = 0; i < lhd / c; ++i) I.push_back(int32_t((base + r * lhd) / c + i));
+          for (int64_t i = lhd / c; i < hd / c; ++i) I.push_back(int32_t(zero));
+        }
+      };
+      pad(0, n * heads);
+      pad(n * heads * lhd, n * kv_heads);
+      pad(n * (heads + kv_heads) * lhd, n * kv_heads);
+      for (int64_t r = 0; r < n * heads; ++r)
+        for (int64_t i = 0; i < lhd / c; ++i) I.push_back(int32_t(r * hd / c + i));
+    }
+  }
+  const int32_t* pad_idx =
+      pad_lists.empty() ? nullptr
+                        : Buf::Stage(be, ws.pad_idx, ws.pad_idx_host.data(),
+                                     int64_t(ws.pad_idx_host.size()), "the head padding lists");
+
   auto attention = [&](const LayerWeights& L, const AttentionSpec& A) {
     const int64_t l = L.kv_index;
-    float* qg = A.output_gate ? Buf::Need(be, ws.q_gate, 2 * n * qdim, "the gated queries") : q;
+    const int64_t lhd = A.head_dim;
+    float *lq = q, *lk = k, *lv = v, *P = nullptr;
+    const int32_t* pidx = nullptr;
+    if (lhd != hd) {
+      for (const auto& [d, off] : pad_lists)
+        if (d == lhd) pidx = pad_idx + off;
+      const int64_t c = pad_chunk(lhd), zero = pad_zero_at(lhd);
+      P = Buf::Need(be, ws.pad_buf, zero + c, "the head padding workspace");
+      ws.pad_zero_host.assign(size_t(c), 0.0f);
+      be.CopyToDevice(P + zero, ws.pad_zero_host.data(), size_t(c) * sizeof(float));
+      lq = P;
+      lk = P + n * heads * lhd;
+      lv = lk + n * kv_heads * lhd;
+    }
+    float* qg = A.output_gate ? Buf::Need(be, ws.q_gate, 2 * n * qdim, "the gated queries") : lq;
     const Linear* qkv[] = {L.q.get(), L.k.get(), L.v.get()};
-    float* qkv_out[] = {qg, k, v};
+    float* qkv_out[] = {qg, lk, lv};
     MatMulShared(be, qkv, h, n, qkv_out);
     float* gate = nullptr;
     if (A.output_gate) {
@@ -131,17 +224,26 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
       be.GatherRows(qg, gate_idx + n * heads, n * heads, hd, gate);
     }
     if (!L.q_norm.empty()) {
-      be.RmsNorm(q, n * heads, hd, L.q_norm.data(), eps, q);
-      be.RmsNorm(k, n * kv_heads, hd, L.k_norm.data(), eps, k);
+      be.RmsNorm(lq, n * heads, lhd, L.q_norm.data(), eps, lq);
+      be.RmsNorm(lk, n * kv_heads, lhd, L.k_norm.data(), eps, lk);
     }
+    if (!L.v_norm.empty()) be.RmsNorm(lv, n * kv_heads, lhd, L.v_norm.data(), eps, lv);  // gemma4
     const float* inv_freq = L.rope_inv_freq.data();
     const int64_t rd = A.rope.rotary_dim;
-    if (rd < hd) {  // partial rotary (qwen3_next: a quarter of each head)
-      be.PartialRope(q, n, heads, hd, rd, positions, inv_freq, L.rope_attention_factor);
-      be.PartialRope(k, n, kv_heads, hd, rd, positions, inv_freq, L.rope_attention_factor);
+    // Partial rotary (qwen3_next: a quarter of each head) rotates the first rd; proportional
+    // (gemma4) turns the whole head with a table whose last frequencies are 0.
+    if (rd < lhd && A.rope.freq_dim != lhd) {
+      be.PartialRope(lq, n, heads, lhd, rd, positions, inv_freq, L.rope_attention_factor);
+      be.PartialRope(lk, n, kv_heads, lhd, rd, positions, inv_freq, L.rope_attention_factor);
     } else {
-      be.Rope(q, n, heads, hd, positions, inv_freq, L.rope_attention_factor);
-      be.Rope(k, n, kv_heads, hd, positions, inv_freq, L.rope_attention_factor);
+      be.Rope(lq, n, heads, lhd, positions, inv_freq, L.rope_attention_factor);
+      be.Rope(lk, n, kv_heads, lhd, positions, inv_freq, L.rope_attention_factor);
+    }
+    if (P) {  // pad to the cache's head_dim
+      const int64_t c = pad_chunk(lhd);
+      be.GatherRows(P, pidx, n * heads * hd / c, c, q);
+      be.GatherRows(P, pidx + n * heads * hd / c, n * kv_heads * hd / c, c, k);
+      be.GatherRows(P, pidx + n * (heads + kv_heads) * hd / c, n * kv_heads * hd / c, c, v);
     }
     float* attn = Buf::Need(be, ws.attn, n * qdim, "the attention output");  // [n, heads, hd]
     for (const Segment& s : segments) {
@@ -149,7 +251,11 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
       s.cache->Attend(l, q + s.begin * qdim, s.count, attn + s.begin * qdim);
     }
     if (gate) be.SigmoidGateRows(attn, gate, n * qdim, 1);  // elementwise × sigmoid(gate)
-    L.o->MatMul(be, attn, n, y);                            // [n, hidden]
+    if (P) {  // compact [n, heads, hd] -> [n, heads, lhd]
+      const int64_t c = pad_chunk(lhd);
+      be.GatherRows(attn, pidx + n * (heads + 2 * kv_heads) * hd / c, n * heads * lhd / c, c, P);
+    }
+    L.o->MatMul(be, P ? P : attn, n, y);  // [n, hidden]
   };
 
   // Multi-head latent attention (deepseek), on a cache of expanded keys and zero-padded values
@@ -271,7 +377,10 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
       be.Add(x, y, n * hidden);
     }
     // --- feed-forward (none: nemotron_h's mixer layers) ---
-    if (S.ffn.kind == FfnKind::kNone) continue;
+    if (S.ffn.kind == FfnKind::kNone) {
+      layer_tail(L, S, l);
+      continue;
+    }
     be.RmsNorm(x, n, hidden, L.ffn_norm.data(), eps, h);
     if (L.moe) {
       MoeStreaming st;
@@ -301,6 +410,7 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
       if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_ffn_norm.data(), eps, y);
       be.Add(x, y, n * hidden);
     }
+    layer_tail(L, S, l);
   }
 
   // Logits only for the rows asked for: the one wait of a step on a device.

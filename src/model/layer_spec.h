@@ -4,6 +4,7 @@
 // BuildModelSpec needs to know a family by name.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -160,20 +161,27 @@ struct ModelSpec {
 };
 
 // The attention geometry of the KV cache (every layer with a KV cache has the same mixer and
-// head size: LoadWeights checks): query heads, kv heads and head size. MLA layers cache the
+// head counts: LoadWeights checks): query heads, kv heads and head size. MLA layers cache the
 // expanded keys (nope + rope per head) and their values zero-padded to the same size. A model
 // without attention layers gets a placeholder geometry (1, 1, 2) for a cache of 0 KV layers.
 struct CacheGeometry {
   int64_t heads = 1, kv_heads = 1, head_dim = 2;
 };
+// Layers of different head sizes (gemma4: global layers wider) share the widest; the narrower
+// ones are zero-padded into it (exact: zeros add nothing to q·k, and their padded outputs are
+// dropped).
 inline CacheGeometry CacheGeometryOf(const ModelSpec& s) {
+  CacheGeometry g;
+  bool found = false;
   for (const LayerSpec& L : s.layers) {
     if (L.mixer == MixerKind::kMla)
       return {L.attn.num_heads, L.attn.num_heads, L.mla.nope_dim + L.mla.rope_dim};
-    if (L.mixer == MixerKind::kAttention)
-      return {L.attn.num_heads, L.attn.num_kv_heads, L.attn.head_dim};
+    if (L.mixer != MixerKind::kAttention) continue;
+    if (!found) g = {L.attn.num_heads, L.attn.num_kv_heads, L.attn.head_dim};
+    g.head_dim = std::max(g.head_dim, L.attn.head_dim);
+    found = true;
   }
-  return {};
+  return g;
 }
 
 // The KV cache layout of a model of this spec (kv/kv_cache.h): its attention layers (windows,

@@ -99,13 +99,17 @@ int64_t Model::WeightBytes() const {
   int64_t bytes = int64_t(w.embed.nbytes() + w.final_norm.size() * sizeof(float));
   if (w.embed_packed) bytes += w.embed_packed->WeightBytes();
   if (!w.lm_head_tied) bytes += w.lm_head->WeightBytes();
+  if (w.ple_model_proj)  // gemma4's per-layer input embeddings
+    bytes += int64_t(w.ple_embed.nbytes() + w.ple_proj_norm.size() * sizeof(float)) +
+             w.ple_model_proj->WeightBytes();
   auto mlp_bytes = [](const GatedMlp& m) {
     return (m.gate ? m.gate->WeightBytes() : 0) + m.up->WeightBytes() + m.down->WeightBytes();
   };
   for (const LayerWeights& L : w.layers) {
     LayerWeights& lw = const_cast<LayerWeights&>(L);  // the lists hand out mutable pointers
     for (const FloatParam* p : LayerParams(lw))
-      if (p != &L.rope_inv_freq && p != &L.sinks) bytes += int64_t(p->size() * sizeof(float));
+      if (p != &L.rope_inv_freq && p != &L.sinks && p != &L.v_norm)
+        bytes += int64_t(p->size() * sizeof(float));
     for (const Linear* lin : LayerMixerLinears(lw)) bytes += lin->WeightBytes();
     if (L.shared_gate) bytes += L.shared_gate->WeightBytes();
     if (L.shared) bytes += mlp_bytes(*L.shared);

@@ -177,7 +177,7 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
                                           const Architecture& arch) {
   const ArchTensorNames& nm = arch.names;
   const std::string where = "checkpoint " + ckpt.dir();
-  const int64_t hidden = c.hidden_size, hd = c.head_dim;
+  const int64_t hidden = c.hidden_size;
   auto w = std::make_unique<ModelWeights>();
 
   // A TurboQuant checkpoint: config.json's quantization block (rotation groups, format version).
@@ -222,7 +222,19 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
     return FloatParam(std::move(v));
   };
   w->final_norm = norm(nm.final_norm, hidden);
-  w->rope = ComputeRopeFrequencies(c, hd);
+  if (spec.per_layer_input_dim > 0) {  // gemma4's per-layer input embeddings
+    const int64_t width = c.num_layers * spec.per_layer_input_dim;
+    w->ple_embed = ckpt.View(nm.ple_embed);
+    TQ_CHECK(w->ple_embed.rank() == 2 && w->ple_embed.dim(0) == spec.per_layer_vocab &&
+                 w->ple_embed.dim(1) == width && IsFloat(w->ple_embed.dtype) &&
+                 w->ple_embed.dtype != DType::F64,
+             where, "tensor '{}' is {} {}, expected F32/F16/BF16 [{}, {}]", nm.ple_embed,
+             DTypeName(w->ple_embed.dtype), ShapeToString(w->ple_embed.shape), spec.per_layer_vocab,
+             width);
+    w->ple_model_proj = linear(nm.ple_model_proj, width, hidden, false);
+    w->ple_proj_norm = norm(nm.ple_proj_norm, spec.per_layer_input_dim);
+  }
+  w->rope = ComputeRopeFrequencies(c, c.head_dim);
 
   // The first layer with a KV cache sets the cache geometry the others must share.
   const LayerSpec* kv0 = nullptr;
@@ -235,10 +247,16 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
     const AttentionSpec& A = S.attn;
     if (S.HasKvCache()) {
       const AttentionSpec& A0 = kv0->attn;
+      // Layers may differ in head size (gemma4): narrower ones are zero-padded to the cache's
+      // head_dim, exact because the scale is the model's, not 1/sqrt(head_dim) of the cache.
+      const bool same_dim = A.head_dim == A0.head_dim;
       TQ_CHECK(S.mixer == kv0->mixer && A.scale == A0.scale &&
-                   A.logit_softcap == A0.logit_softcap && A.head_dim == A0.head_dim,
+                   A.logit_softcap == A0.logit_softcap &&
+                   (same_dim || (S.mixer == MixerKind::kAttention && A.v_head_dim == A.head_dim &&
+                                 !A.output_gate && A.num_heads == A0.num_heads &&
+                                 A.num_kv_heads == A0.num_kv_heads)),
                where,
-               "{} layer {}: a per-layer attention kind, head size, attention scale or soft-cap "
+               "{} layer {}: a per-layer attention kind, head count, attention scale or soft-cap "
                "does not run yet",
                c.model_type, l);
     }
@@ -281,10 +299,11 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
     } else if (S.mixer == MixerKind::kNone) {
       // an FFN-only layer (nemotron_h): its one norm is attn_norm = ffn_norm
     } else {
-      TQ_CHECK(S.mixer == MixerKind::kAttention && A.head_dim == hd && A.v_head_dim == hd &&
-                   !A.v_norm && !S.per_layer_input,
-               where, "{} layer {}: this layer kind ({} mixer) does not run yet", c.model_type, l,
-               MixerKindName(S.mixer));
+      TQ_CHECK(S.mixer == MixerKind::kAttention && A.v_head_dim == A.head_dim, where,
+               "{} layer {}: this layer kind ({} mixer, v_head_dim {} != head_dim {}) does not run "
+               "yet",
+               c.model_type, l, MixerKindName(S.mixer), A.v_head_dim, A.head_dim);
+      const int64_t hd = A.head_dim;  // the layer's (gemma4's global layers are wider)
       const int64_t qdim = A.num_heads * hd, kvdim = A.num_kv_heads * hd;
       const int64_t q_rows = A.output_gate ? 2 * qdim : qdim;  // [q | gate] per head
       if (A.fused_qkv) {
@@ -304,6 +323,14 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
         L.k_norm = norm(name(nm.k_norm), hd);
       }
       if (A.sinks) L.sinks = LoadVector(ckpt, name(nm.sinks), A.num_heads);
+      if (A.v_norm) L.v_norm = FloatParam(std::vector<float>(size_t(hd), 1.0f));
+    }
+    if (S.per_layer_input) {
+      const int64_t d = spec.per_layer_input_dim;
+      L.ple_gate = linear(name(nm.ple_gate), d, hidden, false);
+      L.ple_proj = linear(name(nm.ple_proj), hidden, d, false);
+      L.ple_post_norm = norm(name(nm.ple_post_norm), hidden);
+      L.layer_scalar = LoadVector(ckpt, name(nm.layer_scalar), 1)[0];
     }
     L.window = A.window;
     if (S.HasKvCache() && A.rope.rotary_dim > 0) {
@@ -311,7 +338,14 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
       ModelConfig rc = c;
       rc.rope_theta = A.rope.theta;
       rc.rope_scaling = A.rope.scaling;
-      const RopeFrequencies rf = ComputeRopeFrequencies(rc, A.rope.rotary_dim);
+      RopeFrequencies rf = ComputeRopeFrequencies(rc, A.rope.freq_dim);
+      if (A.rope.freq_dim != A.rope.rotary_dim) {
+        // Proportional (gemma4 global layers): the first rotary_dim / 2 frequencies of the
+        // whole head, then zero ones, over rotate_half pairs (i, i + head_dim / 2): pairs past
+        // rotary_dim / 2 do not turn (HF's inv_freq of nope angles 0).
+        rf.inv_freq.resize(size_t(A.rope.rotary_dim / 2));
+        rf.inv_freq.resize(size_t(A.rope.freq_dim / 2), 0.0f);
+      }
       L.rope_inv_freq = FloatParam(rf.inv_freq);
       L.rope_attention_factor = rf.attention_factor;
     }
@@ -382,7 +416,8 @@ std::vector<FloatParam*> LayerParams(LayerWeights& L) {
        {&L.attn_norm,     &L.ffn_norm,      &L.q_norm,     &L.k_norm,       &L.post_attn_norm,
         &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks,      &L.mla_q_a_norm, &L.mla_kv_a_norm,
         &L.dn_conv,       &L.dn_a_log,      &L.dn_dt_bias, &L.dn_norm,      &L.ssm_conv,
-        &L.ssm_conv_bias, &L.ssm_a,         &L.ssm_d,      &L.ssm_dt_bias,  &L.ssm_norm})
+        &L.ssm_conv_bias, &L.ssm_a,         &L.ssm_d,      &L.ssm_dt_bias,  &L.ssm_norm,
+        &L.v_norm,        &L.ple_post_norm})
     if (!p->empty()) out.push_back(p);
   return out;
 }
@@ -393,7 +428,8 @@ std::vector<Linear*> LayerMixerLinears(LayerWeights& L) {
                       L.mla_q_a.get(),  L.mla_q_b.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get(),
                       L.mla_kv_b.get(), L.dn_qkvz.get(), L.dn_ba.get(),      L.dn_qkv.get(),
                       L.dn_z.get(),     L.dn_b.get(),    L.dn_a.get(),       L.dn_out.get(),
-                      L.ssm_z.get(),    L.ssm_xbc.get(), L.ssm_dt.get(),     L.ssm_out.get()})
+                      L.ssm_z.get(),    L.ssm_xbc.get(), L.ssm_dt.get(),     L.ssm_out.get(),
+                      L.ple_gate.get(), L.ple_proj.get()})
     if (lin) out.push_back(lin);
   return out;
 }
@@ -414,6 +450,13 @@ void UploadWeights(ModelWeights& w, kernels::Backend& be) {
     w.embed_device.data = w.embed_buf.data();
   }
   w.final_norm.Upload(be, "the final norm");
+  if (w.ple_model_proj) {
+    w.ple_embed_buf = be.Upload(w.ple_embed.data, w.ple_embed.nbytes(), "the per-layer embedding");
+    w.ple_embed_device = w.ple_embed;
+    w.ple_embed_device.data = w.ple_embed_buf.data();
+    w.ple_model_proj->Upload(be, "the per-layer input projection");
+    w.ple_proj_norm.Upload(be, "the per-layer input norm");
+  }
   w.rope_inv_freq = FloatParam(w.rope.inv_freq);
   w.rope_inv_freq.Upload(be, "the RoPE table");
   auto mlp = [&](GatedMlp& m, std::string_view what) {

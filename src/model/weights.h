@@ -76,6 +76,13 @@ struct LayerWeights {
   FloatParam ssm_conv, ssm_conv_bias;    // [conv_dim, kernel], [conv_dim]
   FloatParam ssm_a, ssm_d, ssm_dt_bias;  // [heads]: A = -exp(A_log), D, dt bias
   FloatParam ssm_norm;                   // [inner] grouped gated RMSNorm weight
+  // Gemma 4: v's unweighted RMSNorm (ones [head_dim]), the per-layer input gate [d, hidden] and
+  // projection [hidden, d] with their post norm [hidden], and the scalar the layer's output
+  // (residual included) is multiplied by.
+  FloatParam v_norm;
+  std::unique_ptr<Linear> ple_gate, ple_proj;
+  FloatParam ple_post_norm;
+  float layer_scalar = 1.0f;
 };
 
 class PackedLinear;
@@ -90,6 +97,12 @@ struct ModelWeights {
   std::unique_ptr<Linear> lm_head;             // [vocab, hidden] (the embedding when tied)
   bool lm_head_tied = false;
   FloatParam final_norm;  // [hidden]
+  // Per-layer input embeddings (gemma4): table [per_layer_vocab, layers * d] (and its copy in the
+  // backend's memory), the projection of the embedded input [layers * d, hidden], its norm [d].
+  TensorView ple_embed, ple_embed_device;
+  DeviceBuffer ple_embed_buf;
+  std::unique_ptr<Linear> ple_model_proj;
+  FloatParam ple_proj_norm;
   std::vector<LayerWeights> layers;
   RopeFrequencies rope;
   FloatParam rope_inv_freq;  // rope.inv_freq in the backend's memory
@@ -103,7 +116,8 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
                                           const Architecture& arch);
 
 // A layer's float parameters (norms, RoPE table, sinks, conv and state-space constants) and
-// its mixer's linears (attention, MLA, DeltaNet, Mamba; not the MLP / MoE ones), the ones set:
+// its mixer's linears (attention, MLA, DeltaNet, Mamba, gemma4's per-layer-input gate and
+// projection; not the MLP / MoE ones), the ones set:
 // one list for upload and byte counts.
 std::vector<FloatParam*> LayerParams(LayerWeights& L);
 std::vector<Linear*> LayerMixerLinears(LayerWeights& L);

@@ -43,6 +43,12 @@ struct ForwardWorkspace {
   DeviceBuffer expert_rot[2];  // [the same rows, in] grouped experts' inputs under a rotation
   // Multi-head latent attention (forward.cc: the staging buffer and its gather lists).
   DeviceBuffer mla_buf, mla_c, mla_kpe, mla_qa, mla_idx, mla_pos;
+  // Layers narrower than the cache's head_dim (gemma4 sliding layers): [q | k | v | zeros] at
+  // their own head size, padded into q/k/v and the output compacted back (pad_idx lists).
+  DeviceBuffer pad_buf, pad_idx;
+  // Per-layer input embeddings (gemma4): [n, layers, d] inputs, the gathered layer's [n, d]
+  // slice, the gate [n, d], and the row lists picking layer l's slice.
+  DeviceBuffer ple_in, ple_tmp, ple_slice, ple_gate, ple_idx;
   // The expert cache's prefetch prediction (moe_forward.cc).
   DeviceBuffer predict_h;       // [n, hidden]
   DeviceBuffer predict_probs;   // [n, next layer's experts]
@@ -60,6 +66,8 @@ struct ForwardWorkspace {
   std::vector<float> slot_weight_host;                    // [n * top_k]
   std::vector<float> router_logits_host;                  // [n, experts] (host-routed rules)
   std::vector<int32_t> gate_idx_host;                     // [2 * n * heads]
+  std::vector<int32_t> pad_idx_host, ple_idx_host;  // gemma4 gather lists of the step
+  std::vector<float> pad_zero_host;                 // one zero chunk (gemma4 padding)
   std::vector<int32_t> dn_idx_host;                       // DeltaNet gather lists of the step
   std::vector<int32_t> mla_idx_host;                      // MLA gather lists of the step
   std::vector<int64_t> mla_pos_host;                      // [n * heads]
