@@ -22,10 +22,15 @@ run_ctest() {
   shift
   local log="build/$preset/ctest.log"
   ctest --preset "$preset" -j "$(nproc)" "$@" >"$log" 2>&1 || rc=$?
-  grep -v -E '^ +Start +[0-9]+: |^[0-9]+/[0-9]+ Test +#[0-9]+: .* Passed +[0-9.]+ sec$' "$log" || true
+  # Progress lines ("  12/999 Test  #34: Name ...... Passed  0.12 sec") stay in the log; skipped
+  # and disabled tests are counted (their reasons are in the log).
+  local line='^ *[0-9]+/[0-9]+ Test +#[0-9]+: '
+  grep -v -E "^ +Start +[0-9]+: |$line.*(Passed|\*\*\*Skipped|\*\*\*Not Run \(Disabled\)) +[0-9.]+ sec\$|^	+ *[0-9]+ - .*\((Skipped|Disabled)\)\$" "$log" |
+    sed -E 's/ ?\.{3,}/ /' || true
+  echo "test: $preset: $(grep -c -E "$line.*\*\*\*Skipped" "$log" || true) skipped," \
+    "$(grep -c -E "$line.*\*\*\*Not Run \(Disabled\)" "$log" || true) disabled"
   echo "test: $preset: the slowest tests (full log: $log):"
-  sed -n -E 's/^[0-9]+\/[0-9]+ Test +#[0-9]+: ([^ ]+) .* ([0-9.]+) sec$/\2 \1/p' "$log" |
-    sort -rn | head -8 | sed 's/^/  /'
+  sed -n -E "s|$line([^ ]+) .* ([0-9.]+) sec\$|\2 \1|p" "$log" | sort -rn | head -8 | sed 's/^/  /'
   echo "test: $preset: ctest took $((SECONDS - t0)) s"
   return $rc
 }

@@ -115,6 +115,10 @@ class Backend {
   // --- memory ---
   // Uninitialized storage; throws tq::Error naming `what` and the size when it does not fit.
   virtual DeviceBuffer Allocate(size_t bytes, std::string_view what) = 0;
+  // Bytes that Allocate's buffers hold now, summed over the process's buffers of this backend
+  // (the forward pass's workspace, KV caches, staging; not Upload's views); -1 where the backend
+  // does not count them. What plan's workspace figure is checked against.
+  virtual int64_t AllocatedBytes() const { return -1; }
   // Backend memory holding a copy of host bytes, or (host backends) a view of them: the caller
   // keeps `host` alive as long as the result (mmapped weights outlive the model).
   virtual DeviceBuffer Upload(const void* host, size_t bytes, std::string_view what) = 0;

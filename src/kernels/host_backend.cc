@@ -14,16 +14,28 @@
 namespace tq::kernels {
 namespace {
 
-void FreeHost(void* p, void*) { std::free(p); }
+// Allocate's blocks carry their size in a 64-byte header (keeps the payload 64-byte aligned), so
+// that the free can take it off the backend's count.
+constexpr size_t kAlign = 64;
 
 }  // namespace
 
+void FreeHostBlock(void* p, void* ctx) {
+  char* base = static_cast<char*>(p) - kAlign;
+  size_t bytes;
+  std::memcpy(&bytes, base, sizeof(bytes));
+  static_cast<HostBackend*>(ctx)->allocated_.fetch_sub(int64_t(bytes), std::memory_order_relaxed);
+  std::free(base);
+}
+
 DeviceBuffer HostBackend::Allocate(size_t bytes, std::string_view what) {
   if (bytes == 0) return {};
-  constexpr size_t kAlign = 64;
-  void* p = std::aligned_alloc(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
-  TQ_CHECK(p != nullptr, name(), "out of host memory allocating {} bytes for {}", bytes, what);
-  return DeviceBuffer(p, bytes, MemorySpace::kHost, FreeHost, nullptr);
+  char* base = static_cast<char*>(
+      std::aligned_alloc(kAlign, kAlign + (bytes + kAlign - 1) / kAlign * kAlign));
+  TQ_CHECK(base != nullptr, name(), "out of host memory allocating {} bytes for {}", bytes, what);
+  std::memcpy(base, &bytes, sizeof(bytes));
+  allocated_.fetch_add(int64_t(bytes), std::memory_order_relaxed);
+  return DeviceBuffer(base + kAlign, bytes, MemorySpace::kHost, FreeHostBlock, this);
 }
 
 DeviceBuffer HostBackend::Upload(const void* host, size_t bytes, std::string_view) {

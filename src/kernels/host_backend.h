@@ -5,6 +5,8 @@
 // ops (matmuls, norms, RoPE, attention), which they override.
 #pragma once
 
+#include <atomic>
+
 #include "kernels/backend.h"
 
 namespace tq::kernels {
@@ -18,6 +20,7 @@ class HostBackend : public Backend {
   }
 
   DeviceBuffer Allocate(size_t bytes, std::string_view what) override;
+  int64_t AllocatedBytes() const override { return allocated_.load(std::memory_order_relaxed); }
   DeviceBuffer Upload(const void* host, size_t bytes, std::string_view what) override;
   void CopyToDevice(void* dst, const void* src, size_t bytes) override;
   void Download(void* dst, const void* src, size_t bytes) override;
@@ -72,6 +75,10 @@ class HostBackend : public Backend {
  protected:
   // Rows r0 .. r0+count-1 of the dequantized packed matrix (the ref or the cpu decoder).
   virtual void DequantizeRows(const PackedMatrix& w, int64_t r0, int64_t count, float* out) = 0;
+
+ private:
+  friend void FreeHostBlock(void* p, void* ctx);
+  std::atomic<int64_t> allocated_{0};  // bytes of Allocate's live buffers (AllocatedBytes)
 };
 
 }  // namespace tq::kernels

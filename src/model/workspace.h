@@ -66,8 +66,8 @@ struct ForwardWorkspace {
   std::vector<float> slot_weight_host;                    // [n * top_k]
   std::vector<float> router_logits_host;                  // [n, experts] (host-routed rules)
   std::vector<int32_t> gate_idx_host;                     // [2 * n * heads]
-  std::vector<int32_t> pad_idx_host, ple_idx_host;  // gemma4 gather lists of the step
-  std::vector<float> pad_zero_host;                 // one zero chunk (gemma4 padding)
+  std::vector<int32_t> pad_idx_host, ple_idx_host;        // gemma4 gather lists of the step
+  std::vector<float> pad_zero_host;                       // one zero chunk (gemma4 padding)
   std::vector<int32_t> dn_idx_host;                       // DeltaNet gather lists of the step
   std::vector<int32_t> mla_idx_host;                      // MLA gather lists of the step
   std::vector<int64_t> mla_pos_host;                      // [n * heads]

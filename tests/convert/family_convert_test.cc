@@ -52,7 +52,8 @@ TEST_P(FamilyConvert, BudgetConvertLoadsAndRuns) {
 INSTANTIATE_TEST_SUITE_P(Families, FamilyConvert,
                          ::testing::Values("gemma2", "gemma3-text", "phi3", "qwen2-moe", "gpt-oss",
                                            "deepseek-v2", "deepseek-v3", "qwen3-next",
-                                           "qwen3-5-text", "qwen3-5-moe-text", "nemotron-h"),
+                                           "qwen3-5-text", "qwen3-5-moe-text", "nemotron-h",
+                                           "gemma4-text"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

@@ -97,7 +97,11 @@ TEST_P(ArchGolden, GreedyDecodeReproducesThe24Ids) {
 
 // Chunked prefill (chunks of 5, across the sliding windows), token-by-token decode through
 // DecodeBatch beside another sequence, and prefix reuse (truncate, then run the rest) all give
-// the logits of one pass.
+// the logits of one pass, up to fp32 summation order: within 1e-5 of scale, or twice what the
+// one pass differs from the golden where a family is that ill-conditioned (gemma4_text: scale-1
+// attention over q/k-normed heads of 512 makes its logits move by 1-3e-5 of scale under any
+// change of fp32 rounding; the golden itself is 2.7e-5 from a float64 forward). A wrong window,
+// position or cached row moves them by orders of magnitude more.
 TEST_P(ArchGolden, ChunksDecodeBatchAndPrefixReuseEqualOnePass) {
   const std::vector<int32_t>& ids = golden_.input_ids;
   const int64_t t = int64_t(ids.size());
@@ -106,6 +110,7 @@ TEST_P(ArchGolden, ChunksDecodeBatchAndPrefixReuseEqualOnePass) {
     auto cache = Cache();
     model_->Forward(ids, *cache, one.data(), true);
   }
+  const double tol = std::max(1e-5, 2 * RelErr(one.data(), golden_.logits.data(), one.size()));
   auto row = [&](int64_t i) { return one.data() + i * vocab_; };
   {  // chunks of 5
     auto cache = Cache();
@@ -115,7 +120,7 @@ TEST_P(ArchGolden, ChunksDecodeBatchAndPrefixReuseEqualOnePass) {
       model_->Forward(std::span<const int32_t>(ids).subspan(size_t(b), size_t(c)), *cache,
                       got.data() + b * vocab_, true);
     }
-    EXPECT_LT(RelErr(got.data(), one.data(), got.size()), 1e-5) << "chunked prefill";
+    EXPECT_LT(RelErr(got.data(), one.data(), got.size()), tol) << "chunked prefill";
   }
   {  // DecodeBatch: sequence a one token at a time from position 12, sequence b from 20
     auto a = Cache(), b = Cache();
@@ -130,7 +135,7 @@ TEST_P(ArchGolden, ChunksDecodeBatchAndPrefixReuseEqualOnePass) {
       err = std::max(err, RelErr(got.data(), row(12 + s), size_t(vocab_)));
       err = std::max(err, RelErr(got.data() + vocab_, row(20 + s), size_t(vocab_)));
     }
-    EXPECT_LT(err, 1e-5) << "DecodeBatch";
+    EXPECT_LT(err, tol) << "DecodeBatch";
   }
   {  // prefix reuse: run 24 then the rest, keep the first 24 (or what the cache allows: sliding
      // windows, recurrent-state snapshots at prompt-chunk ends), run the rest again
@@ -145,7 +150,7 @@ TEST_P(ArchGolden, ChunksDecodeBatchAndPrefixReuseEqualOnePass) {
     cache->Truncate(keep);
     model_->Forward(std::span<const int32_t>(ids).subspan(size_t(keep)), *cache,
                     got.data() + keep * vocab_, true);
-    EXPECT_LT(RelErr(got.data(), one.data(), got.size()), 1e-5) << "prefix reuse";
+    EXPECT_LT(RelErr(got.data(), one.data(), got.size()), tol) << "prefix reuse";
   }
 }
 
@@ -180,7 +185,8 @@ TEST_P(ArchGolden, F16CacheStaysClose) {
 INSTANTIATE_TEST_SUITE_P(Families, ArchGolden,
                          ::testing::Values("gemma2", "gemma3-text", "phi3", "qwen2-moe", "gpt-oss",
                                            "deepseek-v2", "deepseek-v3", "qwen3-next",
-                                           "qwen3-5-text", "qwen3-5-moe-text", "nemotron-h"),
+                                           "qwen3-5-text", "qwen3-5-moe-text", "nemotron-h",
+                                           "gemma4-text"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <thread>
 
 #include "core/error.h"
@@ -46,42 +47,92 @@ constexpr int64_t kGemmMinRows = 16;
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// Bytes of the forward pass's buffers for a chunk of n rows (workspace.h, forward.cc): fp32
-// x, h, y [n, hidden]; q [n, heads*hd]; attn [n, max(heads*hd, hidden)]; k, v [n, kv_heads*hd];
+}  // namespace
+
+// Bytes of the forward pass's buffers for a chunk of n rows (workspace.h, forward.cc), from the
+// model's layer spec: fp32 x, h, y [n, hidden]; q [n, heads*hd] and attn [n, max(heads*hd,
+// hidden)], k, v [n, kv_heads*hd] at the cache geometry (the widest head: CacheGeometryOf);
 // gate, up [n, ffn]; MoE (moe_forward.cc): the gathered expert inputs and outputs [S, hidden] and
 // gate, up [S, moe ffn] of a run of experts of S = min(n * top_k, max(n, kMinGroupedSlots)) slots,
-// router probabilities [n, experts]; the GEMM's packed input [round_up(n, 64), max in]; the logits
-// row [vocab] the caller keeps.
-int64_t WorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
-  const Architecture& arch = FindArchitecture(c.model_type);
-  const int64_t qdim = c.num_heads * c.head_dim, kvdim = c.num_kv_heads * c.head_dim;
-  int64_t ffn = 0;
+// router probabilities [n, experts]; the mixers' own buffers per row, the largest layer kind's
+// (MLA staging, Gated DeltaNet, Mamba-2, gemma4's narrow-head staging) and gemma4's per-layer
+// inputs [n, layers, d] twice plus a layer's slice and gate [n, d]; the GEMM's packed input
+// [round_up(n, 64), max in]; the logits row [vocab] the caller keeps.
+int64_t ForwardWorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
+  const ModelSpec spec = BuildModelSpec(c, FindArchitecture(c));
+  const CacheGeometry geo = CacheGeometryOf(spec);
+  const int64_t hidden = spec.hidden, hd = geo.head_dim;
+  const int64_t qdim = geo.heads * hd, kvdim = geo.kv_heads * hd;
+  int64_t ffn = 0, moe_ffn = 0, experts = 0, top_k = 0, mixer_fixed = 0;
+  // The mixers' own buffers per row (floats), the largest of each kind's layers: kinds coexist
+  // in one model (DeltaNet beside gated attention), their buffers do too.
+  int64_t attn_row = 0, mla_row = 0, recurrent_row = 0;
   bool any_moe = false;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    if (arch.moe && c.LayerIsMoe(l)) {
+  for (const LayerSpec& L : spec.layers) {
+    if (L.ffn.kind == FfnKind::kMoe) {
       any_moe = true;
-      ffn = std::max(ffn,
-                     c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size);
-    } else {
-      ffn = std::max(ffn, c.intermediate_size);
+      moe_ffn = std::max(moe_ffn, L.ffn.moe.expert_ffn);
+      ffn = std::max({ffn, L.ffn.moe.expert_ffn, L.ffn.moe.shared_ffn});
+      experts = std::max(experts, L.ffn.moe.num_experts);
+      top_k = std::max(top_k, L.ffn.moe.top_k);
+    } else if (L.ffn.kind == FfnKind::kDense) {
+      ffn = std::max(ffn, L.ffn.ffn);
+    }
+    switch (L.mixer) {
+      case MixerKind::kMla: {  // staging [q | q_pe | kv_b out | k_pe], latent, rope key, q latent
+        const MlaSpec& m = L.mla;
+        const int64_t H = L.attn.num_heads;
+        mla_row = std::max(mla_row, H * hd + H * m.rope_dim + H * (m.nope_dim + m.v_dim) +
+                                        2 * m.rope_dim + m.kv_lora_rank + m.q_lora_rank);
+        mixer_fixed = std::max(mixer_fixed, hd);
+        break;
+      }
+      case MixerKind::kGatedDeltaNet: {  // qkv, conv [C]; z, out [V]; gates 2 Hv, g, beta
+        const DeltaNetSpec& d = L.delta;
+        int64_t row = 2 * d.ConvDim() + 2 * d.ValueDim() + 4 * d.num_v_heads;
+        if (d.fused_in_proj) row += 2 * d.KeyDim() + 2 * d.ValueDim() + 2 * d.num_v_heads;
+        recurrent_row = std::max(recurrent_row, row);
+        break;
+      }
+      case MixerKind::kMamba2: {  // z, out [inner]; xBC, conv [C]; dt raw and dt [heads]
+        const Mamba2Spec& m = L.mamba;
+        recurrent_row = std::max(recurrent_row, 2 * m.Inner() + 2 * m.ConvDim() + 2 * m.num_heads);
+        break;
+      }
+      case MixerKind::kAttention: {
+        int64_t row = 0;
+        if (L.attn.output_gate) row += 3 * qdim;  // q_proj rows [q | gate] and the gate half
+        if (L.attn.head_dim < hd) {  // a head narrower than the cache's: [q | k | v] at its size
+          row += (geo.heads + 2 * geo.kv_heads) * L.attn.head_dim;
+          mixer_fixed = std::max(mixer_fixed, std::gcd(L.attn.head_dim, hd));
+        }
+        attn_row = std::max(attn_row, row);
+        break;
+      }
+      case MixerKind::kNone:
+        break;
     }
   }
-  int64_t floats_per_row = 3 * c.hidden_size + qdim + std::max(qdim, c.hidden_size) + 2 * kvdim +
-                           2 * ffn + (any_moe ? c.num_experts : 0);
-  int64_t floats = n * floats_per_row + c.vocab_size;
+  const int64_t mixer_row = attn_row + mla_row + recurrent_row;
+  int64_t floats_per_row =
+      3 * hidden + qdim + std::max(qdim, hidden) + 2 * kvdim + 2 * ffn + experts + mixer_row;
+  if (spec.per_layer_input_dim > 0)
+    floats_per_row += (2 * c.num_layers + 2) * spec.per_layer_input_dim;
+  int64_t floats = n * floats_per_row + mixer_fixed + c.vocab_size;
   if (any_moe) {
-    const int64_t slots = std::min(n * c.num_experts_per_tok, std::max(n, kMinGroupedSlots));
-    const int64_t moe_ffn = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : ffn;
-    floats += slots * 2 * c.hidden_size + std::max<int64_t>(0, slots - n) * 2 * moe_ffn;
+    const int64_t slots = std::min(n * top_k, std::max(n, kMinGroupedSlots));
+    floats += slots * 2 * hidden + std::max<int64_t>(0, slots - n) * 2 * moe_ffn;
   }
-  if (n >= kGemmMinRows) floats += RoundUp(n, kGemmRowBlock) * std::max({c.hidden_size, qdim, ffn});
+  if (n >= kGemmMinRows) floats += RoundUp(n, kGemmRowBlock) * std::max({hidden, qdim, ffn});
   // Attention scratch per thread: two key/value blocks of 64 positions + 16 query rows.
-  const int64_t group = c.num_heads / std::max<int64_t>(1, c.num_kv_heads);
-  floats += int64_t(threads) * (2 * 64 * c.head_dim + 16 * group * (c.head_dim + 2) + 64);
+  const int64_t group = geo.heads / std::max<int64_t>(1, geo.kv_heads);
+  floats += int64_t(threads) * (2 * 64 * hd + 16 * group * (hd + 2) + 64);
   // MoE routing vectors: chosen ids/weights, slots [n * top_k].
-  const int64_t routing = any_moe ? n * c.num_experts_per_tok * 24 : 0;
+  const int64_t routing = any_moe ? n * top_k * 24 : 0;
   return floats * 4 + routing;
 }
+
+namespace {
 
 std::string RecipeSummary(const QuantRecipeOptions& o) {
   std::string s = fmt::format("projected: {} {}-bit g{}",
@@ -124,7 +175,7 @@ MemoryBreakdown PlanMemoryAt(const MemoryPlan& p, const PlanOptions& opts, int64
   }
   m.kv = KvCacheBytes(KvLayoutForConfig(p.config), opts.kv, context);
   const int64_t n = std::clamp<int64_t>(prefill_step, 1, kModelMaxChunk);
-  m.workspace = WorkspaceBytes(p.config, n, p.threads);
+  m.workspace = ForwardWorkspaceBytes(p.config, n, p.threads);
   m.reserve = p.reserve_base + p.reserve_tokenizer + p.reserve_threads + p.reserve_device;
   m.load_transient = p.tokenizer_load_transient;
   return m;

@@ -147,6 +147,10 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& opts, const PlanInputs& inputs);
 MemoryBreakdown PlanMemoryAt(const MemoryPlan& plan, const PlanOptions& opts, int64_t context,
                              int64_t prefill_step);
 
+// Bytes of the forward pass's workspace for a prompt chunk of n rows at `threads` kernel threads
+// (the `workspace` part of a plan; tests compare it with what the pass allocates).
+int64_t ForwardWorkspaceBytes(const ModelConfig& config, int64_t n, int threads);
+
 // The KV geometry Model::kv_layout() will give (window per layer from config + architecture).
 KvLayout KvLayoutForConfig(const ModelConfig& config);
 
