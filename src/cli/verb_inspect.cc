@@ -225,9 +225,12 @@ void PrintHuman(const nlohmann::ordered_json& j) {
   const auto& r = j["rope"];
   std::string rope =
       fmt::format("theta {}, {}", r["theta"].get<double>(), r["type"].get<std::string>());
-  if (r.contains("factor"))
-    rope += fmt::format(" factor {} (original {} positions)", r["factor"].get<double>(),
-                        r["original_max_position_embeddings"].dump());
+  if (r.contains("factor")) {
+    rope += fmt::format(" factor {}", r["factor"].get<double>());
+    const auto& orig = r["original_max_position_embeddings"];
+    if (orig.is_number() && orig.get<double>() > 0)  // proportional (gemma4) has none
+      rope += fmt::format(" (original {} positions)", orig.dump());
+  }
   row("rope", rope);
   row("rms_norm_eps", fmt::format("{}", j["rms_norm_eps"].get<double>()));
   row("attention", fmt::format("bias {}, qk-norm {}, sliding window {}", yn(j["attention_bias"]),
