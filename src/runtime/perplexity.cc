@@ -14,10 +14,6 @@
 
 namespace tq {
 
-namespace {
-
-}  // namespace
-
 double LogSumExp(const float* x, int64_t n) { return kernels::LogSumExp(x, n); }
 
 double NegLogLikelihood(const float* logits, int64_t vocab, int32_t target) {

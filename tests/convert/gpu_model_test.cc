@@ -14,8 +14,8 @@
 #include "model/model.h"
 #include "runtime/perplexity.h"
 #include "runtime/synth.h"
-#include "testutil/gpu.h"
 #include "testutil/golden.h"
+#include "testutil/gpu.h"
 #include "testutil/testutil.h"
 
 namespace tq {

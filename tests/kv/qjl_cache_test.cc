@@ -79,9 +79,7 @@ struct Config {
 
 class QjlCache : public ::testing::TestWithParam<Config> {
  protected:
-  void TearDown() override {
-    kernels::SetKvInt8Scoring(true);
-  }
+  void TearDown() override { kernels::SetKvInt8Scoring(true); }
 };
 
 TEST_P(QjlCache, RefAndCpuComputeTheEstimator) {

@@ -87,9 +87,7 @@ struct Config {
 class CacheVsDecompressed : public ::testing::TestWithParam<Config> {
  protected:
   void SetUp() override { kernels::SetKvInt8Scoring(false); }  // exact scores (see kernels tests)
-  void TearDown() override {
-    kernels::SetKvInt8Scoring(true);
-  }
+  void TearDown() override { kernels::SetKvInt8Scoring(true); }
 };
 
 TEST_P(CacheVsDecompressed, RefAndCpuMatchTheDecompressedCache) {

@@ -1,5 +1,7 @@
 // End-to-end: fp32 logits and greedy continuations of the shared reference models against the
 // Hugging Face values in golden.safetensors.
+#include "testutil/golden.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include "io/safetensors.h"
 #include "kernels/ops.h"
 #include "model/model.h"
-#include "testutil/golden.h"
 #include "testutil/testutil.h"
 
 namespace tq {

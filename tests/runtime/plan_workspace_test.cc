@@ -2,9 +2,9 @@
 // forward pass really allocates: the cpu backend's AllocatedBytes() across one Forward of n
 // tokens, less what the cache itself took during it (recurrent-state snapshots). For every family
 // of the shared and arch models at a decode-sized and a prefill-sized chunk, the projection must
-// cover the pass's buffers and not overstate them by more than the parts that are not the pass's
-// buffers (the GEMM's packed input, per-thread attention scratch, the logits row: at most what
-// the same formula gives for them, bounded here by 25% + 1 MiB).
+// cover the pass's buffers, and overstate them by no more than 25% + 1 MiB: the room for the parts
+// of the projection that are not the pass's buffers (the GEMM's packed input, per-thread attention
+// scratch, the logits row).
 #include <gtest/gtest.h>
 
 #include <cstdio>

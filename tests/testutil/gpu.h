@@ -7,10 +7,10 @@
 
 #include "kernels/backend.h"
 
-#define TQ_REQUIRE_GPU()                                                               \
-  do {                                                                                 \
-    if (!::tq::kernels::BuiltWithCudaBackend())                                        \
-      GTEST_SKIP() << "this build has no CUDA backend (configure with -DTQ_CUDA=ON)";  \
-    if (::tq::kernels::CudaDeviceCount() == 0)                                         \
-      GTEST_SKIP() << "no NVIDIA GPU is visible (CUDA reports 0 devices)";             \
+#define TQ_REQUIRE_GPU()                                                              \
+  do {                                                                                \
+    if (!::tq::kernels::BuiltWithCudaBackend())                                       \
+      GTEST_SKIP() << "this build has no CUDA backend (configure with -DTQ_CUDA=ON)"; \
+    if (::tq::kernels::CudaDeviceCount() == 0)                                        \
+      GTEST_SKIP() << "no NVIDIA GPU is visible (CUDA reports 0 devices)";            \
   } while (0)

@@ -3,8 +3,8 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
-#include "kernels/ref/ref_kernels.h"
 #include "kernels/cpu/vec.h"
+#include "kernels/ref/ref_kernels.h"
 
 namespace tq::kernels::cpu {
 
@@ -25,8 +25,7 @@ void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t
   const int64_t half = head_dim / 2;
   constexpr int64_t kMaxHalf = 512;
   float c[kMaxHalf], s[kMaxHalf];
-  if (half > kMaxHalf)
-    return ref::Rope(x, rows, heads, head_dim, positions, inv_freq, attn_factor);
+  if (half > kMaxHalf) return ref::Rope(x, rows, heads, head_dim, positions, inv_freq, attn_factor);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < half; ++i) {
       const float angle = float(positions[r]) * inv_freq[i];

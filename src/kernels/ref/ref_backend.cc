@@ -36,9 +36,8 @@ class RefBackendImpl final : public HostBackend {
   }
   void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
                  const AttentionParams& p, float* out) override {
-    TQ_CHECK(p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 && p.head_dim > 0,
-             "attention", "bad head counts {} / {} (head_dim {})", p.num_heads, p.num_kv_heads,
-             p.head_dim);
+    TQ_CHECK(p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 && p.head_dim > 0, "attention",
+             "bad head counts {} / {} (head_dim {})", p.num_heads, p.num_kv_heads, p.head_dim);
     if (n > 0) ref::Attention(q, n, pos0, kv, p, out);
   }
   void CompressedAttention(const float* q, int64_t n, int64_t pos0, const CompressedKvView& kv,

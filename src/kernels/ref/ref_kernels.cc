@@ -1,11 +1,12 @@
 // The scalar reference backend: one obvious loop per operation, double accumulators, no
 // threads. It is the oracle every fast kernel is tested against (DESIGN.md §6).
+#include "kernels/ref/ref_kernels.h"
+
 #include <cmath>
 #include <vector>
 
 #include "core/error.h"
 #include "core/half.h"
-#include "kernels/ref/ref_kernels.h"
 
 namespace tq::kernels {
 namespace {
@@ -46,7 +47,7 @@ void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) 
 }
 
 void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
-                float* out) {
+             float* out) {
   for (int64_t r = 0; r < rows; ++r) {
     double ss = 0;
     for (int64_t i = 0; i < dim; ++i) ss += double(x[r * dim + i]) * x[r * dim + i];
@@ -56,7 +57,7 @@ void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, flo
 }
 
 void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
-             const float* inv_freq, float attn_factor) {
+          const float* inv_freq, float attn_factor) {
   const int64_t half = head_dim / 2;
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t i = 0; i < half; ++i) {
@@ -78,8 +79,8 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
-                  const AttentionParams& p, float* out) {
+void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const AttentionParams& p,
+               float* out) {
   const int64_t group = p.num_heads / p.num_kv_heads, d = p.head_dim;
   std::vector<double> score(size_t(pos0 + n));
   for (int64_t i = 0; i < n; ++i) {

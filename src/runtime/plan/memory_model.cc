@@ -54,8 +54,9 @@ int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // hidden)], k, v [n, kv_heads*hd] at the cache geometry (the widest head: CacheGeometryOf);
 // gate, up [n, ffn]; MoE (moe_forward.cc): the gathered expert inputs and outputs [S, hidden] and
 // gate, up [S, moe ffn] of a run of experts of S = min(n * top_k, max(n, kMinGroupedSlots)) slots,
-// router probabilities [n, experts]; the mixers' own buffers per row, the largest layer kind's
-// (MLA staging, Gated DeltaNet, Mamba-2, gemma4's narrow-head staging) and gemma4's per-layer
+// router probabilities [n, experts]; the mixers' own buffers per row, for each mixer kind its
+// largest layer's, summed over the kinds (output-gated attention's [q | gate] rows and gate half,
+// gemma4's narrow-head staging, MLA staging, Gated DeltaNet or Mamba-2); gemma4's per-layer
 // inputs [n, layers, d] twice plus a layer's slice and gate [n, d]; the GEMM's packed input
 // [round_up(n, 64), max in]; the logits row [vocab] the caller keeps.
 int64_t ForwardWorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
