@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -72,11 +73,20 @@ TEST_F(HubDownload, FetchesIntoTheHuggingFaceHubLayout) {
   const DownloadResult r = Download(api, Opts("tq/llama-21m"));
   const auto& repo = hub_.repo("tq/llama-21m");
   EXPECT_EQ(r.commit, repo.commit);
-  EXPECT_EQ(r.files, int(repo.files.size()));  // json + safetensors: all of this model's files
+  // The files turboquant reads (json + safetensors): all of the model's but the shipped copy's
+  // README.md, which the default selection leaves out (hub/file_selection.h).
+  const auto wanted = std::count_if(repo.files.begin(), repo.files.end(), [](const auto& f) {
+    return fs::path(f.path).extension() != ".md";
+  });
+  EXPECT_EQ(r.files, int(wanted));
   EXPECT_EQ(r.files_cached, 0);
   const RepoCachePaths p = CachePathsFor(*ParseHubId("tq/llama-21m"), cache_.path().string());
   EXPECT_EQ(ReadFileToString(p.RefPath("main")), repo.commit);
   for (const auto& f : repo.files) {
+    if (fs::path(f.path).extension() == ".md") {
+      EXPECT_FALSE(fs::exists(fs::path(r.snapshot_dir) / f.path)) << f.path;
+      continue;
+    }
     const fs::path link = fs::path(r.snapshot_dir) / f.path;
     ASSERT_TRUE(fs::is_symlink(link)) << link;
     EXPECT_EQ(fs::read_symlink(link), fs::path("../../blobs") / (f.lfs ? f.sha256 : f.blob_id));
