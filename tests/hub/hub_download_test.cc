@@ -75,15 +75,13 @@ TEST_F(HubDownload, FetchesIntoTheHuggingFaceHubLayout) {
   EXPECT_EQ(r.commit, repo.commit);
   // The files turboquant reads (json + safetensors): all of the model's but the shipped copy's
   // README.md, which the default selection leaves out (hub/file_selection.h).
-  const auto wanted = std::count_if(repo.files.begin(), repo.files.end(), [](const auto& f) {
-    return fs::path(f.path).extension() != ".md";
-  });
-  EXPECT_EQ(r.files, int(wanted));
+  const auto fetched = [](const auto& f) { return fs::path(f.path).extension() != ".md"; };
+  EXPECT_EQ(r.files, int(std::count_if(repo.files.begin(), repo.files.end(), fetched)));
   EXPECT_EQ(r.files_cached, 0);
   const RepoCachePaths p = CachePathsFor(*ParseHubId("tq/llama-21m"), cache_.path().string());
   EXPECT_EQ(ReadFileToString(p.RefPath("main")), repo.commit);
   for (const auto& f : repo.files) {
-    if (fs::path(f.path).extension() == ".md") {
+    if (!fetched(f)) {
       EXPECT_FALSE(fs::exists(fs::path(r.snapshot_dir) / f.path)) << f.path;
       continue;
     }
