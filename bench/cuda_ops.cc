@@ -185,7 +185,7 @@ void BM_CompressedAttentionK4V3(benchmark::State& state) {
 }
 
 constexpr int kQ4 = int(quant::CodeFormat::kQ4), kQ3 = int(quant::CodeFormat::kQ3),
-              kQ2 = int(quant::CodeFormat::kQ2);
+              kQ2 = int(quant::CodeFormat::kQ2), kQ8 = int(quant::CodeFormat::kQ8);
 
 BENCHMARK(BM_PackedMatMul)
     ->Args({14336, 4096, 1, kQ4})
@@ -196,6 +196,7 @@ BENCHMARK(BM_PackedMatMul)
     ->Args({1024, 4096, 1, kQ4})
     ->Args({14336, 4096, 8, kQ4})
     ->Args({14336, 4096, 512, kQ4})
+    ->Args({128256, 4096, 1, kQ8})
     ->UseManualTime();
 BENCHMARK(BM_MatMulBf16)
     ->Args({14336, 4096, 1})

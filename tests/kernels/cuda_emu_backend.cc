@@ -12,7 +12,27 @@
 #include "../../src/kernels/cuda/elementwise.cu"
 #include "../../src/kernels/cuda/rotate.cu"
 #include "../../src/kernels/cuda/matvec.cu"
+#include "../../src/kernels/cuda/matvec_tiles.cu"
 #include "../../src/kernels/cuda/matmul.cu"
+#include "../../src/kernels/cuda/gemm_bf16.cu"
 #include "../../src/kernels/cuda/attention.cu"
 #include "../../src/kernels/cuda/cuda_backend.cc"
 // clang-format on
+
+// cuBLAS (kernels/cuda/blas.cc) on the host: the same bf16 operands, products summed in fp32.
+namespace tq::kernels::cuda {  // cuda_emu, by the macro above
+struct Blas {};
+Blas* CreateBlas(cudaStream_t, const char**) { return new Blas; }
+void DestroyBlas(Blas* b) { delete b; }
+const char* GemmBf16(Blas*, const uint16_t* x, int64_t n, const uint16_t* w, int64_t rows,
+                     int64_t in, float beta, float* y, int64_t ldy) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < in; ++k) acc += Bf16(w[r * in + k]) * Bf16(x[t * in + k]);
+      float& out = y[t * ldy + r];
+      out = beta == 0.0f ? acc : beta * out + acc;
+    }
+  return nullptr;
+}
+}  // namespace tq::kernels::cuda

@@ -61,6 +61,19 @@ inline Backend* BackendOrWhy(const std::string& kind, std::string* why) {
 #endif
 }
 
+// A new backend of `kind` (it reads the environment, TQ_CUDA_GEMM, as it is now); null when
+// BackendOrWhy gives none.
+inline std::unique_ptr<Backend> FreshBackend(const std::string& kind) {
+  std::string why;
+  if (!BackendOrWhy(kind, &why)) return nullptr;
+  if (kind == "emu") return MakeEmulatedCudaBackend(0);
+#if defined(TQ_WITH_CUDA)
+  return MakeCudaBackend(0);
+#else
+  return nullptr;
+#endif
+}
+
 // Both backends: a CUDA test suite is instantiated once per kind.
 inline const std::vector<std::string> kCudaKinds = {"cuda", "emu"};
 

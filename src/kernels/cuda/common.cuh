@@ -17,6 +17,14 @@ namespace tq::kernels::cuda {
 
 __device__ __forceinline__ float F16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
 __device__ __forceinline__ float Bf16(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+// fp32 -> bf16 bits, rounded to nearest even.
+__device__ __forceinline__ uint16_t Bf16Bits(float f) {
+#if defined(TQ_CUDA_EMU)
+  return tq::F32ToBf16(f);
+#else
+  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#endif
+}
 
 template <Elem E>
 __device__ __forceinline__ float LoadElem(const void* p, int64_t i) {

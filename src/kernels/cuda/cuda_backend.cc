@@ -10,7 +10,9 @@
 #include <cuda_runtime.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <numbers>
@@ -42,6 +44,31 @@ Elem ElemOf(DType dt, const std::string& where) {
   }
 }
 
+// Many-token products (n > 8) on the tensor cores: bf16 operands, fp32 accumulation (cuBLAS).
+//   auto    dense bf16 weights with x split into hi + lo bf16 (two GEMMs: fp32-grade activations,
+//           as the CPU's AMX path does for dense weights); packed weights dequantized to bf16
+//           and x rounded to bf16 once (as the CPU's AMX path does for packed weights);
+//   bf16    x rounded once for both; bf16x2: x split for both;
+//   exact   no bf16: packed on the 3xTF32 kernel, dense on the fp32 SIMT kernel (fp32 class).
+// TQ_CUDA_GEMM selects one (default auto).
+enum class GemmMode { kAuto, kBf16, kBf16x2, kExact };
+
+GemmMode GemmModeFromEnv() {
+  const char* v = std::getenv("TQ_CUDA_GEMM");
+  const std::string m = v ? v : "";
+  if (m.empty() || m == "auto") return GemmMode::kAuto;
+  if (m == "bf16") return GemmMode::kBf16;
+  if (m == "bf16x2") return GemmMode::kBf16x2;
+  if (m == "exact") return GemmMode::kExact;
+  Fail("TQ_CUDA_GEMM", "'{}' is not a GEMM mode (auto, bf16, bf16x2 or exact)", m);
+}
+
+// Products of more tokens than this go to the tensor-core GEMM (matmul.cu's matvec takes <= 8).
+constexpr int64_t kMaxMatVecTokens = 8;
+// Packed weights are dequantized for the GEMM in row chunks of at most this many bf16 elements
+// (64 MiB: every matrix of an 8B model but the LM head in one chunk).
+constexpr int64_t kDequantChunkElems = int64_t(32) << 20;
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device) {
@@ -60,12 +87,15 @@ class CudaBackend final : public Backend {
     Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     Check(cudaMalloc(&err_, sizeof(cuda::DeviceError)), "cudaMalloc (error word)");
     Check(cudaMemset(err_, 0, sizeof(cuda::DeviceError)), "cudaMemset");
+    gemm_ = GemmModeFromEnv();
   }
 
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
-    for (void* p : {static_cast<void*>(err_), rot_scratch_, copy_scratch_, attn_scratch_})
+    cuda::DestroyBlas(blas_);
+    for (void* p :
+         {static_cast<void*>(err_), rot_scratch_, copy_scratch_, attn_scratch_, xhi_, xlo_, deq_})
       if (p) cudaFree(p);
     for (auto& s : signs_) cudaFree(s.device);
     cudaStreamDestroy(stream_);
@@ -185,6 +215,13 @@ class CudaBackend final : public Backend {
     const Elem e = ElemOf(w.dtype, where);
     if (n <= 0) return;
     Enter();
+    if (n > kMaxMatVecTokens && e == Elem::kBF16 && gemm_ != GemmMode::kExact) {
+      const auto* wb = static_cast<const uint16_t*>(w.data);
+      const int64_t in = w.dim(1);
+      TensorCoreProduct(x, n, in, w.dim(0), in, gemm_ != GemmMode::kBf16, bias, y, where,
+                        [&](int64_t r0, int64_t) { return wb + r0 * in; });
+      return;
+    }
     cuda::LaunchDenseMatMul(x, n, {w.data, e, w.dim(0), w.dim(1)}, bias, y, stream_);
     Launched(where);
   }
@@ -205,6 +242,19 @@ class CudaBackend final : public Backend {
     const DevPacked d = ToDev(w, where);
     if (n <= 0) return;
     Enter();
+    if (n > kMaxMatVecTokens && gemm_ != GemmMode::kExact) {
+      const int64_t chunk = std::max<int64_t>(1, kDequantChunkElems / std::max<int64_t>(d.cols, 1));
+      auto* rows = static_cast<uint16_t*>(Grow(&deq_, &deq_bytes_,
+                                               size_t(std::min(chunk, d.rows) * d.cols) * 2,
+                                               "dequantized weight rows (bf16)"));
+      TensorCoreProduct(x, n, d.cols, d.rows, chunk, gemm_ == GemmMode::kBf16x2, bias, y, where,
+                        [&](int64_t r0, int64_t count) {
+                          cuda::LaunchDequantBf16(d, r0, count, rows, stream_);
+                          Launched(where);
+                          return static_cast<const uint16_t*>(rows);
+                        });
+      return;
+    }
     cuda::LaunchPackedMatMul(x, n, d, bias, y, stream_);
     Launched(where);
   }
@@ -382,6 +432,40 @@ class CudaBackend final : public Backend {
 
   void Enter() const { Check(cudaSetDevice(device_), "cudaSetDevice"); }
 
+  // y [n, out] = x [n, in] · Wᵀ (+ bias) on the tensor cores: x to bf16 (hi, and lo when
+  // `split`), then for each chunk of at most `chunk` weight rows, rows(r0, count) gives them as
+  // bf16 [count, in] (device memory, valid until the next chunk is asked for) and cuBLAS
+  // accumulates into y's columns r0 .. r0 + count.
+  template <typename Rows>
+  void TensorCoreProduct(const float* x, int64_t n, int64_t in, int64_t out, int64_t chunk,
+                         bool split, const float* bias, float* y, const std::string& where,
+                         Rows&& rows) {
+    const size_t xbytes = size_t(n * in) * sizeof(uint16_t);
+    auto* hi = static_cast<uint16_t*>(Grow(&xhi_, &xhi_bytes_, xbytes, "bf16 activations"));
+    uint16_t* lo = split ? static_cast<uint16_t*>(
+                               Grow(&xlo_, &xlo_bytes_, xbytes, "bf16 activations (low parts)"))
+                         : nullptr;
+    cuda::LaunchSplitBf16(x, n * in, hi, lo, stream_);
+    if (bias) cuda::LaunchFillRows(bias, n, out, y, stream_);
+    Launched(where);
+    if (!blas_) {
+      const char* error = "unknown error";
+      blas_ = cuda::CreateBlas(stream_, &error);
+      if (!blas_) Fail(where, "cuBLAS could not be set up: {}", error);
+    }
+    for (int64_t r0 = 0; r0 < out; r0 += chunk) {
+      const int64_t count = std::min(chunk, out - r0);
+      const uint16_t* w = rows(r0, count);
+      for (const uint16_t* part :
+           {static_cast<const uint16_t*>(hi), static_cast<const uint16_t*>(lo)}) {
+        if (!part) continue;
+        const float beta = bias || part == lo ? 1.0f : 0.0f;
+        if (const char* e = cuda::GemmBf16(blas_, part, n, w, count, in, beta, y + r0, out))
+          Fail(where, "cuBLAS GEMM [{} x {}] x [{} x {}]: {}", n, in, count, in, e);
+      }
+    }
+  }
+
   void Check(cudaError_t e, const char* what) const {
     if (e != cudaSuccess) Fail(name_, "{}: {}", what, cudaGetErrorString(e));
   }
@@ -511,6 +595,14 @@ class CudaBackend final : public Backend {
   size_t copy_scratch_bytes_ = 0;
   void* attn_scratch_ = nullptr;  // split attention's partial states
   size_t attn_scratch_bytes_ = 0;
+  GemmMode gemm_ = GemmMode::kAuto;
+  cuda::Blas* blas_ = nullptr;  // created by the first tensor-core product
+  void* xhi_ = nullptr;         // x as bf16 (and its low parts) for the GEMM
+  size_t xhi_bytes_ = 0;
+  void* xlo_ = nullptr;
+  size_t xlo_bytes_ = 0;
+  void* deq_ = nullptr;  // a chunk of dequantized packed rows (bf16)
+  size_t deq_bytes_ = 0;
   std::mutex signs_mu_;
   std::vector<UploadedSigns> signs_;
 };

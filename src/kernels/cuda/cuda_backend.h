@@ -8,9 +8,10 @@
 
 namespace tq::kernels {
 
-// A backend on CUDA device `device` (its own stream; cuBLAS is not used: every product is an
-// fp32-accumulating kernel of kernels/cuda/). Throws tq::Error naming the device when it cannot
-// be had (no driver, no such device).
+// A backend on CUDA device `device` (its own stream; products of up to 8 tokens are the
+// fp32-accumulating kernels of kernels/cuda/, larger ones bf16 tensor-core GEMMs through cuBLAS
+// with fp32 accumulation, TQ_CUDA_GEMM in cuda_backend.cc). Throws tq::Error naming the device
+// when it cannot be had (no driver, no such device).
 std::unique_ptr<Backend> MakeCudaBackend(int device);
 
 // CUDA devices visible to this process; 0 when there is no driver or no device (never throws).

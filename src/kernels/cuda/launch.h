@@ -153,8 +153,35 @@ bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float
 // every member is eligible as above and all share format, method, cols and group size.
 bool FastPackedMatVecGroup(const float* x, int64_t n, const DevPacked* ws,
                            const float* const* biases, float* const* ys, int count, cudaStream_t s);
+// --- matvec_tiles.cu --- the 1-token packed product by column tiles (x in registers, a ring of
+// rows in flight per warp), alone or as a group as above; false (nothing launched) when the
+// layout does not allow it or TQ_CUDA_MATVEC=rows asks for matvec.cu's row kernel.
+bool TiledPackedMatVec(const float* x, const DevPacked& w, const float* bias, float* y,
+                       cudaStream_t s);
+bool TiledPackedMatVecGroup(const float* x, const DevPacked* ws, const float* const* biases,
+                            float* const* ys, int count, cudaStream_t s);
 bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
                      cudaStream_t s);
+
+// --- gemm_bf16.cu --- the bf16 operands of the tensor-core GEMM (blas.cc).
+// hi[i] = bf16(x[i]) and, when lo is not null, lo[i] = bf16(x[i] - hi[i]) (fp32-grade x as two
+// bf16 GEMMs).
+void LaunchSplitBf16(const float* x, int64_t count, uint16_t* hi, uint16_t* lo, cudaStream_t s);
+// out [count, w.cols] (bf16, 16-byte aligned) = rows r0 .. r0 + count of w, dequantized.
+void LaunchDequantBf16(const DevPacked& w, int64_t r0, int64_t count, uint16_t* out,
+                       cudaStream_t s);
+// y [n, out] = bias in every row.
+void LaunchFillRows(const float* bias, int64_t n, int64_t out, float* y, cudaStream_t s);
+
+// --- blas.cc --- cuBLAS on the backend's stream (the emulator: a host loop, same rounding).
+struct Blas;
+// A cuBLAS handle bound to `s`, with its own workspace; null with *error set when it fails.
+Blas* CreateBlas(cudaStream_t s, const char** error);
+void DestroyBlas(Blas* b);
+// y [n, rows] (row stride ldy) = beta · y + x [n, in] · w [rows, in]ᵀ, x and w bf16 (row-major),
+// fp32 accumulation and output. Null on success, else cuBLAS's status string.
+const char* GemmBf16(Blas* b, const uint16_t* x, int64_t n, const uint16_t* w, int64_t rows,
+                     int64_t in, float beta, float* y, int64_t ldy);
 
 // --- attention.cu --- head_dim 64/128/256 with at most 8 query heads per KV head: one CUDA
 // block (4 warps) per (query row, KV head, split of the positions), then a log-sum-exp merge of

@@ -219,6 +219,11 @@ inline int atomicCAS(int* p, int cmp, int val) {
   if (old == cmp) *p = val;
   return old;
 }
+inline float atomicAdd(float* p, float v) {  // fibers of one OS thread: never concurrent
+  const float old = *p;
+  *p = old + v;
+  return old;
+}
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
