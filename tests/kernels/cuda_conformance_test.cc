@@ -550,7 +550,13 @@ TEST_P(CudaConformance, Attention) {
                       {5, 100, 6, 3, 96, 16},     {257, 0, 4, 2, 64, 0},   {3, 60, 2, 2, 128, 8},
                       {1, 4095, 8, 8, 128, 0},    {2, 30, 4, 2, 256, 0},   {1, 32767, 4, 1, 64, 0},
                       {1, 32767, 4, 1, 64, 4096}, {1, 511, 32, 8, 128, 0}, {4, 300, 8, 2, 64, 0},
-                      {3, 200, 8, 2, 128, 50},    {2, 77, 16, 1, 64, 0}};
+                      {3, 200, 8, 2, 128, 50},    {2, 77, 16, 1, 64, 0},
+                      // The prefill kernel (>= 16 rows, head_dim 64/128): a short tile, a chunk
+                      // after earlier positions, windows inside and across the 64-position
+                      // tiles, an 8B-shaped 512-token prompt.
+                      {16, 0, 4, 2, 128, 0},      {40, 10, 4, 4, 64, 0},   {20, 30, 2, 1, 128, 7},
+                      {130, 0, 8, 2, 128, 33},    {200, 500, 4, 1, 64, 100},
+                      {512, 0, 32, 8, 128, 0}};
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     for (const S& s : shapes) {
       if (s.pos0 > 5000 && dt != DType::F16) continue;  // the 32K cache once, in fp16

@@ -16,6 +16,7 @@
 #include "../../src/kernels/cuda/matmul.cu"
 #include "../../src/kernels/cuda/gemm_bf16.cu"
 #include "../../src/kernels/cuda/attention.cu"
+#include "../../src/kernels/cuda/attention_prefill.cu"
 #include "../../src/kernels/cuda/cuda_backend.cc"
 // clang-format on
 

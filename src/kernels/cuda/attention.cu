@@ -372,6 +372,7 @@ int64_t AttentionScratchFloats(int64_t n, int64_t pos0, const DevAttention& p) {
 void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
                      Elem elem, int64_t head_stride, const DevAttention& p, float* scratch,
                      float* out, cudaStream_t s) {
+  if (PrefillAttention(q, n, pos0, k, v, elem, head_stride, p, out, s)) return;
   const SplitPlan plan = PlanSplits(n, pos0, p);
   if (plan.splits > 0) {
     switch (elem) {

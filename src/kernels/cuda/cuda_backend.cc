@@ -50,7 +50,8 @@ Elem ElemOf(DType dt, const std::string& where) {
 //           and x rounded to bf16 once (as the CPU's AMX path does for packed weights);
 //   bf16    x rounded once for both; bf16x2: x split for both;
 //   exact   no bf16: packed on the 3xTF32 kernel, dense on the fp32 SIMT kernel (fp32 class).
-// TQ_CUDA_GEMM selects one (default auto).
+// TQ_CUDA_GEMM selects one (default auto); it is read at each many-token product (a getenv next
+// to a GEMM launch), so a process can compare the modes on one backend.
 enum class GemmMode { kAuto, kBf16, kBf16x2, kExact };
 
 GemmMode GemmModeFromEnv() {
@@ -87,7 +88,7 @@ class CudaBackend final : public Backend {
     Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     Check(cudaMalloc(&err_, sizeof(cuda::DeviceError)), "cudaMalloc (error word)");
     Check(cudaMemset(err_, 0, sizeof(cuda::DeviceError)), "cudaMemset");
-    gemm_ = GemmModeFromEnv();
+    GemmModeFromEnv();  // a bad TQ_CUDA_GEMM fails here, before any work
   }
 
   ~CudaBackend() override {
@@ -215,10 +216,11 @@ class CudaBackend final : public Backend {
     const Elem e = ElemOf(w.dtype, where);
     if (n <= 0) return;
     Enter();
-    if (n > kMaxMatVecTokens && e == Elem::kBF16 && gemm_ != GemmMode::kExact) {
+    const GemmMode mode = n > kMaxMatVecTokens ? GemmModeFromEnv() : GemmMode::kExact;
+    if (n > kMaxMatVecTokens && e == Elem::kBF16 && mode != GemmMode::kExact) {
       const auto* wb = static_cast<const uint16_t*>(w.data);
       const int64_t in = w.dim(1);
-      TensorCoreProduct(x, n, in, w.dim(0), in, gemm_ != GemmMode::kBf16, bias, y, where,
+      TensorCoreProduct(x, n, in, w.dim(0), in, mode != GemmMode::kBf16, bias, y, where,
                         [&](int64_t r0, int64_t) { return wb + r0 * in; });
       return;
     }
@@ -242,12 +244,13 @@ class CudaBackend final : public Backend {
     const DevPacked d = ToDev(w, where);
     if (n <= 0) return;
     Enter();
-    if (n > kMaxMatVecTokens && gemm_ != GemmMode::kExact) {
+    const GemmMode mode = n > kMaxMatVecTokens ? GemmModeFromEnv() : GemmMode::kExact;
+    if (mode != GemmMode::kExact) {
       const int64_t chunk = std::max<int64_t>(1, kDequantChunkElems / std::max<int64_t>(d.cols, 1));
       auto* rows = static_cast<uint16_t*>(Grow(&deq_, &deq_bytes_,
                                                size_t(std::min(chunk, d.rows) * d.cols) * 2,
                                                "dequantized weight rows (bf16)"));
-      TensorCoreProduct(x, n, d.cols, d.rows, chunk, gemm_ == GemmMode::kBf16x2, bias, y, where,
+      TensorCoreProduct(x, n, d.cols, d.rows, chunk, mode == GemmMode::kBf16x2, bias, y, where,
                         [&](int64_t r0, int64_t count) {
                           cuda::LaunchDequantBf16(d, r0, count, rows, stream_);
                           Launched(where);
@@ -595,7 +598,6 @@ class CudaBackend final : public Backend {
   size_t copy_scratch_bytes_ = 0;
   void* attn_scratch_ = nullptr;  // split attention's partial states
   size_t attn_scratch_bytes_ = 0;
-  GemmMode gemm_ = GemmMode::kAuto;
   cuda::Blas* blas_ = nullptr;  // created by the first tensor-core product
   void* xhi_ = nullptr;         // x as bf16 (and its low parts) for the GEMM
   size_t xhi_bytes_ = 0;

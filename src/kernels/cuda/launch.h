@@ -191,6 +191,12 @@ int64_t AttentionScratchFloats(int64_t n, int64_t pos0, const DevAttention& p);
 void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
                      Elem elem, int64_t head_stride, const DevAttention& p, float* scratch,
                      float* out, cudaStream_t s);
+// --- attention_prefill.cu --- n >= kPrefillMinRows query rows of head_dim 64 or 128 by tiles
+// of 64 rows x 64 positions (fp32); false (nothing launched) for other shapes.
+inline constexpr int64_t kPrefillMinRows = 16;
+bool PrefillAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
+                      Elem elem, int64_t head_stride, const DevAttention& p, float* out,
+                      cudaStream_t s);
 void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const DevCompressedKv& kv,
                                const DevAttention& p, float* out, cudaStream_t s);
 
