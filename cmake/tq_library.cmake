@@ -26,7 +26,7 @@ target_include_directories(turboquant_lib PUBLIC $<BUILD_INTERFACE:${PROJECT_SOU
 target_compile_features(turboquant_lib PUBLIC cxx_std_20)
 set(tq_lib_deps Threads::Threads fmt::fmt PkgConfig::PCRE2 ICU::uc)
 if(TQ_CUDA)
-  list(APPEND tq_lib_deps CUDA::cudart CUDA::cublas)
+  list(APPEND tq_lib_deps CUDA::cudart ${CMAKE_DL_LIBS})
 endif()
 if(BUILD_SHARED_LIBS)
   target_link_libraries(turboquant_lib PRIVATE ${tq_lib_deps})

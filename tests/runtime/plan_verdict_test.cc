@@ -382,8 +382,11 @@ TEST(PlanVerdict, CudaCountsDeviceMemoryOnly) {
   const MemoryPlan p = MakeMemoryPlan(o);
   EXPECT_EQ(p.device, "cuda");
   EXPECT_EQ(p.reserve_tokenizer, 0);
-  EXPECT_EQ(p.reserve_device, 512 * kMiB);
-  EXPECT_EQ(p.memory.reserve, 512 * kMiB);
+  // The CUDA context, cuBLAS's workspace, a dequantized weight chunk and a 512-row prompt chunk's
+  // x as two bf16 copies (the widest input: intermediate_size 1408).
+  const int64_t device = 512 * kMiB + 32 * kMiB + 64 * kMiB + 2 * 512 * 1408 * 2;
+  EXPECT_EQ(p.reserve_device, device);
+  EXPECT_EQ(p.memory.reserve, device);
 }
 
 TEST(PlanVerdict, CudaWithoutCudaBuild) {

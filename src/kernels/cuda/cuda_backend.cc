@@ -217,7 +217,7 @@ class CudaBackend final : public Backend {
     if (n <= 0) return;
     Enter();
     const GemmMode mode = n > kMaxMatVecTokens ? GemmModeFromEnv() : GemmMode::kExact;
-    if (n > kMaxMatVecTokens && e == Elem::kBF16 && mode != GemmMode::kExact) {
+    if (n > kMaxMatVecTokens && e == Elem::kBF16 && mode != GemmMode::kExact && BlasReady()) {
       const auto* wb = static_cast<const uint16_t*>(w.data);
       const int64_t in = w.dim(1);
       TensorCoreProduct(x, n, in, w.dim(0), in, mode != GemmMode::kBf16, bias, y, where,
@@ -245,7 +245,7 @@ class CudaBackend final : public Backend {
     if (n <= 0) return;
     Enter();
     const GemmMode mode = n > kMaxMatVecTokens ? GemmModeFromEnv() : GemmMode::kExact;
-    if (mode != GemmMode::kExact) {
+    if (mode != GemmMode::kExact && BlasReady()) {
       const int64_t chunk = std::max<int64_t>(1, kDequantChunkElems / std::max<int64_t>(d.cols, 1));
       auto* rows = static_cast<uint16_t*>(Grow(&deq_, &deq_bytes_,
                                                size_t(std::min(chunk, d.rows) * d.cols) * 2,
@@ -435,6 +435,21 @@ class CudaBackend final : public Backend {
 
   void Enter() const { Check(cudaSetDevice(device_), "cudaSetDevice"); }
 
+  // cuBLAS, set up at the first many-token product; false (once said on stderr) when it cannot
+  // be (no libcublas, no memory for its workspace): prompts then run on the fp32 kernels.
+  bool BlasReady() {
+    if (blas_) return true;
+    if (blas_failed_) return false;
+    const char* error = "unknown error";
+    blas_ = cuda::CreateBlas(stream_, &error);
+    if (!blas_) {
+      blas_failed_ = true;
+      fmt::print(stderr, "[{}] cuBLAS is not available ({}): prompts run on the fp32 kernels\n",
+                 name_, error);
+    }
+    return blas_ != nullptr;
+  }
+
   // y [n, out] = x [n, in] · Wᵀ (+ bias) on the tensor cores: x to bf16 (hi, and lo when
   // `split`), then for each chunk of at most `chunk` weight rows, rows(r0, count) gives them as
   // bf16 [count, in] (device memory, valid until the next chunk is asked for) and cuBLAS
@@ -451,11 +466,6 @@ class CudaBackend final : public Backend {
     cuda::LaunchSplitBf16(x, n * in, hi, lo, stream_);
     if (bias) cuda::LaunchFillRows(bias, n, out, y, stream_);
     Launched(where);
-    if (!blas_) {
-      const char* error = "unknown error";
-      blas_ = cuda::CreateBlas(stream_, &error);
-      if (!blas_) Fail(where, "cuBLAS could not be set up: {}", error);
-    }
     for (int64_t r0 = 0; r0 < out; r0 += chunk) {
       const int64_t count = std::min(chunk, out - r0);
       const uint16_t* w = rows(r0, count);
@@ -599,7 +609,8 @@ class CudaBackend final : public Backend {
   void* attn_scratch_ = nullptr;  // split attention's partial states
   size_t attn_scratch_bytes_ = 0;
   cuda::Blas* blas_ = nullptr;  // created by the first tensor-core product
-  void* xhi_ = nullptr;         // x as bf16 (and its low parts) for the GEMM
+  bool blas_failed_ = false;
+  void* xhi_ = nullptr;  // x as bf16 (and its low parts) for the GEMM
   size_t xhi_bytes_ = 0;
   void* xlo_ = nullptr;
   size_t xlo_bytes_ = 0;

@@ -38,6 +38,9 @@ constexpr int64_t kTokenizerTransientBytesPerEntry = 530;
 constexpr int64_t kThreadBytes = 128 * 1024;
 // A CUDA context (driver, cuBLAS handles, kernels) on the device: an estimate, not measured.
 constexpr int64_t kCudaContextBytes = 512 * kMiB;
+// The tensor-core GEMMs of prompts (kernels/cuda/cuda_backend.cc): cuBLAS's workspace (32 MiB),
+// one chunk of dequantized weight rows (at most 32 Mi bf16) and x as two bf16 copies.
+constexpr int64_t kCudaBlasWorkspaceBytes = 32 * kMiB, kCudaDequantChunkBytes = 64 * kMiB;
 // Model::Forward runs prompts in chunks of at most this many rows (model.cc kMaxChunk).
 constexpr int64_t kModelMaxChunk = 512;
 // The CPU GEMM packs its input transposed in blocks of up to 64 rows (kernels/cpu/matmul.cc),
@@ -364,7 +367,10 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& options, const PlanInputs& in) {
   if (opts.device == PlanDevice::kCuda) {
     // On the GPU: weights, cache, activations and the CUDA context. The runtime, tokenizer and
     // threads live in host memory.
-    p.reserve_device = kCudaContextBytes;
+    const int64_t widest = std::max({p.config.hidden_size, p.config.intermediate_size,
+                                     p.config.moe_intermediate_size});
+    p.reserve_device = kCudaContextBytes + kCudaBlasWorkspaceBytes + kCudaDequantChunkBytes +
+                       2 * kModelMaxChunk * widest * int64_t(sizeof(uint16_t));
     p.notes.push_back("--device cuda: host memory (runtime, tokenizer) is not counted");
   } else {
     p.reserve_base = kReserveBase;
