@@ -96,7 +96,80 @@ __device__ __forceinline__ float SlotDot(const Slot<F>& sl, const float (&xr)[32
   return acc;
 }
 
-template <int F, bool kAffine>
+// --- the cp.async variant (TQ_CUDA_MATVEC=async): each warp's ring of units lives in shared
+// memory, kAsyncDepth rows deep (a warp keeps 4 KiB of q4 in flight without spending
+// registers), filled by cp.async; the scales keep a register ring of the same depth.
+constexpr int kAsyncDepth = 8;
+
+// Shared bytes of one warp's ring.
+template <int F>
+inline constexpr int kAsyncWarpBytes = kAsyncDepth * 32 * kUnitBytes<F>;
+
+// dst (shared) <- one unit at src (global), asynchronously (the emulator copies at once).
+template <int F>
+__device__ __forceinline__ void CpAsyncUnit(uint8_t* dst, const uint8_t* src) {
+#if defined(TQ_CUDA_EMU)
+  std::memcpy(dst, src, kUnitBytes<F>);
+#else
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  if constexpr (F == kQ4) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+  } else if constexpr (F == kQ8) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + 16), "l"(src + 16)
+                 : "memory");
+  } else if constexpr (F == kQ2) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+  } else {
+#pragma unroll
+    for (int i = 0; i < 3; ++i)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d + 4 * i), "l"(src + 4 * i)
+                   : "memory");
+  }
+#endif
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+#if !defined(TQ_CUDA_EMU)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+// Waits until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+#if !defined(TQ_CUDA_EMU)
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// A unit from shared memory (the cp.async ring).
+template <int F>
+__device__ __forceinline__ Unit<F> SharedUnit(const uint8_t* p) {
+  Unit<F> u;
+  const uint32_t* q = reinterpret_cast<const uint32_t*>(p);
+#pragma unroll
+  for (int i = 0; i < kUnitBytes<F> / 4; ++i) u.w[i] = q[i];
+  return u;
+}
+
+// The raw scales (and minimums) of row r's unit u, as LoadSlot packs them.
+template <bool kAffine>
+__device__ __forceinline__ void LoadRawScales(const DevPacked& w, int64_t r, int u, int gshift,
+                                              uint32_t& s, uint32_t& m) {
+  const int64_t g0 = r * (w.cols >> gshift);
+  const int gl = (u * 32) >> gshift, gh = (u * 32 + 16) >> gshift;
+  uint32_t lo, hi;
+  if (w.scale_codes) {
+    lo = __ldg(w.scale_codes + g0 + gl);
+    hi = gh == gl ? lo : __ldg(w.scale_codes + g0 + gh);
+  } else {
+    lo = __ldg(w.scales + g0 + gl);
+    hi = gh == gl ? lo : __ldg(w.scales + g0 + gh);
+  }
+  s = lo | hi << 16;
+  if (kAffine) m = uint32_t(__ldg(w.mins + g0 + gl)) | uint32_t(__ldg(w.mins + g0 + gh)) << 16;
+}
+
+template <int F, bool kAffine, bool kAsync>
 __device__ __forceinline__ void TileRows(const float* __restrict__ x, const DevPacked& w,
                                          int gshift, const TileShape& sh, int64_t first,
                                          int64_t last, const float* __restrict__ bias,
@@ -129,6 +202,46 @@ __device__ __forceinline__ void TileRows(const float* __restrict__ x, const DevP
                             : float4{0.0f, 0.0f, 0.0f, 0.0f};
       xr[j] = v.x, xr[j + 1] = v.y, xr[j + 2] = v.z, xr[j + 3] = v.w;
     }
+    if constexpr (kAsync) {
+      // Lane l's slot i: ring + (i · 32 + l) · unit bytes (16-byte loads land conflict free).
+      uint8_t* ring = reinterpret_cast<uint8_t*>(DynamicShared()) + warp * kAsyncWarpBytes<F> +
+                      lane * kUnitBytes<F>;
+      constexpr int kD = kAsyncDepth, kStep = 32 * kUnitBytes<F>;
+      uint32_t sr[kD], mr[kD];
+      auto issue = [&](int k, int i) {
+        if (!live) return;
+        const int64_t r = first + group + int64_t(k) * sh.G;
+        CpAsyncUnit<F>(ring + i * kStep, w.codes + r * w.row_bytes + int64_t(u) * kUnitBytes<F>);
+        LoadRawScales<kAffine>(w, r, u, gshift, sr[i], mr[i]);
+      };
+#pragma unroll
+      for (int i = 0; i < kD; ++i) {
+        if (i < K) issue(i, i);
+        CpAsyncCommit();
+      }
+      for (int k0 = 0; k0 < K; k0 += kD) {
+#pragma unroll
+        for (int i = 0; i < kD; ++i) {
+          const int k = k0 + i;
+          if (k >= K) break;
+          CpAsyncWait<kD - 1>();  // row k's group (the oldest in flight) has landed
+          float v = 0.0f;
+          if (live) {
+            Slot<F> sl;
+            sl.q = SharedUnit<F>(ring + i * kStep);
+            sl.s = sr[i];
+            sl.m = mr[i];
+            v = SlotDot<F, kAffine>(sl, xr, book, stable, e8);
+          }
+          if (k + kD < K) issue(k + kD, i);
+          CpAsyncCommit();
+          const float sum = WarpSum(v);
+          if (lane == 0) atomicAdd(&part[group + k * sh.G], sum);
+        }
+      }
+      CpAsyncWait<0>();
+      continue;
+    }
     constexpr int kR = kRing<F>;
     Slot<F> ring[kR];
 #pragma unroll
@@ -153,13 +266,13 @@ __device__ __forceinline__ void TileRows(const float* __restrict__ x, const DevP
     y[first + i] = part[i] + (bias ? bias[first + i] : 0.0f);
 }
 
-template <int F, bool kAffine>
+template <int F, bool kAffine, bool kAsync>
 __global__ void __launch_bounds__(256, kTileBlocksPerSm)
     TileMatVecKernel(const float* __restrict__ x, DevPacked w, int gshift, TileShape sh,
                      const float* __restrict__ bias, float* __restrict__ y) {
   const int64_t first = int64_t(blockIdx.x) * sh.rows_per_block;
   const int64_t last = first + sh.rows_per_block < w.rows ? first + sh.rows_per_block : w.rows;
-  TileRows<F, kAffine>(x, w, gshift, sh, first, last, bias, y);
+  TileRows<F, kAffine, kAsync>(x, w, gshift, sh, first, last, bias, y);
 }
 
 // Up to 4 products over one x in one launch (q/k/v, gate/up): blocks [block0[m], block0[m + 1])
@@ -174,7 +287,7 @@ struct TileGroup {
   int count = 0;
 };
 
-template <int F, bool kAffine>
+template <int F, bool kAffine, bool kAsync>
 __global__ void __launch_bounds__(256, kTileBlocksPerSm)
     TileMatVecGroupKernel(const float* __restrict__ x, TileGroup g, int gshift, TileShape sh) {
   // The member's view through shared memory (indexing the parameter at run time would copy the
@@ -187,7 +300,7 @@ __global__ void __launch_bounds__(256, kTileBlocksPerSm)
   sh.rows_per_block = g.rows_per_block[m];
   const int64_t first = int64_t(int(blockIdx.x) - g.block0[m]) * sh.rows_per_block;
   const int64_t last = first + sh.rows_per_block < w.rows ? first + sh.rows_per_block : w.rows;
-  TileRows<F, kAffine>(x, w, gshift, sh, first, last, g.bias[m], g.y[m]);
+  TileRows<F, kAffine, kAsync>(x, w, gshift, sh, first, last, g.bias[m], g.y[m]);
 }
 
 // The column split of a `cols`-wide matrix (rows_per_block left to the caller).
@@ -228,29 +341,57 @@ int TileGroupShift(int64_t group_size) {
   return g;
 }
 
-// TQ_CUDA_MATVEC=rows keeps matvec.cu's row kernel for one token too (for side-by-side figures).
-bool TilesEnabled() {
-  static const bool on = [] {
+// The 1-token packed kernel: TQ_CUDA_MATVEC=rows (matvec.cu's row kernel), tiles (register
+// ring) or async (cp.async ring, the default).
+enum class MatVecKind { kRows, kTiles, kAsync };
+MatVecKind MatVecKindFromEnv() {
+  static const MatVecKind kind = [] {
     const char* v = std::getenv("TQ_CUDA_MATVEC");
-    return !(v && std::strcmp(v, "rows") == 0);
+    if (v && std::strcmp(v, "rows") == 0) return MatVecKind::kRows;
+    if (v && std::strcmp(v, "tiles") == 0) return MatVecKind::kTiles;
+    return MatVecKind::kAsync;
   }();
-  return on;
+  return kind;
+}
+
+// Raises `kernel`'s dynamic shared memory limit to `bytes` when it needs more than the default.
+template <typename K>
+bool RaiseTileSmem(K* kernel, size_t bytes) {
+  return bytes <= 48 * 1024 ||
+         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)) ==
+             cudaSuccess;
 }
 
 template <int F, bool kAffine>
 void LaunchTileOne(const float* x, const DevPacked& w, TileShape sh, const float* bias, float* y,
                    cudaStream_t s) {
   sh.rows_per_block = RowsPerBlock(w.rows, sh);
-  auto* kernel = TileMatVecKernel<F, kAffine>;
-  TQ_LAUNCH(kernel, Blocks(w.rows, sh.rows_per_block), 32 * sh.P * sh.G, s, x, w,
-            TileGroupShift(w.group_size), sh, bias, y);
+  const unsigned grid = Blocks(w.rows, sh.rows_per_block), threads = 32 * sh.P * sh.G;
+  if (MatVecKindFromEnv() == MatVecKind::kAsync) {
+    auto* kernel = TileMatVecKernel<F, kAffine, true>;
+    const size_t smem = size_t(sh.P * sh.G) * kAsyncWarpBytes<F>;
+    static const bool raised = RaiseTileSmem(kernel, 8 * kAsyncWarpBytes<F>);
+    (void)raised;
+    TQ_LAUNCH_SMEM(kernel, grid, threads, smem, s, x, w, TileGroupShift(w.group_size), sh, bias, y);
+    return;
+  }
+  auto* kernel = TileMatVecKernel<F, kAffine, false>;
+  TQ_LAUNCH(kernel, grid, threads, s, x, w, TileGroupShift(w.group_size), sh, bias, y);
 }
 
 template <int F, bool kAffine>
 void LaunchTileGroup(const float* x, const TileGroup& g, TileShape sh, cudaStream_t s) {
-  auto* kernel = TileMatVecGroupKernel<F, kAffine>;
-  TQ_LAUNCH(kernel, unsigned(g.block0[g.count]), 32 * sh.P * sh.G, s, x, g,
-            TileGroupShift(g.w[0].group_size), sh);
+  const unsigned grid = unsigned(g.block0[g.count]), threads = 32 * sh.P * sh.G;
+  if (MatVecKindFromEnv() == MatVecKind::kAsync) {
+    auto* kernel = TileMatVecGroupKernel<F, kAffine, true>;
+    const size_t smem = size_t(sh.P * sh.G) * kAsyncWarpBytes<F>;
+    static const bool raised = RaiseTileSmem(kernel, 8 * kAsyncWarpBytes<F>);
+    (void)raised;
+    TQ_LAUNCH_SMEM(kernel, grid, threads, smem, s, x, g, TileGroupShift(g.w[0].group_size), sh);
+    return;
+  }
+  auto* kernel = TileMatVecGroupKernel<F, kAffine, false>;
+  TQ_LAUNCH(kernel, grid, threads, s, x, g, TileGroupShift(g.w[0].group_size), sh);
 }
 
 template <template <int, bool> class L, typename... A>
@@ -284,14 +425,14 @@ struct TileGroupL {
 
 bool TiledPackedMatVec(const float* x, const DevPacked& w, const float* bias, float* y,
                        cudaStream_t s) {
-  if (!TilesEnabled() || !TileEligible(w, x) || w.rows <= 0) return false;
+  if (MatVecKindFromEnv() == MatVecKind::kRows || !TileEligible(w, x) || w.rows <= 0) return false;
   TileByFormat<TileOneL>(w.format, w.affine != 0, x, w, ShapeFor(w.cols), bias, y, s);
   return true;
 }
 
 bool TiledPackedMatVecGroup(const float* x, const DevPacked* ws, const float* const* biases,
                             float* const* ys, int count, cudaStream_t s) {
-  if (!TilesEnabled() || count < 1 || count > kMaxTileGroup) return false;
+  if (MatVecKindFromEnv() == MatVecKind::kRows || count < 1 || count > kMaxTileGroup) return false;
   const DevPacked& w0 = ws[0];
   TileGroup g;
   g.count = count;
