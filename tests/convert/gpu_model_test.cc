@@ -32,11 +32,11 @@ std::vector<float> AllLogits(Model& m, const std::vector<int32_t>& ids) {
   return out;
 }
 
-// Sets TQ_CUDA_GEMM for a scope: "exact" keeps the many-token products on the fp32-class kernels
+// Sets TURBOQUANT_CUDA_GEMM for a scope: "exact" keeps the many-token products on the fp32-class kernels
 // (the scalar oracle's accuracy), the default runs them as bf16 tensor-core GEMMs.
 struct GemmMode {
-  explicit GemmMode(const char* mode) { setenv("TQ_CUDA_GEMM", mode, 1); }
-  ~GemmMode() { unsetenv("TQ_CUDA_GEMM"); }
+  explicit GemmMode(const char* mode) { setenv("TURBOQUANT_CUDA_GEMM", mode, 1); }
+  ~GemmMode() { unsetenv("TURBOQUANT_CUDA_GEMM"); }
 };
 // Bounds on max |logit - oracle| / the logits' scale: the exact kernels, and the default bf16
 // GEMMs of prompts (weights and activations rounded to bf16, relative 2^-8 each: on the 21M

@@ -312,14 +312,14 @@ TEST_P(CudaConformance, PackedMatMulGroup) {
   }
 }
 
-// The many-token product in each TQ_CUDA_GEMM mode (a fresh backend per mode): exact keeps the
+// The many-token product in each TURBOQUANT_CUDA_GEMM mode (a fresh backend per mode): exact keeps the
 // fp32-class kernels, bf16 rounds x once, bf16x2 splits x into two bf16 GEMMs; a packed q4
 // matrix (dequantized in chunks: 4,100 rows of 8,192 columns are two) and a dense bf16 one.
 TEST_P(CudaConformance, TensorCoreGemmModes) {
   TQ_REQUIRE_BACKEND(gpu, GetParam());
   struct Env {
-    explicit Env(const char* v) { setenv("TQ_CUDA_GEMM", v, 1); }
-    ~Env() { unsetenv("TQ_CUDA_GEMM"); }
+    explicit Env(const char* v) { setenv("TURBOQUANT_CUDA_GEMM", v, 1); }
+    ~Env() { unsetenv("TURBOQUANT_CUDA_GEMM"); }
   };
   {
     Env bad("fast");

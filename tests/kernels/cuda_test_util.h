@@ -61,7 +61,7 @@ inline Backend* BackendOrWhy(const std::string& kind, std::string* why) {
 #endif
 }
 
-// A new backend of `kind` (it reads the environment, TQ_CUDA_GEMM, as it is now); null when
+// A new backend of `kind` (it reads the environment, TURBOQUANT_CUDA_GEMM, as it is now); null when
 // BackendOrWhy gives none.
 inline std::unique_ptr<Backend> FreshBackend(const std::string& kind) {
   std::string why;

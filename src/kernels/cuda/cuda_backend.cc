@@ -50,18 +50,18 @@ Elem ElemOf(DType dt, const std::string& where) {
 //           and x rounded to bf16 once (as the CPU's AMX path does for packed weights);
 //   bf16    x rounded once for both; bf16x2: x split for both;
 //   exact   no bf16: packed on the 3xTF32 kernel, dense on the fp32 SIMT kernel (fp32 class).
-// TQ_CUDA_GEMM selects one (default auto); it is read at each many-token product (a getenv next
+// TURBOQUANT_CUDA_GEMM selects one (default auto); it is read at each many-token product (a getenv next
 // to a GEMM launch), so a process can compare the modes on one backend.
 enum class GemmMode { kAuto, kBf16, kBf16x2, kExact };
 
 GemmMode GemmModeFromEnv() {
-  const char* v = std::getenv("TQ_CUDA_GEMM");
+  const char* v = std::getenv("TURBOQUANT_CUDA_GEMM");
   const std::string m = v ? v : "";
   if (m.empty() || m == "auto") return GemmMode::kAuto;
   if (m == "bf16") return GemmMode::kBf16;
   if (m == "bf16x2") return GemmMode::kBf16x2;
   if (m == "exact") return GemmMode::kExact;
-  Fail("TQ_CUDA_GEMM", "'{}' is not a GEMM mode (auto, bf16, bf16x2 or exact)", m);
+  Fail("TURBOQUANT_CUDA_GEMM", "'{}' is not a GEMM mode (auto, bf16, bf16x2 or exact)", m);
 }
 
 // Products of more tokens than this go to the tensor-core GEMM (matmul.cu's matvec takes <= 8).
@@ -88,7 +88,7 @@ class CudaBackend final : public Backend {
     Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     Check(cudaMalloc(&err_, sizeof(cuda::DeviceError)), "cudaMalloc (error word)");
     Check(cudaMemset(err_, 0, sizeof(cuda::DeviceError)), "cudaMemset");
-    GemmModeFromEnv();  // a bad TQ_CUDA_GEMM fails here, before any work
+    GemmModeFromEnv();  // a bad TURBOQUANT_CUDA_GEMM fails here, before any work
   }
 
   ~CudaBackend() override {

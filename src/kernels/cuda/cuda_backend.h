@@ -10,7 +10,7 @@ namespace tq::kernels {
 
 // A backend on CUDA device `device` (its own stream; products of up to 8 tokens are the
 // fp32-accumulating kernels of kernels/cuda/, larger ones bf16 tensor-core GEMMs through cuBLAS
-// with fp32 accumulation, TQ_CUDA_GEMM in cuda_backend.cc). Throws tq::Error naming the device
+// with fp32 accumulation, TURBOQUANT_CUDA_GEMM in cuda_backend.cc). Throws tq::Error naming the device
 // when it cannot be had (no driver, no such device).
 std::unique_ptr<Backend> MakeCudaBackend(int device);
 

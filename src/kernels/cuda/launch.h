@@ -155,7 +155,7 @@ bool FastPackedMatVecGroup(const float* x, int64_t n, const DevPacked* ws,
                            const float* const* biases, float* const* ys, int count, cudaStream_t s);
 // --- matvec_tiles.cu --- the 1-token packed product by column tiles (x in registers, a ring of
 // rows in flight per warp), alone or as a group as above; false (nothing launched) when the
-// layout does not allow it or TQ_CUDA_MATVEC=rows asks for matvec.cu's row kernel.
+// layout does not allow it or TURBOQUANT_CUDA_MATVEC=rows asks for matvec.cu's row kernel.
 bool TiledPackedMatVec(const float* x, const DevPacked& w, const float* bias, float* y,
                        cudaStream_t s);
 bool TiledPackedMatVecGroup(const float* x, const DevPacked* ws, const float* const* biases,

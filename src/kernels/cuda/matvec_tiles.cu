@@ -96,7 +96,7 @@ __device__ __forceinline__ float SlotDot(const Slot<F>& sl, const float (&xr)[32
   return acc;
 }
 
-// --- the cp.async variant (TQ_CUDA_MATVEC=async): each warp's ring of units lives in shared
+// --- the cp.async variant (TURBOQUANT_CUDA_MATVEC=async): each warp's ring of units lives in shared
 // memory, kAsyncDepth rows deep (a warp keeps 4 KiB of q4 in flight without spending
 // registers), filled by cp.async; the scales keep a register ring of the same depth.
 constexpr int kAsyncDepth = 8;
@@ -341,12 +341,12 @@ int TileGroupShift(int64_t group_size) {
   return g;
 }
 
-// The 1-token packed kernel: TQ_CUDA_MATVEC=rows (matvec.cu's row kernel), tiles (register
+// The 1-token packed kernel: TURBOQUANT_CUDA_MATVEC=rows (matvec.cu's row kernel), tiles (register
 // ring) or async (cp.async ring, the default).
 enum class MatVecKind { kRows, kTiles, kAsync };
 MatVecKind MatVecKindFromEnv() {
   static const MatVecKind kind = [] {
-    const char* v = std::getenv("TQ_CUDA_MATVEC");
+    const char* v = std::getenv("TURBOQUANT_CUDA_MATVEC");
     if (v && std::strcmp(v, "rows") == 0) return MatVecKind::kRows;
     if (v && std::strcmp(v, "tiles") == 0) return MatVecKind::kTiles;
     return MatVecKind::kAsync;
