@@ -43,6 +43,15 @@ const BlasApi* LoadApi(const char** error) {
   std::call_once(once, [] {
     const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
     void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      // Beside the CUDA runtime this process loaded (a toolkit outside the loader's paths).
+      Dl_info info{};
+      if (dladdr(reinterpret_cast<const void*>(&cudaRuntimeGetVersion), &info) && info.dli_fname) {
+        std::string dir = info.dli_fname;
+        dir = dir.substr(0, dir.find_last_of('/') + 1);
+        lib = dlopen((dir + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+      }
+    }
     if (!lib) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       why = soname + " could not be opened (" + dlerror() + ")";
