@@ -244,11 +244,19 @@ TEST_P(CudaConformance, PackedMatMul) {
           std::vector<float> want(static_cast<size_t>(n * s.rows));
           ref::PackedMatMul(x.data(), n, o.view, with_bias ? bias.data() : nullptr, want.data());
           auto dx = Up(*gpu, x);
-          auto dy = Poisoned<float>(*gpu, want.size());
-          gpu->PackedMatMul(dx.as<float>(), n, d.view, with_bias ? db.as<float>() : nullptr,
-                            dy.as<float>());
-          Expect("PackedMatMul", fmt::format("{} [{}, {}] n={}", KindName(k, g), s.rows, s.cols, n),
-                 Down<float>(*gpu, dy, want.size()), want, n > 8 ? kBf16Bound : kFp32Bound);
+          // One token: each kernel of TURBOQUANT_CUDA_MATVEC (the row kernel is the default).
+          for (const char* kind : {"rows", "tiles", "async"}) {
+            if (n != 1 && kind[0] != 'r') break;
+            setenv("TURBOQUANT_CUDA_MATVEC", kind, 1);
+            auto dy = Poisoned<float>(*gpu, want.size());
+            gpu->PackedMatMul(dx.as<float>(), n, d.view, with_bias ? db.as<float>() : nullptr,
+                              dy.as<float>());
+            unsetenv("TURBOQUANT_CUDA_MATVEC");
+            Expect("PackedMatMul",
+                   fmt::format("{} [{}, {}] n={}{}", KindName(k, g), s.rows, s.cols, n,
+                               n == 1 ? std::string(" ") + kind : ""),
+                   Down<float>(*gpu, dy, want.size()), want, n > 8 ? kBf16Bound : kFp32Bound);
+          }
         }
       }
     }
@@ -291,29 +299,35 @@ TEST_P(CudaConformance, PackedMatMulGroup) {
       if (Emulated() && (n == 3 || n == 12)) continue;  // the emulator: n = 1 and 8 (cheap)
       const auto x = Random(n * cols, uint64_t(n) + 40);
       auto dx = Up(*gpu, x);
-      std::vector<DeviceBuffer> dy;
-      std::vector<PackedMatMulOutput> outs;
-      for (size_t i = 0; i < members.size(); ++i) {
-        dy.push_back(Poisoned<float>(*gpu, size_t(n * members[i].rows)));
-        outs.push_back({&dev[i].view, i == 1 ? db.as<float>() : nullptr, dy.back().as<float>()});
-      }
-      gpu->PackedMatMulGroup(dx.as<float>(), n, outs);
-      for (size_t i = 0; i < members.size(); ++i) {
-        std::vector<float> want(size_t(n * members[i].rows));
-        ref::PackedMatMul(x.data(), n, host[i].view, i == 1 ? bias.data() : nullptr, want.data());
-        Expect("PackedMatMulGroup",
-               fmt::format("{} of {}: {} [{}, {}] n={}", i, members.size(),
-                           KindName({members[i].method, members[i].format, test::Scales::kF16},
-                                    members[i].group),
-                           members[i].rows, cols, n),
-               Down<float>(*gpu, dy[i], want.size()), want, n > 8 ? kBf16Bound : kFp32Bound);
+      // One token: each kernel of TURBOQUANT_CUDA_MATVEC (the row kernel is the default).
+      for (const char* kind : {"rows", "tiles", "async"}) {
+        if (n != 1 && kind[0] != 'r') break;
+        std::vector<DeviceBuffer> dy;
+        std::vector<PackedMatMulOutput> outs;
+        for (size_t i = 0; i < members.size(); ++i) {
+          dy.push_back(Poisoned<float>(*gpu, size_t(n * members[i].rows)));
+          outs.push_back({&dev[i].view, i == 1 ? db.as<float>() : nullptr, dy.back().as<float>()});
+        }
+        setenv("TURBOQUANT_CUDA_MATVEC", kind, 1);
+        gpu->PackedMatMulGroup(dx.as<float>(), n, outs);
+        unsetenv("TURBOQUANT_CUDA_MATVEC");
+        for (size_t i = 0; i < members.size(); ++i) {
+          std::vector<float> want(size_t(n * members[i].rows));
+          ref::PackedMatMul(x.data(), n, host[i].view, i == 1 ? bias.data() : nullptr, want.data());
+          Expect("PackedMatMulGroup",
+                 fmt::format("{} of {}: {} [{}, {}] n={}{}", i, members.size(),
+                             KindName({members[i].method, members[i].format, test::Scales::kF16},
+                                      members[i].group),
+                             members[i].rows, cols, n, n == 1 ? std::string(" ") + kind : ""),
+                 Down<float>(*gpu, dy[i], want.size()), want, n > 8 ? kBf16Bound : kFp32Bound);
+        }
       }
     }
   }
 }
 
-// The many-token product in each TURBOQUANT_CUDA_GEMM mode (a fresh backend per mode): exact keeps the
-// fp32-class kernels, bf16 rounds x once, bf16x2 splits x into two bf16 GEMMs; a packed q4
+// The many-token product in each TURBOQUANT_CUDA_GEMM mode (a fresh backend per mode): exact keeps
+// the fp32-class kernels, bf16 rounds x once, bf16x2 splits x into two bf16 GEMMs; a packed q4
 // matrix (dequantized in chunks: 4,100 rows of 8,192 columns are two) and a dense bf16 one.
 TEST_P(CudaConformance, TensorCoreGemmModes) {
   TQ_REQUIRE_BACKEND(gpu, GetParam());
@@ -546,16 +560,28 @@ TEST_P(CudaConformance, Attention) {
   };
   // The split kernel (head_dim 64/128/256, <= 8 heads a group): llama's 32/8 x 128 decode
   // step, rows of different lengths across splits (4 rows at 300), a window inside the splits.
-  const S shapes[] = {{1, 0, 4, 4, 64, 0},        {1, 40, 8, 2, 64, 0},    {7, 0, 4, 1, 80, 0},
-                      {5, 100, 6, 3, 96, 16},     {257, 0, 4, 2, 64, 0},   {3, 60, 2, 2, 128, 8},
-                      {1, 4095, 8, 8, 128, 0},    {2, 30, 4, 2, 256, 0},   {1, 32767, 4, 1, 64, 0},
-                      {1, 32767, 4, 1, 64, 4096}, {1, 511, 32, 8, 128, 0}, {4, 300, 8, 2, 64, 0},
-                      {3, 200, 8, 2, 128, 50},    {2, 77, 16, 1, 64, 0},
+  const S shapes[] = {{1, 0, 4, 4, 64, 0},
+                      {1, 40, 8, 2, 64, 0},
+                      {7, 0, 4, 1, 80, 0},
+                      {5, 100, 6, 3, 96, 16},
+                      {257, 0, 4, 2, 64, 0},
+                      {3, 60, 2, 2, 128, 8},
+                      {1, 4095, 8, 8, 128, 0},
+                      {2, 30, 4, 2, 256, 0},
+                      {1, 32767, 4, 1, 64, 0},
+                      {1, 32767, 4, 1, 64, 4096},
+                      {1, 511, 32, 8, 128, 0},
+                      {4, 300, 8, 2, 64, 0},
+                      {3, 200, 8, 2, 128, 50},
+                      {2, 77, 16, 1, 64, 0},
                       // The prefill kernel (>= 16 rows, head_dim 64/128): a short tile, a chunk
                       // after earlier positions, windows inside and across the 64-position
                       // tiles, an 8B-shaped 512-token prompt.
-                      {16, 0, 4, 2, 128, 0},      {40, 10, 4, 4, 64, 0},   {20, 30, 2, 1, 128, 7},
-                      {130, 0, 8, 2, 128, 33},    {200, 500, 4, 1, 64, 100},
+                      {16, 0, 4, 2, 128, 0},
+                      {40, 10, 4, 4, 64, 0},
+                      {20, 30, 2, 1, 128, 7},
+                      {130, 0, 8, 2, 128, 33},
+                      {200, 500, 4, 1, 64, 100},
                       {512, 0, 32, 8, 128, 0}};
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     for (const S& s : shapes) {

@@ -30,16 +30,20 @@ __global__ void SplitBf16Kernel(const float* __restrict__ x, int64_t count,
   }
 }
 
+// The codebook into shared memory (codebook rows only); every thread of the block calls it.
+__device__ __forceinline__ void LoadBook(const DevPacked& w, float* book) {
+  if (w.affine) return;
+  for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
+  __syncthreads();
+}
+
 // Unit-layout rows (F = kQ2..kQ8): one thread per 32-code unit, 64 bytes of bf16 written as four
 // 16-byte stores (out rows are cols · 2 bytes, a multiple of 64).
 template <int F>
 __global__ void __launch_bounds__(kOperandThreads)
     DequantUnitsKernel(DevPacked w, int64_t r0, int64_t count, uint16_t* __restrict__ out) {
   __shared__ float book[256];
-  if (!w.affine) {
-    for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
-    __syncthreads();
-  }
+  LoadBook(w, book);
   const int64_t units = w.cols / 32;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count * units) return;
@@ -73,10 +77,7 @@ __global__ void __launch_bounds__(kOperandThreads)
 __global__ void __launch_bounds__(kOperandThreads)
     DequantElemsKernel(DevPacked w, int64_t r0, int64_t count, uint16_t* __restrict__ out) {
   __shared__ float book[256];
-  if (!w.affine) {
-    for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
-    __syncthreads();
-  }
+  LoadBook(w, book);
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count * w.cols) return;
   const int64_t rr = i / w.cols, c = i - rr * w.cols;

@@ -48,11 +48,10 @@ struct Slot {
   uint32_t m;
 };
 
-template <int F, bool kAffine>
-__device__ __forceinline__ void LoadSlot(Slot<F>& sl, const DevPacked& w, int64_t r, int u,
-                                         int gshift, bool live) {
-  if (!live) return;
-  sl.q = LoadUnit<F>(w.codes + r * w.row_bytes + int64_t(u) * kUnitBytes<F>);
+// The raw scales (and minimums) of row r's unit u, packed as a Slot holds them.
+template <bool kAffine>
+__device__ __forceinline__ void LoadRawScales(const DevPacked& w, int64_t r, int u, int gshift,
+                                              uint32_t& s, uint32_t& m) {
   const int64_t g0 = r * (w.cols >> gshift);
   const int gl = (u * 32) >> gshift, gh = (u * 32 + 16) >> gshift;
   uint32_t lo, hi;
@@ -63,8 +62,16 @@ __device__ __forceinline__ void LoadSlot(Slot<F>& sl, const DevPacked& w, int64_
     lo = __ldg(w.scales + g0 + gl);
     hi = gh == gl ? lo : __ldg(w.scales + g0 + gh);
   }
-  sl.s = lo | hi << 16;
-  if (kAffine) sl.m = uint32_t(__ldg(w.mins + g0 + gl)) | uint32_t(__ldg(w.mins + g0 + gh)) << 16;
+  s = lo | hi << 16;
+  if (kAffine) m = uint32_t(__ldg(w.mins + g0 + gl)) | uint32_t(__ldg(w.mins + g0 + gh)) << 16;
+}
+
+template <int F, bool kAffine>
+__device__ __forceinline__ void LoadSlot(Slot<F>& sl, const DevPacked& w, int64_t r, int u,
+                                         int gshift, bool live) {
+  if (!live) return;
+  sl.q = LoadUnit<F>(w.codes + r * w.row_bytes + int64_t(u) * kUnitBytes<F>);
+  LoadRawScales<kAffine>(w, r, u, gshift, sl.s, sl.m);
 }
 
 // This lane's share of row · x: its unit's 32 codes against its 32 inputs.
@@ -96,8 +103,8 @@ __device__ __forceinline__ float SlotDot(const Slot<F>& sl, const float (&xr)[32
   return acc;
 }
 
-// --- the cp.async variant (TURBOQUANT_CUDA_MATVEC=async): each warp's ring of units lives in shared
-// memory, kAsyncDepth rows deep (a warp keeps 4 KiB of q4 in flight without spending
+// --- the cp.async variant (TURBOQUANT_CUDA_MATVEC=async): each warp's ring of units lives in
+// shared memory, kAsyncDepth rows deep (a warp keeps 4 KiB of q4 in flight without spending
 // registers), filled by cp.async; the scales keep a register ring of the same depth.
 constexpr int kAsyncDepth = 8;
 
@@ -149,24 +156,6 @@ __device__ __forceinline__ Unit<F> SharedUnit(const uint8_t* p) {
 #pragma unroll
   for (int i = 0; i < kUnitBytes<F> / 4; ++i) u.w[i] = q[i];
   return u;
-}
-
-// The raw scales (and minimums) of row r's unit u, as LoadSlot packs them.
-template <bool kAffine>
-__device__ __forceinline__ void LoadRawScales(const DevPacked& w, int64_t r, int u, int gshift,
-                                              uint32_t& s, uint32_t& m) {
-  const int64_t g0 = r * (w.cols >> gshift);
-  const int gl = (u * 32) >> gshift, gh = (u * 32 + 16) >> gshift;
-  uint32_t lo, hi;
-  if (w.scale_codes) {
-    lo = __ldg(w.scale_codes + g0 + gl);
-    hi = gh == gl ? lo : __ldg(w.scale_codes + g0 + gh);
-  } else {
-    lo = __ldg(w.scales + g0 + gl);
-    hi = gh == gl ? lo : __ldg(w.scales + g0 + gh);
-  }
-  s = lo | hi << 16;
-  if (kAffine) m = uint32_t(__ldg(w.mins + g0 + gl)) | uint32_t(__ldg(w.mins + g0 + gh)) << 16;
 }
 
 template <int F, bool kAffine, bool kAsync>
@@ -344,14 +333,12 @@ int TileGroupShift(int64_t group_size) {
 // The 1-token packed kernel: TURBOQUANT_CUDA_MATVEC=rows (matvec.cu's row kernel, the default:
 // measured fastest end to end), tiles (register ring) or async (cp.async ring).
 enum class MatVecKind { kRows, kTiles, kAsync };
+// (read at each launch, a getenv beside a kernel launch, so that a test can switch)
 MatVecKind MatVecKindFromEnv() {
-  static const MatVecKind kind = [] {
-    const char* v = std::getenv("TURBOQUANT_CUDA_MATVEC");
-    if (v && std::strcmp(v, "async") == 0) return MatVecKind::kAsync;
-    if (v && std::strcmp(v, "tiles") == 0) return MatVecKind::kTiles;
-    return MatVecKind::kRows;
-  }();
-  return kind;
+  const char* v = std::getenv("TURBOQUANT_CUDA_MATVEC");
+  if (v && std::strcmp(v, "async") == 0) return MatVecKind::kAsync;
+  if (v && std::strcmp(v, "tiles") == 0) return MatVecKind::kTiles;
+  return MatVecKind::kRows;
 }
 
 // Raises `kernel`'s dynamic shared memory limit to `bytes` when it needs more than the default.
