@@ -58,6 +58,11 @@ int Run(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "prefill", "synthetic"}))
       ->capture_default_str();
   app.add_option("-s,--seed", o.seed, "seed of the random token ids")->capture_default_str();
+  app.add_option("--warmup", o.warmup,
+                 "untimed runs of the prompt and one decode step before the timed ones (the "
+                 "first products of a process set up libraries and fault in the weights)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(100)));
   AddRuntimeFlags(app, &rt);
   app.add_flag("--json", json, "print one JSON object on stdout");
   SetExamples(app, {"turboquant bench -m out/q4",
@@ -86,6 +91,7 @@ int Run(int argc, char** argv) {
                           {"kv_bytes_per_token", r.kv_bytes_per_token},
                           {"prompt_tokens", r.prompt_tokens},
                           {"gen_tokens", r.gen_tokens},
+                          {"warmup", r.warmup},
                           {"decode_context", r.decode_context},
                           {"context_fill", r.context_fill},
                           {"kv_dtype", rt.kv_dtype},

@@ -46,6 +46,7 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
            opts.prompt_tokens);
   TQ_CHECK(opts.gen_tokens >= 1, "bench", "--gen-tokens must be >= 1 (got {})", opts.gen_tokens);
   TQ_CHECK(opts.context >= 0, "bench", "--context must be >= 0 (got {})", opts.context);
+  TQ_CHECK(opts.warmup >= 0, "bench", "--warmup must be >= 0 (got {})", opts.warmup);
   const int64_t vocab = model.vocab_size();
   const int64_t decode_from = opts.context > 0 ? opts.context : opts.prompt_tokens;
   KvCacheOptions kv = opts.kv;
@@ -61,10 +62,20 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
   BenchResult r;
   r.prompt_tokens = opts.prompt_tokens;
   r.gen_tokens = opts.gen_tokens;
+  r.warmup = opts.warmup;
   r.threads = ThreadPool::Global().size();
   r.model_bytes = model.WeightBytes();
   r.weight_bytes_per_token = DecodeWeightBytesPerToken(model.config(), r.model_bytes);
   r.kv_bytes_per_token = cache->BytesPerToken();
+
+  // Warm-up: the prompt and one decode step, untimed, then an empty cache again.
+  for (int64_t w = 0; w < opts.warmup; ++w) {
+    model.Forward(std::span<const int32_t>(ids.data(), size_t(opts.prompt_tokens)), *cache,
+                  logits.data());
+    const int32_t next = ArgMax(logits.data(), vocab);
+    model.Forward(std::span<const int32_t>(&next, 1), *cache, logits.data());
+    cache->Truncate(0);
+  }
 
   ExpertCache* experts = model.expert_cache();
   r.expert_streaming = experts != nullptr;

@@ -23,10 +23,13 @@ struct BenchOptions {
   KvCacheOptions kv;  // max_tokens is set from the above
   uint64_t seed = 1;
   int64_t prefill_chunk = 512;  // context fill runs in chunks of this many tokens
+  // Untimed runs of the same prompt and one decode step first (llama-bench's default too): the
+  // first products of a process set up libraries (cuBLAS, its kernels) and fault in the weights.
+  int64_t warmup = 1;
 };
 
 struct BenchResult {
-  int64_t prompt_tokens = 0, gen_tokens = 0;
+  int64_t prompt_tokens = 0, gen_tokens = 0, warmup = 0;
   double prefill_seconds = 0, decode_seconds = 0;
   double prefill_tok_s = 0, decode_tok_s = 0;
   int64_t decode_context = 0;  // cache size when decoding started

@@ -384,7 +384,7 @@ TEST(PlanVerdict, CudaCountsDeviceMemoryOnly) {
   EXPECT_EQ(p.reserve_tokenizer, 0);
   // The CUDA context, cuBLAS's workspace, a dequantized weight chunk and a 512-row prompt chunk's
   // x as two bf16 copies (the widest input: intermediate_size 1408).
-  const int64_t device = 512 * kMiB + 32 * kMiB + 64 * kMiB + 2 * 512 * 1408 * 2;
+  const int64_t device = 512 * kMiB + 32 * kMiB + 128 * kMiB + 2 * 512 * 1408 * 2;
   EXPECT_EQ(p.reserve_device, device);
   EXPECT_EQ(p.memory.reserve, device);
 }

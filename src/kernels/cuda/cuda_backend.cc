@@ -50,8 +50,8 @@ Elem ElemOf(DType dt, const std::string& where) {
 //           and x rounded to bf16 once (as the CPU's AMX path does for packed weights);
 //   bf16    x rounded once for both; bf16x2: x split for both;
 //   exact   no bf16: packed on the 3xTF32 kernel, dense on the fp32 SIMT kernel (fp32 class).
-// TURBOQUANT_CUDA_GEMM selects one (default auto); it is read at each many-token product (a getenv next
-// to a GEMM launch), so a process can compare the modes on one backend.
+// TURBOQUANT_CUDA_GEMM selects one (default auto); it is read at each many-token product (a getenv
+// next to a GEMM launch), so a process can compare the modes on one backend.
 enum class GemmMode { kAuto, kBf16, kBf16x2, kExact };
 
 GemmMode GemmModeFromEnv() {
@@ -67,8 +67,9 @@ GemmMode GemmModeFromEnv() {
 // Products of more tokens than this go to the tensor-core GEMM (matmul.cu's matvec takes <= 8).
 constexpr int64_t kMaxMatVecTokens = 8;
 // Packed weights are dequantized for the GEMM in row chunks of at most this many bf16 elements
-// (64 MiB: every matrix of an 8B model but the LM head in one chunk).
-constexpr int64_t kDequantChunkElems = int64_t(32) << 20;
+// (128 MiB: every matrix of an 8B model but the LM head in one chunk; cuBLAS picked a split-K
+// sm80 kernel at ~250 TFLOP/s for half of an 8B down projection where the whole ran at ~700).
+constexpr int64_t kDequantChunkElems = int64_t(64) << 20;
 
 class CudaBackend final : public Backend {
  public:
@@ -88,7 +89,9 @@ class CudaBackend final : public Backend {
     Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     Check(cudaMalloc(&err_, sizeof(cuda::DeviceError)), "cudaMalloc (error word)");
     Check(cudaMemset(err_, 0, sizeof(cuda::DeviceError)), "cudaMemset");
-    GemmModeFromEnv();  // a bad TURBOQUANT_CUDA_GEMM fails here, before any work
+    // A bad TURBOQUANT_CUDA_GEMM fails here, before any work; cuBLAS is set up now (it loads a
+    // large library and its kernels: a cost for the process, not for its first prompt).
+    if (GemmModeFromEnv() != GemmMode::kExact) BlasReady();
   }
 
   ~CudaBackend() override {
@@ -220,8 +223,8 @@ class CudaBackend final : public Backend {
     if (n > kMaxMatVecTokens && e == Elem::kBF16 && mode != GemmMode::kExact && BlasReady()) {
       const auto* wb = static_cast<const uint16_t*>(w.data);
       const int64_t in = w.dim(1);
-      TensorCoreProduct(x, n, in, w.dim(0), in, mode != GemmMode::kBf16, bias, y, where,
-                        [&](int64_t r0, int64_t) { return wb + r0 * in; });
+      TensorCoreProduct(x, n, in, w.dim(0), in, mode != GemmMode::kBf16, /*convert=*/true, bias, y,
+                        where, [&](int64_t r0, int64_t) { return wb + r0 * in; });
       return;
     }
     cuda::LaunchDenseMatMul(x, n, {w.data, e, w.dim(0), w.dim(1)}, bias, y, stream_);
@@ -246,16 +249,7 @@ class CudaBackend final : public Backend {
     Enter();
     const GemmMode mode = n > kMaxMatVecTokens ? GemmModeFromEnv() : GemmMode::kExact;
     if (mode != GemmMode::kExact && BlasReady()) {
-      const int64_t chunk = std::max<int64_t>(1, kDequantChunkElems / std::max<int64_t>(d.cols, 1));
-      auto* rows = static_cast<uint16_t*>(Grow(&deq_, &deq_bytes_,
-                                               size_t(std::min(chunk, d.rows) * d.cols) * 2,
-                                               "dequantized weight rows (bf16)"));
-      TensorCoreProduct(x, n, d.cols, d.rows, chunk, mode == GemmMode::kBf16x2, bias, y, where,
-                        [&](int64_t r0, int64_t count) {
-                          cuda::LaunchDequantBf16(d, r0, count, rows, stream_);
-                          Launched(where);
-                          return static_cast<const uint16_t*>(rows);
-                        });
+      PackedTensorCore(x, n, d, bias, y, mode == GemmMode::kBf16x2, /*convert=*/true, where);
       return;
     }
     cuda::LaunchPackedMatMul(x, n, d, bias, y, stream_);
@@ -282,6 +276,19 @@ class CudaBackend final : public Backend {
         Launched(where);
         return;
       }
+    }
+    const GemmMode mode = n > kMaxMatVecTokens ? GemmModeFromEnv() : GemmMode::kExact;
+    if (mode != GemmMode::kExact && BlasReady()) {
+      // x to bf16 once for every member (they share it; each is then dequantized and multiplied).
+      int64_t converted_cols = -1;
+      for (const PackedMatMulOutput& o : outs) {
+        TQ_CHECK(o.w && o.y, where, "an output has no weight or no destination");
+        const DevPacked d = ToDev(*o.w, where);
+        PackedTensorCore(x, n, d, o.bias, o.y, mode == GemmMode::kBf16x2,
+                         /*convert=*/d.cols != converted_cols, where);
+        converted_cols = d.cols;
+      }
+      return;
     }
     for (const PackedMatMulOutput& o : outs) PackedMatMul(x, n, *o.w, o.bias, o.y);
   }
@@ -454,16 +461,33 @@ class CudaBackend final : public Backend {
   // `split`), then for each chunk of at most `chunk` weight rows, rows(r0, count) gives them as
   // bf16 [count, in] (device memory, valid until the next chunk is asked for) and cuBLAS
   // accumulates into y's columns r0 .. r0 + count.
+  // packed y = x · Wᵀ (+ bias) through TensorCoreProduct, W dequantized chunk by chunk.
+  void PackedTensorCore(const float* x, int64_t n, const DevPacked& d, const float* bias, float* y,
+                        bool split, bool convert, const std::string& where) {
+    const int64_t chunk = std::max<int64_t>(1, kDequantChunkElems / std::max<int64_t>(d.cols, 1));
+    auto* rows = static_cast<uint16_t*>(Grow(&deq_, &deq_bytes_,
+                                             size_t(std::min(chunk, d.rows) * d.cols) * 2,
+                                             "dequantized weight rows (bf16)"));
+    TensorCoreProduct(x, n, d.cols, d.rows, chunk, split, convert, bias, y, where,
+                      [&](int64_t r0, int64_t count) {
+                        cuda::LaunchDequantBf16(d, r0, count, rows, stream_);
+                        Launched(where);
+                        return static_cast<const uint16_t*>(rows);
+                      });
+  }
+
+  // With convert false the bf16 scratch already holds this x [n, in] (hi, and lo when split),
+  // written by the previous call.
   template <typename Rows>
   void TensorCoreProduct(const float* x, int64_t n, int64_t in, int64_t out, int64_t chunk,
-                         bool split, const float* bias, float* y, const std::string& where,
-                         Rows&& rows) {
+                         bool split, bool convert, const float* bias, float* y,
+                         const std::string& where, Rows&& rows) {
     const size_t xbytes = size_t(n * in) * sizeof(uint16_t);
     auto* hi = static_cast<uint16_t*>(Grow(&xhi_, &xhi_bytes_, xbytes, "bf16 activations"));
     uint16_t* lo = split ? static_cast<uint16_t*>(
                                Grow(&xlo_, &xlo_bytes_, xbytes, "bf16 activations (low parts)"))
                          : nullptr;
-    cuda::LaunchSplitBf16(x, n * in, hi, lo, stream_);
+    if (convert) cuda::LaunchSplitBf16(x, n * in, hi, lo, stream_);
     if (bias) cuda::LaunchFillRows(bias, n, out, y, stream_);
     Launched(where);
     for (int64_t r0 = 0; r0 < out; r0 += chunk) {

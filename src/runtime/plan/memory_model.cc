@@ -39,8 +39,8 @@ constexpr int64_t kThreadBytes = 128 * 1024;
 // A CUDA context (driver, cuBLAS handles, kernels) on the device: an estimate, not measured.
 constexpr int64_t kCudaContextBytes = 512 * kMiB;
 // The tensor-core GEMMs of prompts (kernels/cuda/cuda_backend.cc): cuBLAS's workspace (32 MiB),
-// one chunk of dequantized weight rows (at most 32 Mi bf16) and x as two bf16 copies.
-constexpr int64_t kCudaBlasWorkspaceBytes = 32 * kMiB, kCudaDequantChunkBytes = 64 * kMiB;
+// one chunk of dequantized weight rows (at most 64 Mi bf16) and x as two bf16 copies.
+constexpr int64_t kCudaBlasWorkspaceBytes = 32 * kMiB, kCudaDequantChunkBytes = 128 * kMiB;
 // Model::Forward runs prompts in chunks of at most this many rows (model.cc kMaxChunk).
 constexpr int64_t kModelMaxChunk = 512;
 // The CPU GEMM packs its input transposed in blocks of up to 64 rows (kernels/cpu/matmul.cc),
