@@ -32,8 +32,8 @@ std::vector<float> AllLogits(Model& m, const std::vector<int32_t>& ids) {
   return out;
 }
 
-// Sets TURBOQUANT_CUDA_GEMM for a scope: "exact" keeps the many-token products on the fp32-class kernels
-// (the scalar oracle's accuracy), the default runs them as bf16 tensor-core GEMMs.
+// Sets TURBOQUANT_CUDA_GEMM for a scope: "exact" keeps the many-token products on the fp32-class
+// kernels (the scalar oracle's accuracy), the default runs them as bf16 tensor-core GEMMs.
 struct GemmMode {
   explicit GemmMode(const char* mode) { setenv("TURBOQUANT_CUDA_GEMM", mode, 1); }
   ~GemmMode() { unsetenv("TURBOQUANT_CUDA_GEMM"); }

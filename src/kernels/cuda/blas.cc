@@ -2,10 +2,10 @@
 // (CUBLAS_COMPUTE_32F: the tensor cores, fp32 sums) on the backend's stream, with a fixed
 // workspace so that no call allocates (and a captured CUDA graph could replay it).
 //
-// libcublas is opened when the CUDA backend is made (dlopen), not linked: libcublasLt is a 540 MB library
-// whose loading costs a process ~200 MB of resident memory and a tenth of a second, which a CUDA
-// build's CPU runs (`--device cpu`, plan, convert) should not pay. Without it the backend falls
-// back to its fp32 kernels (cuda_backend.cc).
+// libcublas is opened when the CUDA backend is made (dlopen), not linked: libcublasLt is a 540 MB
+// library whose loading costs a process ~200 MB of resident memory and a tenth of a second, which a
+// CUDA build's CPU runs (`--device cpu`, plan, convert) should not pay. Without it the backend
+// falls back to its fp32 kernels (cuda_backend.cc).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>

@@ -10,8 +10,8 @@ namespace tq::kernels {
 
 // A backend on CUDA device `device` (its own stream; products of up to 8 tokens are the
 // fp32-accumulating kernels of kernels/cuda/, larger ones bf16 tensor-core GEMMs through cuBLAS
-// with fp32 accumulation, TURBOQUANT_CUDA_GEMM in cuda_backend.cc). Throws tq::Error naming the device
-// when it cannot be had (no driver, no such device).
+// with fp32 accumulation, TURBOQUANT_CUDA_GEMM in cuda_backend.cc). Throws tq::Error naming the
+// device when it cannot be had (no driver, no such device).
 std::unique_ptr<Backend> MakeCudaBackend(int device);
 
 // CUDA devices visible to this process; 0 when there is no driver or no device (never throws).

@@ -367,8 +367,8 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& options, const PlanInputs& in) {
   if (opts.device == PlanDevice::kCuda) {
     // On the GPU: weights, cache, activations and the CUDA context. The runtime, tokenizer and
     // threads live in host memory.
-    const int64_t widest = std::max({p.config.hidden_size, p.config.intermediate_size,
-                                     p.config.moe_intermediate_size});
+    const int64_t widest = std::max(
+        {p.config.hidden_size, p.config.intermediate_size, p.config.moe_intermediate_size});
     p.reserve_device = kCudaContextBytes + kCudaBlasWorkspaceBytes + kCudaDequantChunkBytes +
                        2 * kModelMaxChunk * widest * int64_t(sizeof(uint16_t));
     p.notes.push_back("--device cuda: host memory (runtime, tokenizer) is not counted");

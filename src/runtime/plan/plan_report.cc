@@ -92,8 +92,9 @@ std::string PlanToText(const MemoryPlan& p) {
              "runtime {}, tokenizer {} (+{} while loading), {} threads {}{}",
              HumanBytes(p.reserve_base), HumanBytes(p.reserve_tokenizer),
              HumanBytes(p.tokenizer_load_transient), p.threads, HumanBytes(p.reserve_threads),
-             p.reserve_device > 0 ? fmt::format(", CUDA context and GEMM scratch {}", HumanBytes(p.reserve_device))
-                                  : ""));
+             p.reserve_device > 0
+                 ? fmt::format(", CUDA context and GEMM scratch {}", HumanBytes(p.reserve_device))
+                 : ""));
   amount("peak", p.memory.peak(), "");
   amount("usable", p.usable_bytes, p.usable_source);
   amount("headroom", p.headroom_bytes, "");
