@@ -220,7 +220,7 @@ class CudaBackend final : public Backend {
     if (n <= 0) return;
     Enter();
     const GemmMode mode = n > kMaxMatVecTokens ? GemmModeFromEnv() : GemmMode::kExact;
-    if (n > kMaxMatVecTokens && e == Elem::kBF16 && mode != GemmMode::kExact && BlasReady()) {
+    if (e == Elem::kBF16 && mode != GemmMode::kExact && BlasReady()) {
       const auto* wb = static_cast<const uint16_t*>(w.data);
       const int64_t in = w.dim(1);
       TensorCoreProduct(x, n, in, w.dim(0), in, mode != GemmMode::kBf16, /*convert=*/true, bias, y,
@@ -442,8 +442,9 @@ class CudaBackend final : public Backend {
 
   void Enter() const { Check(cudaSetDevice(device_), "cudaSetDevice"); }
 
-  // cuBLAS, set up at the first many-token product; false (once said on stderr) when it cannot
-  // be (no libcublas, no memory for its workspace): prompts then run on the fp32 kernels.
+  // cuBLAS, set up when the backend is made (or at the first many-token product when it was made
+  // with TURBOQUANT_CUDA_GEMM=exact); false (once said on stderr) when it cannot be (no
+  // libcublas, no memory for its workspace): prompts then run on the fp32 kernels.
   bool BlasReady() {
     if (blas_) return true;
     if (blas_failed_) return false;
@@ -457,11 +458,7 @@ class CudaBackend final : public Backend {
     return blas_ != nullptr;
   }
 
-  // y [n, out] = x [n, in] · Wᵀ (+ bias) on the tensor cores: x to bf16 (hi, and lo when
-  // `split`), then for each chunk of at most `chunk` weight rows, rows(r0, count) gives them as
-  // bf16 [count, in] (device memory, valid until the next chunk is asked for) and cuBLAS
-  // accumulates into y's columns r0 .. r0 + count.
-  // packed y = x · Wᵀ (+ bias) through TensorCoreProduct, W dequantized chunk by chunk.
+  // Packed y = x · Wᵀ (+ bias) through TensorCoreProduct, W dequantized chunk by chunk.
   void PackedTensorCore(const float* x, int64_t n, const DevPacked& d, const float* bias, float* y,
                         bool split, bool convert, const std::string& where) {
     const int64_t chunk = std::max<int64_t>(1, kDequantChunkElems / std::max<int64_t>(d.cols, 1));
@@ -476,8 +473,11 @@ class CudaBackend final : public Backend {
                       });
   }
 
-  // With convert false the bf16 scratch already holds this x [n, in] (hi, and lo when split),
-  // written by the previous call.
+  // y [n, out] = x [n, in] · Wᵀ (+ bias) on the tensor cores: x to bf16 (hi, and lo when
+  // `split`), then for each chunk of at most `chunk` weight rows, rows(r0, count) gives them as
+  // bf16 [count, in] (device memory, valid until the next chunk is asked for) and cuBLAS
+  // accumulates into y's columns r0 .. r0 + count. With convert false the bf16 scratch already
+  // holds this x (hi, and lo when split), written by the previous call.
   template <typename Rows>
   void TensorCoreProduct(const float* x, int64_t n, int64_t in, int64_t out, int64_t chunk,
                          bool split, bool convert, const float* bias, float* y,
@@ -632,7 +632,7 @@ class CudaBackend final : public Backend {
   size_t copy_scratch_bytes_ = 0;
   void* attn_scratch_ = nullptr;  // split attention's partial states
   size_t attn_scratch_bytes_ = 0;
-  cuda::Blas* blas_ = nullptr;  // created by the first tensor-core product
+  cuda::Blas* blas_ = nullptr;  // BlasReady()
   bool blas_failed_ = false;
   void* xhi_ = nullptr;  // x as bf16 (and its low parts) for the GEMM
   size_t xhi_bytes_ = 0;
