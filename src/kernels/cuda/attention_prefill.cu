@@ -48,16 +48,20 @@ __global__ void __launch_bounds__(kPThreads)
 #pragma unroll
     for (int c = 0; c < kC; ++c) o[a][c] = 0.0f;
   }
+  // kv [c][j] = positions t0 + c of the cache `src` (K or V) for c < cols, zeros after.
+  auto load_tile = [&](const void* src, int64_t t0, int64_t cols) {
+    for (int e = tid; e < kPCols * kD; e += kPThreads) {
+      const int c = e / kD, j = e % kD;
+      kv[c * kS + j] = c < cols ? LoadElem<E>(src, kvh * head_stride + (t0 + c) * kD + j) : 0.0f;
+    }
+  };
   // Key positions of the tile's rows: [first of row 0, pos of the last row].
   const int64_t last = pos0 + i0 + rows - 1;
   const int64_t begin = p.window > 0 ? max(int64_t(0), pos0 + i0 - p.window + 1) : 0;
   for (int64_t t0 = begin; t0 <= last; t0 += kPCols) {
     const int64_t cols = last + 1 - t0 < kPCols ? last + 1 - t0 : kPCols;
     __syncthreads();  // the previous tile's V and P are consumed
-    for (int e = tid; e < kPCols * kD; e += kPThreads) {
-      const int c = e / kD, j = e % kD;
-      kv[c * kS + j] = c < cols ? LoadElem<E>(k, kvh * head_stride + (t0 + c) * kD + j) : 0.0f;
-    }
+    load_tile(k, t0, cols);
     __syncthreads();
     // Scores s[a][b] = q[4ty + a] · k[tx + 16b].
     float s[4][4] = {};
@@ -108,10 +112,7 @@ __global__ void __launch_bounds__(kPThreads)
       for (int c = 0; c < kC; ++c) o[a][c] *= corr;
     }
     __syncthreads();  // scores taken from K; P complete
-    for (int e = tid; e < kPCols * kD; e += kPThreads) {
-      const int c = e / kD, j = e % kD;
-      kv[c * kS + j] = c < cols ? LoadElem<E>(v, kvh * head_stride + (t0 + c) * kD + j) : 0.0f;
-    }
+    load_tile(v, t0, cols);
     __syncthreads();
     // o[a][c] += Σ_t P[4ty + a][t] · V[t][kC·tx + c].
     for (int t = 0; t < cols; t += 4) {
