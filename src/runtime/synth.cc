@@ -84,8 +84,10 @@ std::string ModulePrefix(const std::string& name) {
 // The packed tensors of `tensors` under convert's recipe at `bits`, and the config.json
 // quantization block naming each linear's rotation group (what the loader reads).
 std::vector<OutTensor> PackedOutputs(const std::vector<SynthTensor>& tensors,
-                                     const ModelConfig& config, int bits, uint64_t seed,
+                                     const ModelConfig& config, const SynthOptions& opts,
                                      nlohmann::ordered_json* block) {
+  const int bits = opts.bits;
+  const uint64_t seed = opts.seed;
   std::vector<TensorInfo> infos;
   for (const SynthTensor& t : tensors) {
     TensorInfo i;
@@ -97,6 +99,9 @@ std::vector<OutTensor> PackedOutputs(const std::vector<SynthTensor>& tensors,
   }
   QuantRecipeOptions ro;
   ro.bits = bits;
+  ro.embed_bits = opts.embed_bits;
+  if (opts.group_size > 0) ro.group_size = opts.group_size;
+  ValidateQuantRecipeOptions(ro);
   const QuantRecipe recipe = PlanQuantization(config, infos, ro);
   std::map<std::string, const SynthTensor*> by_name;
   for (const SynthTensor& t : tensors) by_name[t.name] = &t;
@@ -213,7 +218,7 @@ SynthResult WriteSynthCheckpoint(const SynthOptions& opts) {
   std::vector<OutTensor> outs;
   if (opts.bits > 0) {
     nlohmann::ordered_json block;
-    outs = PackedOutputs(tensors, LoadModelConfig(tmp.path.string()), opts.bits, opts.seed, &block);
+    outs = PackedOutputs(tensors, LoadModelConfig(tmp.path.string()), opts, &block);
     config["quantization"] = nlohmann::json::parse(block.dump());
     WriteFileAtomic((tmp.path / "config.json").string(), config.dump(2) + "\n");
   } else {

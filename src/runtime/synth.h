@@ -21,6 +21,12 @@ struct SynthOptions {
   // fp16 group scales giving each weight the bf16 tensor's standard deviation, the Gaussian
   // codebook and random sign vectors: no bf16 intermediate on disk or in memory.
   int bits = 0;
+  // With bits: the embedding / LM head (16 = bf16 as stored, or 8 / 4) and the linears' group size
+  // (0 = the recipe's default). `turboquant synth` passes convert's defaults (convert/defaults.h:
+  // 8-bit embedding, group 128 at 4 and 8 bits) so that its files read the bytes a converted file
+  // reads a token.
+  int embed_bits = 16;
+  int group_size = 0;
 };
 
 struct SynthResult {

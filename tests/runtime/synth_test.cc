@@ -58,6 +58,33 @@ TEST(Synth, TinyCheckpointsLoadAndRun) {
   }
 }
 
+// --bits with convert's embedding default: the embedding / LM head written as 8-bit codes (not
+// bf16), and the packed file loads and runs.
+TEST(Synth, PackedWithAnEightBitEmbeddingLoadsAndRuns) {
+  test::TempDir tmp;
+  SynthOptions o;
+  o.like = "tiny-llama";
+  o.out_dir = tmp.file("q4");
+  o.bits = 4;
+  o.embed_bits = 8;
+  o.progress = false;
+  WriteSynthCheckpoint(o);
+  auto ckpt = Checkpoint::Open(o.out_dir);
+  EXPECT_FALSE(ckpt->Has("model.embed_tokens.weight"));
+  EXPECT_TRUE(ckpt->Has("model.embed_tokens.codes"));
+  EXPECT_TRUE(ckpt->Has("model.layers.0.self_attn.q_proj.codes"));
+  auto model = Model::Load(o.out_dir);
+  BenchOptions b;
+  b.prompt_tokens = 8;
+  b.gen_tokens = 4;
+  EXPECT_TRUE(RunBench(*model, b).logits_finite);
+  // A bad value names the option.
+  o.out_dir = tmp.file("bad");
+  o.embed_bits = 5;
+  EXPECT_THROW(WriteSynthCheckpoint(o), UsageError);
+  EXPECT_FALSE(fs::exists(o.out_dir));
+}
+
 TEST(Synth, ShardsWithIndexAndIsDeterministic) {
   test::TempDir tmp;
   SynthOptions o;
