@@ -64,20 +64,6 @@ __device__ __forceinline__ float PackedAt(const DevPacked& w, const float* book,
   return scale * book[code];
 }
 
-// Asks L2 for the bytes [p, p + bytes) ahead of their loads: one prefetch.global.L2 per 128-byte
-// line, lane l of the calling warp taking lines l, l + 32, ... (no register is held until the
-// data arrives, unlike an early load). A hint: a no-op in the emulator.
-__device__ __forceinline__ void PrefetchL2(const void* p, int64_t bytes, int lane) {
-#if !defined(TQ_CUDA_EMU)
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + uintptr_t(bytes);
-  for (uintptr_t line = (begin & ~uintptr_t(127)) + uintptr_t(lane) * 128; line < end;
-       line += 32 * 128)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
-#else
-  (void)p, (void)bytes, (void)lane;
-#endif
-}
-
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -13,8 +13,6 @@
 // codebook or affine, cols % 32 == 0, group size a multiple of 16, rows stored unit after unit
 // (row_bytes = cols / 32 · unit bytes), codes aligned to the unit load; dense rows a multiple of
 // 16 bytes, 16-byte aligned; x 16-byte aligned.
-#include <cstdlib>
-
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/packed_unit.cuh"
 
@@ -142,28 +140,12 @@ template <int F, bool kAffine, int kNT>
 __device__ __forceinline__ void PackedMatVecSmemRows(const float* __restrict__ x, int n,
                                                      const DevPacked& w, int gshift, int64_t first,
                                                      int64_t last, const float* __restrict__ bias,
-                                                     float* __restrict__ y, int prefetch) {
+                                                     float* __restrict__ y) {
   constexpr int kU = kPackedUnroll<F>;
   constexpr int kUB = kUnitBytes<F>;
-  constexpr int64_t kPass = kSmemWarps * kVecRows;  // rows of one pass of the block's warps
   float* book = DynamicShared();
   float* xs = book + 256;
   const int units = int(w.cols / 32);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-  // The warp's rows [r, r + kVecRows) (codes and scales) asked of L2 `prefetch` passes before
-  // their loads: the loads then wait on L2's latency, not DRAM's, and DRAM sees the requests
-  // early (the kernel is bound by load latency with ~17 warps an SM, not by issue or bytes).
-  const int64_t groups = w.cols >> gshift;
-  auto prefetch_rows = [&](int64_t r) {
-    if (r >= last) return;
-    const int64_t count = last - r < kVecRows ? last - r : kVecRows;
-    PrefetchL2(w.codes + r * w.row_bytes, count * w.row_bytes, lane);
-    if (w.scale_codes)
-      PrefetchL2(w.scale_codes + r * groups, count * groups, lane);
-    else
-      PrefetchL2(w.scales + r * groups, count * groups * 2, lane);
-  };
-  for (int k = 0; k < prefetch; ++k) prefetch_rows(first + warp * kVecRows + k * kPass);
   if (!kAffine)
     for (int i = threadIdx.x; i < w.levels; i += blockDim.x) book[i] = w.codebook[i];
   const int xstride = units * kSmemPad;  // floats per token in shared memory
@@ -173,8 +155,8 @@ __device__ __forceinline__ void PackedMatVecSmemRows(const float* __restrict__ x
       *reinterpret_cast<float4*>(xs + t * xstride + (i >> 5) * kSmemPad + (i & 31)) = v;
     }
   __syncthreads();
-  for (int64_t r0 = first + warp * kVecRows; r0 < last; r0 += kPass) {
-    if (prefetch) prefetch_rows(r0 + prefetch * kPass);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  for (int64_t r0 = first + warp * kVecRows; r0 < last; r0 += kSmemWarps * kVecRows) {
     const uint8_t* codes[kVecRows];
     int64_t group0[kVecRows];
 #pragma unroll
@@ -258,10 +240,10 @@ template <int F, bool kAffine, int kNT>
 __global__ void __launch_bounds__(kSmemWarps * 32, kNT == 1 && !kAffine ? kSmemBlocksPerSm : 1)
     PackedMatVecSmemKernel(const float* __restrict__ x, int n, DevPacked w, int gshift,
                            int rows_per_block, const float* __restrict__ bias,
-                           float* __restrict__ y, int prefetch) {
+                           float* __restrict__ y) {
   const int64_t first = int64_t(blockIdx.x) * rows_per_block;
   const int64_t last = first + rows_per_block < w.rows ? first + rows_per_block : w.rows;
-  PackedMatVecSmemRows<F, kAffine, kNT>(x, n, w, gshift, first, last, bias, y, prefetch);
+  PackedMatVecSmemRows<F, kAffine, kNT>(x, n, w, gshift, first, last, bias, y);
 }
 
 // Up to kMaxMatVecGroup products over one input in one launch (q/k/v, gate/up): the blocks
@@ -278,8 +260,7 @@ struct DevPackedGroup {
 
 template <int F, bool kAffine, int kNT>
 __global__ void __launch_bounds__(kSmemWarps * 32, kNT == 1 && !kAffine ? kSmemBlocksPerSm : 1)
-    PackedMatVecGroupKernel(const float* __restrict__ x, int n, DevPackedGroup g, int gshift,
-                            int prefetch) {
+    PackedMatVecGroupKernel(const float* __restrict__ x, int n, DevPackedGroup g, int gshift) {
   // The member's view through shared memory: indexing the parameter struct at run time would
   // copy it into registers (and spill).
   __shared__ DevPacked w;
@@ -289,8 +270,7 @@ __global__ void __launch_bounds__(kSmemWarps * 32, kNT == 1 && !kAffine ? kSmemB
   __syncthreads();
   const int64_t first = int64_t(int(blockIdx.x) - g.block0[m]) * g.rows_per_block[m];
   const int64_t last = first + g.rows_per_block[m] < w.rows ? first + g.rows_per_block[m] : w.rows;
-  PackedMatVecSmemRows<F, kAffine, kNT>(x, n, w, gshift, first, last, g.bias[m], g.y[m],
-                                        prefetch);
+  PackedMatVecSmemRows<F, kAffine, kNT>(x, n, w, gshift, first, last, g.bias[m], g.y[m]);
 }
 
 // Dense rows: kPer elements per 16-byte load (8 bf16/f16, 4 f32), kept as loaded (4 registers)
@@ -385,15 +365,6 @@ inline int64_t SmemRowsPerBlock(int64_t rows) {
   return (per + kPass - 1) / kPass * kPass;
 }
 
-// How many passes ahead the staged-x kernels ask L2 for their rows: TURBOQUANT_CUDA_PREFETCH
-// (0 = no prefetch, at most 4; default 1), read at each launch so that a test or bench can switch.
-inline int PrefetchPasses() {
-  const char* v = std::getenv("TURBOQUANT_CUDA_PREFETCH");
-  if (!v || !*v) return 1;
-  const int p = std::atoi(v);
-  return p < 0 ? 0 : p > 4 ? 4 : p;
-}
-
 // Raises `kernel`'s dynamic shared memory limit to kMaxSmem (each caller keeps its own
 // once-flag: one per kernel instantiation).
 template <typename K>
@@ -410,7 +381,7 @@ void LaunchPackedSmem(const float* x, int n, const DevPacked& w, int gshift, con
   (void)raised;
   const int64_t per = SmemRowsPerBlock(w.rows);
   TQ_LAUNCH_SMEM(kernel, Blocks(w.rows, int(per)), kSmemWarps * 32, SmemBytes(w.cols, n), s, x, n,
-                 w, gshift, int(per), bias, y, PrefetchPasses());
+                 w, gshift, int(per), bias, y);
 }
 
 template <int F>
@@ -473,7 +444,7 @@ void LaunchGroup(const float* x, int n, const DevPackedGroup& g, int gshift, cud
   static const bool raised = RaiseSmemLimit(kernel);  // once per instantiation
   (void)raised;
   TQ_LAUNCH_SMEM(kernel, unsigned(g.block0[g.count]), kSmemWarps * 32, SmemBytes(g.w[0].cols, n), s,
-                 x, n, g, gshift, PrefetchPasses());
+                 x, n, g, gshift);
 }
 
 template <int F>
