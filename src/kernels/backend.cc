@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "core/error.h"
 
@@ -181,7 +182,34 @@ std::string DefaultDeviceName() {
   return env && *env ? std::string(env) : std::string("auto");
 }
 
+namespace {
+
+std::mutex& RegisteredMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, Backend*, std::less<>>& Registered() {
+  static std::map<std::string, Backend*, std::less<>> m;
+  return m;
+}
+
+}  // namespace
+
+void RegisterBackend(const std::string& name, Backend* backend) {
+  TQ_CHECK(backend != nullptr, "device", "'{}': no backend to register", name);
+  TQ_CHECK(!name.empty() && name != "auto" && name != "cpu" && name != "ref" &&
+               !name.starts_with("cuda"),
+           "device", "'{}' is a built-in device name", name);
+  std::lock_guard<std::mutex> lock(RegisteredMutex());
+  Registered()[name] = backend;
+}
+
 Backend& GetBackend(std::string_view device) {
+  {
+    std::lock_guard<std::mutex> lock(RegisteredMutex());
+    const auto it = Registered().find(device);
+    if (it != Registered().end()) return *it->second;
+  }
   if (device.empty() || device == "auto") {
     if (BuiltWithCudaBackend() && CudaDeviceCount() > 0) return GetBackend("cuda:0");
     return CpuBackend();

@@ -265,6 +265,10 @@ GpuInfo QueryGpu(int device = 0);
 // the device when it cannot be had (a CPU-only build, no GPU, N out of range). Device backends
 // are created once per device and live until exit.
 Backend& GetBackend(std::string_view device);
+// Adds a named backend that GetBackend (and so Model::Load's device) returns for `name`: tests
+// register the CUDA sources on the host emulator as "emu" to run whole models through them. The
+// backend must outlive every use; a built-in name (ref, cpu, auto, cuda...) is refused.
+void RegisterBackend(const std::string& name, Backend* backend);
 // The default device name: $TURBOQUANT_DEVICE, else "auto".
 std::string DefaultDeviceName();
 

@@ -13,15 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "cuda_emu/cuda_emu.h"
 #include "kernels/backend.h"
 #if defined(TQ_WITH_CUDA)
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
-namespace tq::kernels {
-// The CUDA backend's sources on the host emulator (cuda_emu_backend.cc).
-std::unique_ptr<Backend> MakeEmulatedCudaBackend(int device);
-}  // namespace tq::kernels
 
 namespace tq::kernels::test {
 

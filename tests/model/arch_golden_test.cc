@@ -12,11 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "cuda_emu/cuda_emu.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
 #include "model/model.h"
 #include "runtime/perplexity.h"
 #include "testutil/golden.h"
+#include "testutil/gpu.h"
 #include "testutil/testutil.h"
 
 namespace tq {
@@ -79,6 +81,50 @@ TEST_P(ArchGolden, Fp32LogitsMatchOnTheRefBackend) {
   std::vector<float> logits(size_t(t * vocab_));
   model->Forward(golden_.input_ids, *cache, logits.data(), /*all_logits=*/true);
   EXPECT_LT(RelErr(logits.data(), golden_.logits.data(), logits.size()), kTol) << GetParam();
+}
+
+// The CUDA backend (the GPU, or its sources on the host emulator): one pass's logits within the
+// same bound of the golden (prompts of more than 8 tokens take the bf16 tensor-core GEMMs, the
+// arch checkpoints are bf16 so x is split into two bf16 parts: fp32-grade), and the 24 greedy
+// ids (the first `greedy` of them on the emulator, whose every CUDA thread is a fiber) through the
+// 1-token kernels.
+void ExpectGoldenOn(const std::string& family, const std::string& device, const Golden& golden,
+                    int64_t vocab, size_t greedy) {
+  auto model = Model::Load(test::ModelDir(Dir(family)), {.device = device});
+  const int64_t t = int64_t(golden.input_ids.size());
+  {
+    auto cache = model->NewCache({.max_tokens = 128, .dtype = KvDType::kF32});
+    std::vector<float> logits(size_t(t * vocab));
+    model->Forward(golden.input_ids, *cache, logits.data(), /*all_logits=*/true);
+    const double rel = RelErr(logits.data(), golden.logits.data(), logits.size());
+    std::printf("%s on %s: max |logit - golden| / max |golden| = %.3g\n", family.c_str(),
+                device.c_str(), rel);
+    EXPECT_LT(rel, kTol) << family << " on " << device;
+  }
+  const std::vector<int32_t> prompt = Ids(family, "greedy_prompt_ids");
+  auto cache = model->NewCache({.max_tokens = 128, .dtype = KvDType::kF32});
+  std::vector<float> logits(static_cast<size_t>(vocab));
+  model->Forward(prompt, *cache, logits.data());
+  std::vector<int32_t> out;
+  greedy = std::min(greedy, golden.greedy_ids.size());
+  for (size_t i = 0; i < greedy; ++i) {
+    const int32_t next = int32_t(kernels::Argmax(logits.data(), vocab));
+    out.push_back(next);
+    if (i + 1 < greedy) model->Forward(std::span<const int32_t>(&next, 1), *cache, logits.data());
+  }
+  const std::vector<int32_t> want(golden.greedy_ids.begin(), golden.greedy_ids.begin() + greedy);
+  EXPECT_EQ(out, want) << family << " on " << device;
+}
+
+TEST_P(ArchGolden, LogitsAndGreedyIdsOnTheEmulatedCudaBackend) {
+  if (!kernels::EmulatedCudaDevice())
+    GTEST_SKIP() << "the CUDA emulator's fibers (ucontext) are not run under ASan";
+  ExpectGoldenOn(GetParam(), "emu", golden_, vocab_, 4);
+}
+
+TEST_P(ArchGolden, LogitsAndGreedyIdsOnTheGpu) {
+  TQ_REQUIRE_GPU();
+  ExpectGoldenOn(GetParam(), "cuda", golden_, vocab_, golden_.greedy_ids.size());
 }
 
 TEST_P(ArchGolden, GreedyDecodeReproducesThe24Ids) {

@@ -109,7 +109,7 @@ __device__ __forceinline__ uint32_t ToTf32(float x) {
 // relative, dropped), three mma.m16n8k8 with fp32 accumulation. PTX fragments (g = lane / 4,
 // t = lane % 4): a = {A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]}, b = {B[t][g], B[t+4][g]},
 // c = {C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]}. Every lane of the warp calls it (the
-// emulator: tests/kernels/cuda_emu/emu.h WarpMma3xTf32).
+// emulator: tests/cuda_emu/emu.h WarpMma3xTf32).
 __device__ __forceinline__ void Mma3xTf32(float (&c)[4], const uint32_t (&ah)[4],
                                           const uint32_t (&al)[4], const uint32_t (&bh)[2],
                                           const uint32_t (&bl)[2]) {

@@ -424,6 +424,163 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // --- the newer families' ops (family_ops.cu) ---
+  bool SupportsFamilyOp(FamilyOp op) const override { return op != FamilyOp::kCount; }
+
+  void Scale(float* x, int64_t n, float s) override {
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchScale(x, n, s, stream_);
+    Launched("scale");
+  }
+  void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) override {
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchGeluTanhMul(gate, up, n, out, stream_);
+    Launched("gelu tanh mul");
+  }
+  void ClampedSwiglu(const float* gate, const float* up, int64_t n, const ClampedSwigluParams& p,
+                     float* out) override {
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchClampedSwiglu(gate, up, n, p.alpha, p.limit, out, stream_);
+    Launched("clamped swiglu");
+  }
+  void Softcap(float* x, int64_t n, float cap) override {
+    TQ_CHECK(cap > 0, name_ + " softcap", "cap {} (must be > 0)", cap);
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchSoftcap(x, n, cap, stream_);
+    Launched("softcap");
+  }
+  void SigmoidGateRows(float* x, const float* g, int64_t rows, int64_t dim) override {
+    if (rows <= 0 || dim <= 0) return;
+    Enter();
+    cuda::LaunchSigmoidGateRows(x, g, rows, dim, stream_);
+    Launched("sigmoid gate rows");
+  }
+  void Relu2(const float* x, int64_t n, float* out) override {
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchRelu2(x, n, out, stream_);
+    Launched("relu2");
+  }
+  void SsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias, float lo,
+             float hi, float* out) override {
+    if (n <= 0 || heads <= 0) return;
+    TQ_CHECK(stride >= heads, name_ + " ssm dt", "stride {} < {} heads", stride, heads);
+    Enter();
+    cuda::LaunchSsmDt(dt, stride, n, heads, bias, lo, hi, out, stream_);
+    Launched("ssm dt");
+  }
+  void DeltaNetGates(const float* b, const float* a, int64_t stride, int64_t n, int64_t heads,
+                     const float* a_log, const float* dt_bias, float* g, float* beta) override {
+    if (n <= 0 || heads <= 0) return;
+    TQ_CHECK(stride >= heads, name_ + " deltanet gates", "stride {} < {} heads", stride, heads);
+    Enter();
+    cuda::LaunchDeltaNetGates(b, a, stride, n, heads, a_log, dt_bias, g, beta, stream_);
+    Launched("deltanet gates");
+  }
+  void GatedRmsNorm(const float* x, int64_t rows, int64_t dim, int64_t group, const float* z,
+                    const float* weight, float eps, bool gate_first, float* out) override {
+    if (rows <= 0) return;
+    TQ_CHECK(group > 0 && dim % group == 0, name_ + " gated rms norm",
+             "group {} does not divide dim {}", group, dim);
+    Enter();
+    cuda::LaunchGatedRmsNorm(x, rows, dim, group, z, weight, eps, gate_first, out, stream_);
+    Launched("gated rms norm");
+  }
+  void PartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+                   const int64_t* positions, const float* inv_freq, float attn_factor) override {
+    TQ_CHECK(rotary_dim >= 0 && rotary_dim % 2 == 0 && rotary_dim <= head_dim,
+             name_ + " partial rope", "rotary_dim {} of head_dim {}", rotary_dim, head_dim);
+    if (rows <= 0 || rotary_dim == 0) return;  // 0: no rotary channels (nemotron_h)
+    Enter();
+    cuda::LaunchPartialRope(x, rows, heads, head_dim, rotary_dim, positions, inv_freq, attn_factor,
+                            stream_);
+    Launched("partial rope");
+  }
+  void AttentionVariant(const float* q, int64_t n, int64_t pos0, const KvView& kv,
+                        const SinkAttentionParams& p, float* out) override {
+    const std::string where = name_ + " attention variant";
+    TQ_CHECK(p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 && p.head_dim > 0 &&
+                 p.head_dim <= cuda::kMaxHeadDim,
+             where, "bad heads {} / {} (head_dim {}, at most {})", p.num_heads, p.num_kv_heads,
+             p.head_dim, cuda::kMaxHeadDim);
+    TQ_CHECK(p.v_head_dim == 0 || p.v_head_dim == p.head_dim, where,
+             "v_head_dim {} != head_dim {} on a plain cache", p.v_head_dim, p.head_dim);
+    const Elem e = ElemOf(kv.dtype, where);
+    TQ_CHECK(pos0 >= 0, where, "negative start position {}", pos0);
+    if (n <= 0) return;
+    TQ_CHECK(kv.k && kv.v && (p.num_kv_heads == 1 || kv.head_stride >= (pos0 + n) * p.head_dim),
+             where, "cache of head stride {} cannot hold {} positions of head_dim {}",
+             kv.head_stride, pos0 + n, p.head_dim);
+    cuda::DevSinkAttention d;
+    d.num_heads = p.num_heads;
+    d.num_kv_heads = p.num_kv_heads;
+    d.head_dim = p.head_dim;
+    d.window = p.window;
+    d.scale = p.scale;
+    d.softcap = p.softcap;
+    d.sinks = p.sinks;
+    Enter();
+    cuda::LaunchAttentionVariant(q, n, pos0, kv.k, kv.v, e, kv.head_stride, d, out, stream_);
+    Launched(where);
+  }
+  void CausalConv1d(const float* x, int64_t n, int64_t x_stride, const float* w, const float* bias,
+                    float* state, const Conv1dParams& p, float* y) override {
+    TQ_CHECK(p.channels > 0 && p.kernel >= 1 && p.kernel <= cuda::kMaxConvKernel &&
+                 x_stride >= p.channels,
+             name_ + " causal conv1d", "channels {}, kernel {} (at most {}), stride {}", p.channels,
+             p.kernel, cuda::kMaxConvKernel, x_stride);
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchCausalConv1d(x, n, x_stride, w, bias, state, p.channels, p.kernel, p.silu, y,
+                             stream_);
+    Launched("causal conv1d");
+  }
+  void GatedDeltaNet(const float* q, const float* k, const float* v, const float* g,
+                     const float* beta, int64_t n, float* state, const DeltaNetParams& p,
+                     float* out) override {
+    TQ_CHECK(p.num_k_heads > 0 && p.num_v_heads % p.num_k_heads == 0 && p.k_dim > 0 &&
+                 p.v_dim > 0 && p.k_dim <= 4096,
+             name_ + " gated deltanet", "bad heads Hk={} Hv={} dk={} dv={}", p.num_k_heads,
+             p.num_v_heads, p.k_dim, p.v_dim);
+    if (n <= 0) return;
+    cuda::DevDeltaNet d;
+    d.num_k_heads = p.num_k_heads;
+    d.num_v_heads = p.num_v_heads;
+    d.k_dim = p.k_dim;
+    d.v_dim = p.v_dim;
+    d.q_stride = p.q_stride;
+    d.k_stride = p.k_stride;
+    d.v_stride = p.v_stride;
+    d.scale = p.scale;
+    d.l2_eps = p.l2_eps;
+    d.qk_l2norm = p.qk_l2norm ? 1 : 0;
+    Enter();
+    cuda::LaunchGatedDeltaNet(q, k, v, g, beta, n, state, d, out, stream_);
+    Launched("gated deltanet");
+  }
+  void Ssd(const float* x, const float* B, const float* C, const float* dt, const float* A,
+           const float* D, int64_t n, float* state, const SsdParams& p, float* y) override {
+    TQ_CHECK(p.num_heads > 0 && p.n_groups > 0 && p.num_heads % p.n_groups == 0 &&
+                 p.head_dim > 0 && p.state_size > 0,
+             name_ + " ssd", "bad shape H={} P={} N={} G={}", p.num_heads, p.head_dim,
+             p.state_size, p.n_groups);
+    if (n <= 0) return;
+    cuda::DevSsd d;
+    d.num_heads = p.num_heads;
+    d.head_dim = p.head_dim;
+    d.state_size = p.state_size;
+    d.n_groups = p.n_groups;
+    d.x_stride = p.x_stride;
+    d.bc_stride = p.bc_stride;
+    Enter();
+    cuda::LaunchSsd(x, B, C, dt, A, D, n, state, d, y, stream_);
+    Launched("ssd");
+  }
+
   float* RotationScratch(int64_t count) override {
     Enter();
     return static_cast<float*>(Grow(&rot_scratch_, &rot_scratch_bytes_,

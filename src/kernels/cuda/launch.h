@@ -15,7 +15,7 @@
 #include "kernels/cuda/code_at.h"
 
 // kernel<<<grid, block, 0, stream>>>(args...), or the host emulator's launch in the unit tests
-// (tests/kernels/cuda_emu/emu.h defines TQ_EMU_LAUNCH).
+// (tests/cuda_emu/emu.h defines TQ_EMU_LAUNCH).
 // TQ_LAUNCH_SMEM: the same with `smem` bytes of dynamic shared memory (DynamicShared() in
 // common.cuh; above 48 KiB the kernel must have raised its limit with cudaFuncSetAttribute).
 #if defined(TQ_CUDA_EMU)
@@ -199,6 +199,57 @@ bool PrefillAttention(const float* q, int64_t n, int64_t pos0, const void* k, co
                       cudaStream_t s);
 void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const DevCompressedKv& kv,
                                const DevAttention& p, float* out, cudaStream_t s);
+
+// --- family_ops.cu --- the ops of the newer families (backend.h FamilyOp; contracts in
+// activation_ops.h, attention_variant_ops.h, recurrent_ops.h), each with its launch shape there.
+void LaunchScale(float* x, int64_t n, float s, cudaStream_t st);
+void LaunchGeluTanhMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
+void LaunchClampedSwiglu(const float* gate, const float* up, int64_t n, float alpha, float limit,
+                         float* out, cudaStream_t s);
+void LaunchSoftcap(float* x, int64_t n, float cap, cudaStream_t s);
+void LaunchSigmoidGateRows(float* x, const float* g, int64_t rows, int64_t dim, cudaStream_t s);
+void LaunchRelu2(const float* x, int64_t n, float* out, cudaStream_t s);
+void LaunchSsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias,
+                 float lo, float hi, float* out, cudaStream_t s);
+void LaunchDeltaNetGates(const float* b, const float* a, int64_t stride, int64_t n, int64_t heads,
+                         const float* a_log, const float* dt_bias, float* g, float* beta,
+                         cudaStream_t s);
+void LaunchGatedRmsNorm(const float* x, int64_t rows, int64_t dim, int64_t group, const float* z,
+                        const float* weight, float eps, bool gate_first, float* out,
+                        cudaStream_t s);
+void LaunchPartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+                       const int64_t* positions, const float* inv_freq, float attn_factor,
+                       cudaStream_t s);
+// Attention on a plain cache with soft-capped scores and/or per-head sink logits (head_dim <=
+// kMaxHeadDim, v_head_dim = head_dim).
+struct DevSinkAttention {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, window = 0;
+  float scale = 1.0f, softcap = 0.0f;
+  const float* sinks = nullptr;  // [num_heads] or null, device
+};
+void LaunchAttentionVariant(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
+                            Elem elem, int64_t head_stride, const DevSinkAttention& p, float* out,
+                            cudaStream_t s);
+// The recurrent mixers' ops (state fp32 in device memory, updated in place).
+inline constexpr int64_t kMaxConvKernel = 8;
+void LaunchCausalConv1d(const float* x, int64_t n, int64_t x_stride, const float* w,
+                        const float* bias, float* state, int64_t channels, int64_t kernel,
+                        bool silu, float* y, cudaStream_t s);
+struct DevDeltaNet {
+  int64_t num_k_heads = 0, num_v_heads = 0, k_dim = 0, v_dim = 0;
+  int64_t q_stride = 0, k_stride = 0, v_stride = 0;
+  float scale = 1.0f, l2_eps = 1e-6f;
+  int qk_l2norm = 1;
+};
+void LaunchGatedDeltaNet(const float* q, const float* k, const float* v, const float* g,
+                         const float* beta, int64_t n, float* state, const DevDeltaNet& p,
+                         float* out, cudaStream_t s);
+struct DevSsd {
+  int64_t num_heads = 0, head_dim = 0, state_size = 0, n_groups = 1;
+  int64_t x_stride = 0, bc_stride = 0;
+};
+void LaunchSsd(const float* x, const float* B, const float* C, const float* dt, const float* A,
+               const float* D, int64_t n, float* state, const DevSsd& p, float* y, cudaStream_t s);
 
 // The largest head_dim the attention kernels take.
 inline constexpr int64_t kMaxHeadDim = 512;

@@ -10,6 +10,7 @@
 #define MakeCudaBackend MakeEmulatedCudaBackend
 #define CudaDeviceCountImpl EmulatedCudaDeviceCountImpl
 #include "../../src/kernels/cuda/elementwise.cu"
+#include "../../src/kernels/cuda/family_ops.cu"
 #include "../../src/kernels/cuda/rotate.cu"
 #include "../../src/kernels/cuda/matvec.cu"
 #include "../../src/kernels/cuda/matvec_tiles.cu"

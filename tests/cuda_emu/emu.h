@@ -1,5 +1,5 @@
 // A CUDA emulator for the host, just large enough to run kernels/cuda/ unchanged in the unit tests
-// of a machine without a GPU (tests/kernels/cuda_emu_backend.cc includes the .cu sources after
+// of a machine without a GPU (tests/cuda_emu/cuda_emu_backend.cc includes the .cu sources after
 // this header). Every CUDA thread of a block is a ucontext fiber on the calling OS thread; blocks
 // run one after another, so `__shared__` is a static variable. __syncthreads() and the warp
 // shuffles are barriers between fibers (of the block, of the warp), released once every fiber
