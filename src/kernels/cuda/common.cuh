@@ -75,6 +75,31 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// The block's sum / max of v (every thread gets it; all threads of the block call it); `part` is
+// 32 floats of shared memory, reusable right after the call.
+__device__ __forceinline__ float BlockSum(float v, float* part) {
+  v = WarpSum(v);
+  __syncthreads();  // part may still be read by a previous call
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = threadIdx.x < (blockDim.x + 31) / 32 ? part[threadIdx.x] : 0.0f;
+  if (threadIdx.x < 32) t = WarpSum(t);
+  if (threadIdx.x == 0) part[0] = t;
+  __syncthreads();
+  return part[0];
+}
+__device__ __forceinline__ float BlockMax(float v, float* part) {
+  v = WarpMax(v);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = threadIdx.x < (blockDim.x + 31) / 32 ? part[threadIdx.x] : -INFINITY;
+  if (threadIdx.x < 32) t = WarpMax(t);
+  if (threadIdx.x == 0) part[0] = t;
+  __syncthreads();
+  return part[0];
+}
+
 // x[0..n) <- H_b x blockwise (b a power of two dividing n; pairs (i, i + h) never cross a
 // block since h < b), all threads of the CUDA block taking part; ends with a barrier.
 __device__ __forceinline__ void SharedFwht(float* x, int n, int b) {

@@ -98,19 +98,6 @@ __global__ void PartialRopeKernel(float* x, int64_t rows, int64_t heads, int64_t
   }
 }
 
-// The block's sum of v (every thread gets it); `part` is 32 floats of shared memory.
-__device__ float BlockSum(float v, float* part) {
-  v = WarpSum(v);
-  __syncthreads();  // part may still be read by a previous call
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float t = threadIdx.x < blockDim.x / 32 ? part[threadIdx.x] : 0.0f;
-  if (threadIdx.x < 32) t = WarpSum(t);
-  if (threadIdx.x == 0) part[0] = t;
-  __syncthreads();
-  return part[0];
-}
-
 // One block per (row, group of `group` channels).
 __global__ void GatedRmsNormKernel(const float* x, int64_t dim, int64_t group, const float* z,
                                    const float* weight, float eps, bool gate_first, float* out) {
