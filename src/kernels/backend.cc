@@ -106,6 +106,12 @@ void Backend::PackedMatMulGroup(const float* x, int64_t n,
   for (const PackedMatMulOutput& o : outs) PackedMatMul(x, n, *o.w, o.bias, o.y);
 }
 
+void Backend::AddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim,
+                         const float* weight, float eps, float* out) {
+  Add(x, y, rows * dim);
+  RmsNorm(x, rows, dim, weight, eps, out);
+}
+
 void Backend::Scale(float*, int64_t, float) { Unsupported(*this, FamilyOp::kScale); }
 void Backend::GeluTanhMul(const float*, const float*, int64_t, float*) {
   Unsupported(*this, FamilyOp::kGeluTanhMul);

@@ -141,6 +141,11 @@ class Backend {
   virtual void Add(float* y, const float* x, int64_t n) = 0;
   virtual void RmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
                        float* out) = 0;
+  // The residual add and the next norm: x [rows, dim] += y, then out = RmsNorm(x) (out must not
+  // alias x or y). The default is Add then RmsNorm (the host backends' results are theirs); the
+  // cuda backend does both in one pass over the row.
+  virtual void AddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim, const float* weight,
+                          float eps, float* out);
   // out [rows, dim] = R x for each row of x [rows, dim]; out may alias x.
   virtual void Rotate(const RotationView& r, const float* x, int64_t rows, float* out) = 0;
   virtual void MatMul(const float* x, int64_t n, const TensorView& w, const float* bias,

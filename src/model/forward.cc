@@ -134,7 +134,24 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     be.Scale(ple, width, 1.0f / std::sqrt(2.0f));
   }
   // After a layer (gemma4): x += RMSNorm(W_proj · (act(W_gate · x) ⊙ P[:, l])); x ×= scalar.
+  // The residual add of a dense MLP's output is left pending and done with the next norm of x
+  // (Backend::AddRmsNorm: one kernel on a device instead of two); anything else that reads x
+  // first flushes it.
+  const float* pending = nullptr;
+  auto flush = [&] {
+    if (pending) be.Add(x, pending, n * hidden);
+    pending = nullptr;
+  };
+  auto norm_x = [&](const float* weight) {  // h = RmsNorm(x (+ the pending residual))
+    if (pending) {
+      be.AddRmsNorm(x, pending, n, hidden, weight, eps, h);
+      pending = nullptr;
+    } else {
+      be.RmsNorm(x, n, hidden, weight, eps, h);
+    }
+  };
   auto layer_tail = [&](const LayerWeights& L, const LayerSpec& S, int64_t l) {
+    if (S.per_layer_input || L.layer_scalar != 1.0f) flush();
     if (S.per_layer_input) {
       float* g = Buf::Need(be, ws.ple_gate, n * ple_d, "the per-layer input gate");
       float* slice = Buf::Need(be, ws.ple_slice, n * ple_d, "the per-layer input gate");
@@ -363,7 +380,7 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     const LayerSpec& S = spec.layers[size_t(l)];
     // --- mixer (none: nemotron_h's MLP layers) ---
     if (S.mixer != MixerKind::kNone) {
-      be.RmsNorm(x, n, hidden, L.attn_norm.data(), eps, h);
+      norm_x(L.attn_norm.data());
       if (S.mixer == MixerKind::kMla) {
         mla_attention(L, S.mla);
       } else if (S.mixer == MixerKind::kGatedDeltaNet) {
@@ -374,14 +391,15 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
         attention(L, S.attn);
       }
       if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_attn_norm.data(), eps, y);
-      be.Add(x, y, n * hidden);
+      pending = y;
     }
     // --- feed-forward (none: nemotron_h's mixer layers) ---
     if (S.ffn.kind == FfnKind::kNone) {
+      flush();
       layer_tail(L, S, l);
       continue;
     }
-    be.RmsNorm(x, n, hidden, L.ffn_norm.data(), eps, h);
+    norm_x(L.ffn_norm.data());
     if (L.moe) {
       MoeStreaming st;
       if (expert_cache_) {
@@ -408,10 +426,11 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     } else {
       GatedMlpForward(be, *L.mlp, S.ffn.act, h, n, ws, y);
       if (S.sandwich_norm) be.RmsNorm(y, n, hidden, L.post_ffn_norm.data(), eps, y);
-      be.Add(x, y, n * hidden);
+      pending = y;
     }
     layer_tail(L, S, l);
   }
+  flush();
 
   // Logits only for the rows asked for: the one wait of a step on a device.
   const int64_t m = int64_t(logit_rows.size());

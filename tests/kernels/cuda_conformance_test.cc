@@ -491,6 +491,19 @@ TEST_P(CudaConformance, AddSiluMulRmsNorm) {
       gpu->RmsNorm(dx.as<float>(), rows, dim, dw.as<float>(), 1e-5f, dx.as<float>());  // in place
       Expect("RmsNorm", fmt::format("rows={} dim={} in place", rows, dim),
              Down<float>(*gpu, dx, x.size()), want, kFp32Bound);
+      // The residual add fused with the norm: x += r (bit-exact, as Add), out = RmsNorm(x).
+      const auto r = Random(rows * dim, 8, 3.0f);
+      std::vector<float> sum(x), want_sum(x.size());
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += r[i];
+      RefBackend().RmsNorm(sum.data(), rows, dim, w.data(), 1e-5f, want_sum.data());
+      auto dx2 = Up(*gpu, x), dr = Up(*gpu, r);
+      auto dy2 = Poisoned<float>(*gpu, x.size());
+      gpu->AddRmsNorm(dx2.as<float>(), dr.as<float>(), rows, dim, dw.as<float>(), 1e-5f,
+                      dy2.as<float>());
+      ExpectExact("AddRmsNorm x", fmt::format("rows={} dim={}", rows, dim),
+                  Down<float>(*gpu, dx2, x.size()) == sum);
+      Expect("AddRmsNorm", fmt::format("rows={} dim={}", rows, dim),
+             Down<float>(*gpu, dy2, x.size()), want_sum, kFp32Bound);
     }
   }
 }

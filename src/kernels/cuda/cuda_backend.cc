@@ -203,6 +203,15 @@ class CudaBackend final : public Backend {
     Launched("rms norm");
   }
 
+  void AddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim, const float* weight,
+                  float eps, float* out) override {
+    if (rows <= 0) return;
+    TQ_CHECK(dim > 0, name_ + " add rms norm", "dim {}", dim);
+    Enter();
+    cuda::LaunchAddRmsNorm(x, y, rows, dim, weight, eps, out, stream_);
+    Launched("add rms norm");
+  }
+
   void Rotate(const RotationView& r, const float* x, int64_t rows, float* out) override {
     const std::string where = name_ + " rotate";
     CheckRotation(r, where);

@@ -3,6 +3,7 @@
 // backend.h; each kernel's comment gives its launch shape.
 #include <algorithm>
 #include <cfloat>
+#include <initializer_list>
 
 #include "kernels/cuda/common.cuh"
 
@@ -84,8 +85,11 @@ __global__ void RmsNormKernel(const float* x, int64_t dim, const float* weight, 
 // same thread).
 constexpr int kNormVec = 4;
 
+// kAdd: x += add first (the residual add before a norm), the sum written back to x and normed.
+template <bool kAdd>
 __global__ void __launch_bounds__(1024)
-    RmsNormVecKernel(const float* x, int64_t dim, const float* weight, float eps, float* out) {
+    RmsNormVecKernel(const float* x, const float* add, float* x_out, int64_t dim,
+                     const float* weight, float eps, float* out) {
   const int64_t n4 = dim / 4;
   const float4* xr = reinterpret_cast<const float4*>(x + int64_t(blockIdx.x) * dim);
   float4* yr = reinterpret_cast<float4*>(out + int64_t(blockIdx.x) * dim);
@@ -96,6 +100,11 @@ __global__ void __launch_bounds__(1024)
   for (int e = 0; e < kNormVec; ++e) {
     const int64_t i = threadIdx.x + int64_t(e) * blockDim.x;
     v[e] = i < n4 ? xr[i] : float4{0.0f, 0.0f, 0.0f, 0.0f};
+    if (kAdd && i < n4) {
+      const float4 a = reinterpret_cast<const float4*>(add + int64_t(blockIdx.x) * dim)[i];
+      v[e] = float4{v[e].x + a.x, v[e].y + a.y, v[e].z + a.z, v[e].w + a.w};
+      reinterpret_cast<float4*>(x_out + int64_t(blockIdx.x) * dim)[i] = v[e];
+    }
     ss += v[e].x * v[e].x + v[e].y * v[e].y + v[e].z * v[e].z + v[e].w * v[e].w;
   }
   __shared__ float part[32];
@@ -249,18 +258,41 @@ void LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cu
   TQ_LAUNCH(SiluMulKernel, Blocks(n, kThreads), kThreads, s, gate, up, n, out);
 }
 
+namespace {
+
+// Rows of dim % 4 == 0 (at most kNormVec float4s a thread of 1024) and 16-byte aligned pointers
+// take the vector kernel.
+bool NormVecFits(int64_t dim, std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16) return false;
+  return dim % 4 == 0 && dim / 4 <= kNormVec * 1024;
+}
+// Threads: a multiple of 32 giving each at most kNormVec float4s.
+unsigned NormVecThreads(int64_t dim) {
+  return unsigned(std::min<int64_t>(1024, ((dim / 4 + kNormVec - 1) / kNormVec + 31) / 32 * 32));
+}
+
+}  // namespace
+
 void LaunchRmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
                    float* out, cudaStream_t s) {
-  const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const int64_t n4 = dim / 4;
-  if (dim % 4 == 0 && n4 <= kNormVec * 1024 && a16(x) && a16(weight) && a16(out)) {
-    // Threads: a multiple of 32 giving each at most kNormVec float4s.
-    const int64_t threads =
-        std::min<int64_t>(1024, ((n4 + kNormVec - 1) / kNormVec + 31) / 32 * 32);
-    TQ_LAUNCH(RmsNormVecKernel, unsigned(rows), unsigned(threads), s, x, dim, weight, eps, out);
+  if (NormVecFits(dim, {x, weight, out})) {
+    TQ_LAUNCH(RmsNormVecKernel<false>, unsigned(rows), NormVecThreads(dim), s, x, nullptr, nullptr,
+              dim, weight, eps, out);
     return;
   }
   TQ_LAUNCH(RmsNormKernel, unsigned(rows), kThreads, s, x, dim, weight, eps, out);
+}
+
+void LaunchAddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim, const float* weight,
+                      float eps, float* out, cudaStream_t s) {
+  if (NormVecFits(dim, {x, y, weight, out})) {
+    TQ_LAUNCH(RmsNormVecKernel<true>, unsigned(rows), NormVecThreads(dim), s, x, y, x, dim, weight,
+              eps, out);
+    return;
+  }
+  LaunchAdd(x, y, rows * dim, s);
+  LaunchRmsNorm(x, rows, dim, weight, eps, out, s);
 }
 
 void LaunchRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,

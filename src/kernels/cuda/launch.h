@@ -121,6 +121,9 @@ void LaunchAdd(float* y, const float* x, int64_t n, cudaStream_t s);
 void LaunchSiluMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s);
 void LaunchRmsNorm(const float* x, int64_t rows, int64_t dim, const float* weight, float eps,
                    float* out, cudaStream_t s);
+// x += y, then out = RmsNorm(x) (one pass over each row where the vector kernel fits).
+void LaunchAddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim, const float* weight,
+                      float eps, float* out, cudaStream_t s);
 void LaunchRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
                 const float* inv_freq, float attn_factor, cudaStream_t s);
 void LaunchKvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
