@@ -11,6 +11,8 @@
 #include "core/half.h"
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/isa.h"
+#include "packed_test_util.h"
 
 namespace tq::kernels {
 namespace {
@@ -65,8 +67,16 @@ TEST_P(MatMulConformance, CpuMatchesRef) {
   std::vector<float> want(static_cast<size_t>(c.n * c.out)), got(want.size(), NAN);
   const float* b = c.bias ? bias.data() : nullptr;
   RefBackend().MatMul(x.data(), c.n, w.view, b, want.data());
-  CpuBackend().MatMul(x.data(), c.n, w.view, b, got.data());
-  EXPECT_LT(MaxRelErr(got, want), 1e-5) << "n=" << c.n << " out=" << c.out << " in=" << c.in;
+  // Every ISA level this CPU has that picks its own GEMM kernel (avx2: the 8-wide one).
+  std::vector<cpu::Isa> levels = {cpu::DetectedIsa()};
+  if (cpu::DetectedIsa() > cpu::Isa::kAvx2) levels.push_back(cpu::Isa::kAvx2);
+  for (cpu::Isa isa : levels) {
+    test::IsaScope scope(isa);
+    std::fill(got.begin(), got.end(), NAN);
+    CpuBackend().MatMul(x.data(), c.n, w.view, b, got.data());
+    EXPECT_LT(MaxRelErr(got, want), 1e-5)
+        << cpu::IsaName(isa) << " n=" << c.n << " out=" << c.out << " in=" << c.in;
+  }
 }
 
 std::vector<MatMulCase> MatMulCases() {
