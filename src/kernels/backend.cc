@@ -106,8 +106,8 @@ void Backend::PackedMatMulGroup(const float* x, int64_t n,
   for (const PackedMatMulOutput& o : outs) PackedMatMul(x, n, *o.w, o.bias, o.y);
 }
 
-void Backend::AddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim,
-                         const float* weight, float eps, float* out) {
+void Backend::AddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim, const float* weight,
+                         float eps, float* out) {
   Add(x, y, rows * dim);
   RmsNorm(x, rows, dim, weight, eps, out);
 }

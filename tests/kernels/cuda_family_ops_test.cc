@@ -4,9 +4,8 @@
 // calls, the attention variant on every cache dtype with soft-capping, sinks, windows and GQA.
 // Bounds are NMSE against the oracle (fp32 arithmetic against double: ~1e-13; a wrong index,
 // gate or state update gives > 1e-4); every comparison lands in the table printed at exit.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
@@ -164,8 +163,10 @@ TEST_P(CudaFamilyOps, AttentionVariant) {
       const int64_t slots = s.pos0 + s.n + 3, stride = slots * s.hd;
       auto k = Random(s.kv_heads * stride, 12), v = Random(s.kv_heads * stride, 13);
       for (std::vector<float>* c : {&k, &v})  // the cache holds values of its dtype
-        for (float& f : *c) f = dt == DType::F16 ? F16ToF32(F32ToF16(f))
-                                : dt == DType::BF16 ? Bf16ToF32(F32ToBf16(f)) : f;
+        for (float& f : *c)
+          f = dt == DType::F16    ? F16ToF32(F32ToF16(f))
+              : dt == DType::BF16 ? Bf16ToF32(F32ToBf16(f))
+                                  : f;
       const auto q = Random(s.n * s.heads * s.hd, 14, 2.0f), sinks = Random(s.heads, 15);
       SinkAttentionParams p;
       p.num_heads = s.heads;
@@ -194,8 +195,8 @@ TEST_P(CudaFamilyOps, AttentionVariant) {
            ds = Up(*gpu, sinks);
       auto dy = Poisoned<float>(*gpu, want.size());
       p.sinks = s.sinks ? ds.as<float>() : nullptr;
-      gpu->AttentionVariant(dq.as<float>(), s.n, s.pos0,
-                            KvView{dk.data(), dv.data(), dt, stride}, p, dy.as<float>());
+      gpu->AttentionVariant(dq.as<float>(), s.n, s.pos0, KvView{dk.data(), dv.data(), dt, stride},
+                            p, dy.as<float>());
       Expect("AttentionVariant",
              fmt::format("{}/{}x{} pos0={} n={} win={} cap={} sinks={} {}", s.heads, s.kv_heads,
                          s.hd, s.pos0, s.n, s.window, s.softcap, s.sinks, DTypeName(dt)),
@@ -241,8 +242,8 @@ TEST_P(CudaFamilyOps, RecurrentOpsCarryTheirState) {
     auto g = Random(n * hv, 23, 0.3f);
     for (float& x : g) x = -std::fabs(x);  // log decays
     std::vector<float> sr(size_t(hv * p.k_dim * p.v_dim), 0.0f), yr(size_t(n * hv * p.v_dim));
-    auto ds = Up(*gpu, sr), dq = Up(*gpu, q), dk = Up(*gpu, k), dv = Up(*gpu, v),
-         dg = Up(*gpu, g), db = Up(*gpu, beta);
+    auto ds = Up(*gpu, sr), dq = Up(*gpu, q), dk = Up(*gpu, k), dv = Up(*gpu, v), dg = Up(*gpu, g),
+         db = Up(*gpu, beta);
     auto dy = Poisoned<float>(*gpu, yr.size());
     int64_t t0 = 0;
     for (int64_t c : chunks) {

@@ -19,7 +19,6 @@
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
-
 namespace tq::kernels::test {
 
 // The backend a CUDA test runs on: "cuda" (cuda:0) or "emu" (the same kernels on the host

@@ -140,7 +140,8 @@ TQ_INLINE void MicroKernel(const float* xt, const float* w, int64_t ldw, int64_t
   for (int64_t k = 0; k < kc; ++k) {
     VT xv[NV];
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) std::memcpy(&xv[v], xt + k * (NV * kLanes) + v * kLanes, sizeof(VT));
+    for (int v = 0; v < NV; ++v)
+      std::memcpy(&xv[v], xt + k * (NV * kLanes) + v * kLanes, sizeof(VT));
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
       const float s = w[r * ldw + k];
@@ -243,10 +244,10 @@ TQ_CPU_CLONES void GemmTask(int nv, int mr, const float* xt, int64_t t0, int64_t
 
 #if defined(__x86_64__)
 __attribute__((target("arch=x86-64-v3"))) void GemmTaskAvx2(int nv, int mr, const float* xt,
-                                                             int64_t t0, int64_t valid, int64_t in,
-                                                             const TensorView& w,
-                                                             const float* bias, int64_t o0,
-                                                             int64_t o1, float* y, float* wbuf) {
+                                                            int64_t t0, int64_t valid, int64_t in,
+                                                            const TensorView& w, const float* bias,
+                                                            int64_t o0, int64_t o1, float* y,
+                                                            float* wbuf) {
   GemmTaskBody<V8, 12>(nv, mr, xt, t0, valid, in, w, bias, o0, o1, y, wbuf);
 }
 #endif
@@ -354,8 +355,8 @@ void MatMulGroup(const float* x, int64_t n, std::span<const MatMulOutput> outs) 
     const int64_t o0 = rt * rows_per_task, o1 = std::min(o.w->dim(0), o0 + rows_per_task);
 #if defined(__x86_64__)
     if (avx2) {
-      GemmTaskAvx2(shape.nv, shape.mr, xt + b * tb * in, b * tb, std::min(tb, n - b * tb), in,
-                   *o.w, o.bias, o0, o1, o.y, wbuf.data());
+      GemmTaskAvx2(shape.nv, shape.mr, xt + b * tb * in, b * tb, std::min(tb, n - b * tb), in, *o.w,
+                   o.bias, o0, o1, o.y, wbuf.data());
       return;
     }
 #endif

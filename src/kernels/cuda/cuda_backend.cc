@@ -573,10 +573,10 @@ class CudaBackend final : public Backend {
   }
   void Ssd(const float* x, const float* B, const float* C, const float* dt, const float* A,
            const float* D, int64_t n, float* state, const SsdParams& p, float* y) override {
-    TQ_CHECK(p.num_heads > 0 && p.n_groups > 0 && p.num_heads % p.n_groups == 0 &&
-                 p.head_dim > 0 && p.state_size > 0,
-             name_ + " ssd", "bad shape H={} P={} N={} G={}", p.num_heads, p.head_dim,
-             p.state_size, p.n_groups);
+    TQ_CHECK(p.num_heads > 0 && p.n_groups > 0 && p.num_heads % p.n_groups == 0 && p.head_dim > 0 &&
+                 p.state_size > 0,
+             name_ + " ssd", "bad shape H={} P={} N={} G={}", p.num_heads, p.head_dim, p.state_size,
+             p.n_groups);
     if (n <= 0) return;
     cuda::DevSsd d;
     d.num_heads = p.num_heads;

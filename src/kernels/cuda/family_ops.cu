@@ -183,8 +183,8 @@ __global__ void __launch_bounds__(kVarWarps * 32)
 // One thread per channel; the last K-1 rows of the padded input ride in registers, so y may
 // alias x.
 __global__ void CausalConv1dKernel(const float* x, int64_t n, int64_t x_stride, const float* w,
-                                   const float* bias, float* state, int64_t C, int64_t K,
-                                   bool silu, float* y) {
+                                   const float* bias, float* state, int64_t C, int64_t K, bool silu,
+                                   float* y) {
   const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float win[kMaxConvKernel], wc[kMaxConvKernel];
@@ -278,57 +278,61 @@ void LaunchScale(float* x, int64_t n, float s, cudaStream_t st) {
   TQ_LAUNCH(family::ScaleKernel, Blocks(n, family::kThreads), family::kThreads, st, x, n, s);
 }
 void LaunchGeluTanhMul(const float* gate, const float* up, int64_t n, float* out, cudaStream_t s) {
-  TQ_LAUNCH(family::GeluTanhMulKernel, Blocks(n, family::kThreads), family::kThreads, s, gate, up, n, out);
+  TQ_LAUNCH(family::GeluTanhMulKernel, Blocks(n, family::kThreads), family::kThreads, s, gate, up,
+            n, out);
 }
 void LaunchClampedSwiglu(const float* gate, const float* up, int64_t n, float alpha, float limit,
                          float* out, cudaStream_t s) {
-  TQ_LAUNCH(family::ClampedSwigluKernel, Blocks(n, family::kThreads), family::kThreads, s, gate, up, n, alpha, limit, out);
+  TQ_LAUNCH(family::ClampedSwigluKernel, Blocks(n, family::kThreads), family::kThreads, s, gate, up,
+            n, alpha, limit, out);
 }
 void LaunchSoftcap(float* x, int64_t n, float cap, cudaStream_t s) {
   TQ_LAUNCH(family::SoftcapKernel, Blocks(n, family::kThreads), family::kThreads, s, x, n, cap);
 }
 void LaunchSigmoidGateRows(float* x, const float* g, int64_t rows, int64_t dim, cudaStream_t s) {
-  TQ_LAUNCH(family::SigmoidGateRowsKernel, Blocks(rows * dim, family::kThreads), family::kThreads, s, x, g, rows, dim);
+  TQ_LAUNCH(family::SigmoidGateRowsKernel, Blocks(rows * dim, family::kThreads), family::kThreads,
+            s, x, g, rows, dim);
 }
 void LaunchRelu2(const float* x, int64_t n, float* out, cudaStream_t s) {
   TQ_LAUNCH(family::Relu2Kernel, Blocks(n, family::kThreads), family::kThreads, s, x, n, out);
 }
 void LaunchSsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias,
                  float lo, float hi, float* out, cudaStream_t s) {
-  TQ_LAUNCH(family::SsmDtKernel, Blocks(n * heads, family::kThreads), family::kThreads, s, dt, stride, n, heads, bias, lo,
-            hi, out);
+  TQ_LAUNCH(family::SsmDtKernel, Blocks(n * heads, family::kThreads), family::kThreads, s, dt,
+            stride, n, heads, bias, lo, hi, out);
 }
 void LaunchDeltaNetGates(const float* b, const float* a, int64_t stride, int64_t n, int64_t heads,
                          const float* a_log, const float* dt_bias, float* g, float* beta,
                          cudaStream_t s) {
-  TQ_LAUNCH(family::DeltaNetGatesKernel, Blocks(n * heads, family::kThreads), family::kThreads, s, b, a, stride, n, heads,
-            a_log, dt_bias, g, beta);
+  TQ_LAUNCH(family::DeltaNetGatesKernel, Blocks(n * heads, family::kThreads), family::kThreads, s,
+            b, a, stride, n, heads, a_log, dt_bias, g, beta);
 }
 void LaunchGatedRmsNorm(const float* x, int64_t rows, int64_t dim, int64_t group, const float* z,
                         const float* weight, float eps, bool gate_first, float* out,
                         cudaStream_t s) {
   const dim3 grid(unsigned(rows), unsigned(dim / group));
-  TQ_LAUNCH(family::GatedRmsNormKernel, grid, family::kThreads, s, x, dim, group, z, weight, eps, gate_first, out);
+  TQ_LAUNCH(family::GatedRmsNormKernel, grid, family::kThreads, s, x, dim, group, z, weight, eps,
+            gate_first, out);
 }
 void LaunchPartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
                        const int64_t* positions, const float* inv_freq, float attn_factor,
                        cudaStream_t s) {
   const int64_t half = rotary_dim / 2;
-  TQ_LAUNCH(family::PartialRopeKernel, Blocks(rows * half, family::kThreads), family::kThreads, s, x, rows, heads,
-            head_dim, half, positions, inv_freq, attn_factor);
+  TQ_LAUNCH(family::PartialRopeKernel, Blocks(rows * half, family::kThreads), family::kThreads, s,
+            x, rows, heads, head_dim, half, positions, inv_freq, attn_factor);
 }
 void LaunchAttentionVariant(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
                             Elem elem, int64_t head_stride, const DevSinkAttention& p, float* out,
                             cudaStream_t s) {
   const dim3 grid(unsigned(n), unsigned(p.num_heads));
-  TQ_LAUNCH(family::AttentionVariantKernel, grid, family::kVarWarps * 32, s, q, pos0, k, v, elem, head_stride, p,
-            out);
+  TQ_LAUNCH(family::AttentionVariantKernel, grid, family::kVarWarps * 32, s, q, pos0, k, v, elem,
+            head_stride, p, out);
 }
 void LaunchCausalConv1d(const float* x, int64_t n, int64_t x_stride, const float* w,
                         const float* bias, float* state, int64_t channels, int64_t kernel,
                         bool silu, float* y, cudaStream_t s) {
-  TQ_LAUNCH(family::CausalConv1dKernel, Blocks(channels, family::kThreads), family::kThreads, s, x, n, x_stride, w, bias,
-            state, channels, kernel, silu, y);
+  TQ_LAUNCH(family::CausalConv1dKernel, Blocks(channels, family::kThreads), family::kThreads, s, x,
+            n, x_stride, w, bias, state, channels, kernel, silu, y);
 }
 void LaunchGatedDeltaNet(const float* q, const float* k, const float* v, const float* g,
                          const float* beta, int64_t n, float* state, const DevDeltaNet& p,
@@ -338,11 +342,10 @@ void LaunchGatedDeltaNet(const float* q, const float* k, const float* v, const f
                  size_t(2 * p.k_dim) * sizeof(float), s, q, k, v, g, beta, n, state, p, out);
 }
 void LaunchSsd(const float* x, const float* B, const float* C, const float* dt, const float* A,
-               const float* D, int64_t n, float* state, const DevSsd& p, float* y,
-               cudaStream_t s) {
+               const float* D, int64_t n, float* state, const DevSsd& p, float* y, cudaStream_t s) {
   const int threads = int(p.head_dim >= 256 ? 256 : (p.head_dim + 31) / 32 * 32);
-  TQ_LAUNCH(family::SsdKernel, unsigned(p.num_heads), unsigned(threads), s, x, B, C, dt, A, D, n, state, p,
-            y);
+  TQ_LAUNCH(family::SsdKernel, unsigned(p.num_heads), unsigned(threads), s, x, B, C, dt, A, D, n,
+            state, p, y);
 }
 
 }  // namespace tq::kernels::cuda
