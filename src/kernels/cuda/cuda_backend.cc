@@ -324,11 +324,7 @@ class CudaBackend final : public Backend {
     const std::string where = name_ + " attention";
     CheckHeads(p, where);
     const Elem e = ElemOf(kv.dtype, where);
-    TQ_CHECK(pos0 >= 0, where, "negative start position {}", pos0);
-    if (n <= 0) return;
-    TQ_CHECK(kv.k && kv.v && (p.num_kv_heads == 1 || kv.head_stride >= (pos0 + n) * p.head_dim),
-             where, "cache of head stride {} cannot hold {} positions of head_dim {}",
-             kv.head_stride, pos0 + n, p.head_dim);
+    if (!CheckPlainKv(kv, pos0, n, p.num_kv_heads, p.head_dim, where)) return;
     Enter();
     const int64_t scratch = cuda::AttentionScratchFloats(n, pos0, Dev(p));
     float* part =
@@ -519,11 +515,7 @@ class CudaBackend final : public Backend {
     TQ_CHECK(p.v_head_dim == 0 || p.v_head_dim == p.head_dim, where,
              "v_head_dim {} != head_dim {} on a plain cache", p.v_head_dim, p.head_dim);
     const Elem e = ElemOf(kv.dtype, where);
-    TQ_CHECK(pos0 >= 0, where, "negative start position {}", pos0);
-    if (n <= 0) return;
-    TQ_CHECK(kv.k && kv.v && (p.num_kv_heads == 1 || kv.head_stride >= (pos0 + n) * p.head_dim),
-             where, "cache of head stride {} cannot hold {} positions of head_dim {}",
-             kv.head_stride, pos0 + n, p.head_dim);
+    if (!CheckPlainKv(kv, pos0, n, p.num_kv_heads, p.head_dim, where)) return;
     cuda::DevSinkAttention d;
     d.num_heads = p.num_heads;
     d.num_kv_heads = p.num_kv_heads;
@@ -715,6 +707,17 @@ class CudaBackend final : public Backend {
                  r.block <= 4096 && r.dim % r.block == 0,
              where, "rotation of dim {} with block {} (a power of two <= 4096 dividing dim)", r.dim,
              r.block);
+  }
+
+  // A plain cache's view for queries at pos0 .. pos0 + n - 1: false when there is nothing to do.
+  static bool CheckPlainKv(const KvView& kv, int64_t pos0, int64_t n, int64_t kv_heads,
+                           int64_t head_dim, const std::string& where) {
+    TQ_CHECK(pos0 >= 0, where, "negative start position {}", pos0);
+    if (n <= 0) return false;
+    TQ_CHECK(kv.k && kv.v && (kv_heads == 1 || kv.head_stride >= (pos0 + n) * head_dim), where,
+             "cache of head stride {} cannot hold {} positions of head_dim {}", kv.head_stride,
+             pos0 + n, head_dim);
+    return true;
   }
 
   void CheckHeads(const AttentionParams& p, const std::string& where) const {
