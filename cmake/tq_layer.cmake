@@ -28,6 +28,8 @@ function(tq_test name dir)
   endif()
   add_executable(test_${name} ${srcs})
   target_link_libraries(test_${name} PRIVATE ${T_DEPS} GTest::gtest GTest::gtest_main tq_testutil)
+  # Each test is labelled with its executable (ctest -L test_io), so that a build of some of the
+  # executables (scripts/test.sh --asan) runs only theirs.
   gtest_discover_tests(test_${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
-                       PROPERTIES ENVIRONMENT "TQ_SHARED_DIR=${TQ_SHARED_DIR}")
+                       PROPERTIES ENVIRONMENT "TQ_SHARED_DIR=${TQ_SHARED_DIR}" LABELS test_${name})
 endfunction()
