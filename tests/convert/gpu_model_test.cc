@@ -32,6 +32,18 @@ std::vector<float> AllLogits(Model& m, const std::vector<int32_t>& ids) {
   return out;
 }
 
+// The logits of the last 4 ids decoded one at a time (the decode step's 1-token products) after a
+// prefill of the others: [4, vocab].
+std::vector<float> StepLogits(Model& m, const std::vector<int32_t>& ids) {
+  auto cache = m.NewCache({.max_tokens = 256, .dtype = KvDType::kF32});
+  const size_t vocab = size_t(m.vocab_size()), steps = 4, n = ids.size() - steps;
+  std::vector<float> out(steps * vocab), prefill(vocab);
+  m.Forward(std::span<const int32_t>(ids.data(), n), *cache, prefill.data());
+  for (size_t i = 0; i < steps; ++i)
+    m.Forward(std::span<const int32_t>(&ids[n + i], 1), *cache, out.data() + i * vocab);
+  return out;
+}
+
 // Sets TURBOQUANT_CUDA_GEMM for a scope: "exact" keeps the many-token products on the fp32-class
 // kernels (the scalar oracle's accuracy), the default runs them as bf16 tensor-core GEMMs.
 struct GemmMode {
@@ -114,12 +126,17 @@ TEST(CudaModel, TurboQuant4BitEqualsTheCpu) {
   TQ_REQUIRE_GPU();
   const std::string src = test::ModelDir("tq-llama-21m");
   test::TempDir tmp;
-  // fp16 group scales (plain --bits) and e8 scales (the --budget-bpw default).
-  for (const char* name : {"q4-fp16", "budget-3.5-e8"}) {
+  // fp16 group scales, e8 scales (the --budget-bpw default), and convert's 4-bit default (g128,
+  // e8: its decode steps run the tensor-core 1-token kernel).
+  for (const char* name : {"q4-fp16", "budget-3.5-e8", "q4-g128-e8"}) {
     ConvertOptions o = test::Options(src, tmp.file(name), 4);
     o.progress = false;
     if (std::string(name) == "budget-3.5-e8") {
       o.budget_bpw = 3.5;
+      o.recipe.scale_format = quant::ScaleFormat::kE8;
+    }
+    if (std::string(name) == "q4-g128-e8") {
+      o.recipe.group_size = 128;
       o.recipe.scale_format = quant::ScaleFormat::kE8;
     }
     Convert(o);
@@ -142,6 +159,17 @@ TEST(CudaModel, TurboQuant4BitEqualsTheCpu) {
     std::printf("CudaModel q4 %s: max |cuda - ref| = %.3g bf16 GEMMs (scale %.3g)\n", name, err,
                 scale_b);
     EXPECT_LE(err, kBf16Logits * scale_b);
+    // Decode steps: exact (the fp32 1-token kernels) and the default (tensor cores for q4 g128).
+    const std::vector<float> steps_ref = StepLogits(*ref, ids);
+    {
+      GemmMode exact("exact");
+      const double e = MaxAbsDiff(StepLogits(*gpu, ids), steps_ref);
+      std::printf("CudaModel q4 %s: decode steps max |cuda - ref| = %.3g exact\n", name, e);
+      EXPECT_LE(e, kExactLogits * scale_b);
+    }
+    const double es = MaxAbsDiff(StepLogits(*gpu, ids), steps_ref);
+    std::printf("CudaModel q4 %s: decode steps max |cuda - ref| = %.3g default\n", name, es);
+    EXPECT_LE(es, kBf16Logits * scale_b);
     // Perplexity on the golden text: within 0.1% of the CPU's.
     PerplexityOptions po;
     po.ctx = 128;

@@ -14,6 +14,7 @@
 #include "../../src/kernels/cuda/rotate.cu"
 #include "../../src/kernels/cuda/matvec.cu"
 #include "../../src/kernels/cuda/matvec_tiles.cu"
+#include "../../src/kernels/cuda/matvec_mma.cu"
 #include "../../src/kernels/cuda/matmul.cu"
 #include "../../src/kernels/cuda/gemm_bf16.cu"
 #include "../../src/kernels/cuda/attention.cu"

@@ -195,6 +195,34 @@ inline void WarpMma3xTf32(float (&c)[4], const uint32_t (&ah)[4], const uint32_t
   for (int i = 0; i < 4; ++i) c[i] += sum[i];
 }
 
+// One mma.m16n8k16 (bf16 pairs in 32-bit registers, the lower k / column in the low half; fp32
+// accumulation) for the warp of the calling fiber (matvec_mma.cu MmaBf16 gives the fragment
+// layout), posted and read back as WarpMma3xTf32 does.
+inline void WarpMmaBf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  static uint32_t fa[2][64][32][4], fb[2][64][32][2];
+  const unsigned t = g_thread.x + g_block_dim.x * (g_thread.y + g_block_dim.y * g_thread.z);
+  const unsigned warp = t / 32, lane = t % 32, p = g_sched.mma_parity[warp][lane]++ & 1u;
+  for (int i = 0; i < 4; ++i) fa[p][warp][lane][i] = a[i];
+  for (int i = 0; i < 2; ++i) fb[p][warp][lane][i] = b[i];
+  Wait(FiberState::kWarpBarrier);
+  const unsigned g = lane >> 2, tg = lane & 3;
+  auto half = [](uint32_t r, unsigned k) {  // element k & 1 of a pair, as a float
+    return tq::Bf16ToF32(uint16_t((k & 1) ? r >> 16 : r & 0xFFFFu));
+  };
+  for (unsigned rr = 0; rr < 2; ++rr)      // rows g, g + 8
+    for (unsigned cc = 0; cc < 2; ++cc) {  // columns 2 tg, 2 tg + 1
+      const unsigned col = 2 * tg + cc;
+      float sum = 0.0f;
+      for (unsigned k = 0; k < 16; ++k) {
+        const unsigned ka = (k & 7) / 2, hi = k >= 8 ? 1u : 0u;
+        const float av = half(fa[p][warp][g * 4 + ka][rr + 2 * hi], k);
+        const float bv = half(fb[p][warp][col * 4 + ka][hi], k);
+        sum += av * bv;
+      }
+      c[rr * 2 + cc] += sum;
+    }
+}
+
 }  // namespace tq::emu
 
 #define threadIdx (::tq::emu::g_thread)
@@ -225,6 +253,18 @@ inline float atomicAdd(float* p, float v) {  // fibers of one OS thread: never c
   return old;
 }
 inline float __fadd_rn(float a, float b) { return a + b; }
+[[noreturn]] inline void __trap() {
+  std::fprintf(stderr, "cuda emu: __trap() in a kernel\n");
+  std::abort();
+}
+// Byte i of the result is byte (s >> 4i) & 7 of the 8 bytes {x, y} (no sign replication: the
+// kernels never set bit 3 of a selector).
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const uint64_t v = uint64_t(x) | uint64_t(y) << 32;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= unsigned((v >> (8 * ((s >> (4 * i)) & 7))) & 0xFFu) << (8 * i);
+  return r;
+}
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __uint_as_float(uint32_t u) {
@@ -289,6 +329,20 @@ inline cudaError_t cudaGetDeviceCount(int* n) {
   return cudaSuccess;
 }
 inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
+inline cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrReservedSharedMemoryPerBlock = 111
+};
+// Three SMs (a launch sized "one block per SM" gives blocks several tiles in the tests' shapes);
+// 1 KiB of reserved shared memory a block, as sm_80 .. sm_90.
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+  *v = a == cudaDevAttrMultiProcessorCount ? 3 : 1024;
+  return cudaSuccess;
+}
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
   std::snprintf(p->name, sizeof(p->name), "host emulator");
   p->major = 9;

@@ -47,6 +47,9 @@ constexpr double kTensorCoreBound = 1e-8;
 // 2^-8, an NMSE ~2.5e-6 per rounded operand; dense bf16 weights are exact and x is split into two
 // bf16 parts (auto), so only the tensor cores' fp32 accumulation is left (kTensorCoreBound).
 constexpr double kBf16Bound = 3e-5;
+// The 1-token q4 product on the tensor cores (matvec_mma.cu): the 16 codebook levels rounded to
+// bf16 (relative 2^-9), x split into bf16 hi + lo (~2^-17): NMSE ~1e-6.
+constexpr double kMatVecMmaBound = kBf16Bound;
 
 std::vector<float> Random(int64_t n, uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);
@@ -244,8 +247,8 @@ TEST_P(CudaConformance, PackedMatMul) {
           std::vector<float> want(static_cast<size_t>(n * s.rows));
           ref::PackedMatMul(x.data(), n, o.view, with_bias ? bias.data() : nullptr, want.data());
           auto dx = Up(*gpu, x);
-          // One token: each kernel of TURBOQUANT_CUDA_MATVEC (the row kernel is the default).
-          for (const char* kind : {"rows", "tiles", "async"}) {
+          // One token: each kernel of TURBOQUANT_CUDA_MATVEC (mma, the default, where it applies).
+          for (const char* kind : {"rows", "tiles", "async", "mma"}) {
             if (n != 1 && kind[0] != 'r') break;
             setenv("TURBOQUANT_CUDA_MATVEC", kind, 1);
             auto dy = Poisoned<float>(*gpu, want.size());
@@ -255,7 +258,10 @@ TEST_P(CudaConformance, PackedMatMul) {
             Expect("PackedMatMul",
                    fmt::format("{} [{}, {}] n={}{}", KindName(k, g), s.rows, s.cols, n,
                                n == 1 ? std::string(" ") + kind : ""),
-                   Down<float>(*gpu, dy, want.size()), want, n > 8 ? kBf16Bound : kFp32Bound);
+                   Down<float>(*gpu, dy, want.size()), want,
+                   n > 8            ? kBf16Bound
+                   : kind[0] == 'm' ? kMatVecMmaBound
+                                    : kFp32Bound);
           }
         }
       }
@@ -299,8 +305,8 @@ TEST_P(CudaConformance, PackedMatMulGroup) {
       if (Emulated() && n == 3) continue;  // the emulator: n = 1, 8 and 12 (cheap)
       const auto x = Random(n * cols, uint64_t(n) + 40);
       auto dx = Up(*gpu, x);
-      // One token: each kernel of TURBOQUANT_CUDA_MATVEC (the row kernel is the default).
-      for (const char* kind : {"rows", "tiles", "async"}) {
+      // One token: each kernel of TURBOQUANT_CUDA_MATVEC (mma, the default, where it applies).
+      for (const char* kind : {"rows", "tiles", "async", "mma"}) {
         if (n != 1 && kind[0] != 'r') break;
         std::vector<DeviceBuffer> dy;
         std::vector<PackedMatMulOutput> outs;
@@ -319,9 +325,86 @@ TEST_P(CudaConformance, PackedMatMulGroup) {
                              KindName({members[i].method, members[i].format, test::Scales::kF16},
                                       members[i].group),
                              members[i].rows, cols, n, n == 1 ? std::string(" ") + kind : ""),
-                 Down<float>(*gpu, dy[i], want.size()), want, n > 8 ? kBf16Bound : kFp32Bound);
+                 Down<float>(*gpu, dy[i], want.size()), want,
+                 n > 8            ? kBf16Bound
+                 : kind[0] == 'm' ? kMatVecMmaBound
+                                  : kFp32Bound);
         }
       }
+    }
+  }
+}
+
+// The 1-token q4 / q2 products on the tensor cores (the default 4- and 2-bit files' decode
+// kernel): alone and as a q/k/v-like group (each member its own codebook), groups 32 to 256, fp16
+// and e8 scales, partial 16-row tiles, blocks of several tiles and more tiles than one block may
+// hold (1,600 rows), bias; within kMatVecMmaBound of the oracle and NOT equal to the fp32 row
+// kernel (so the tensor-core path is the one that ran).
+TEST_P(CudaConformance, PackedMatVecOnTheTensorCores) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
+  using quant::CodeFormat;
+  using quant::QuantMethod;
+  struct S {
+    CodeFormat format;
+    std::vector<int64_t> rows;
+    int64_t cols, group;
+    test::Scales scales;
+  };
+  constexpr CodeFormat kQ4 = CodeFormat::kQ4, kQ2 = CodeFormat::kQ2;
+  std::vector<S> shapes = {{kQ4, {37}, 640, 128, test::Scales::kE8},
+                           {kQ4, {1}, 128, 128, test::Scales::kF16},
+                           {kQ4, {300}, 512, 256, test::Scales::kF16},
+                           {kQ4, {1600}, 128, 128, test::Scales::kE8},
+                           {kQ4, {96, 32, 33}, 1024, 128, test::Scales::kE8},
+                           {kQ4, {64, 48}, 256, 32, test::Scales::kF16},
+                           {kQ4, {45}, 384, 64, test::Scales::kE8},
+                           {kQ2, {37}, 640, 64, test::Scales::kE8},
+                           {kQ2, {17, 40}, 256, 32, test::Scales::kF16},
+                           {kQ2, {300}, 512, 128, test::Scales::kF16}};
+  if (!Emulated()) {
+    shapes.push_back({kQ4, {4096, 1024, 1024}, 4096, 128, test::Scales::kE8});
+    shapes.push_back({kQ2, {14336, 14336}, 4096, 64, test::Scales::kE8});
+  }
+  uint32_t seed = 700;
+  for (const S& sh : shapes) {
+    std::vector<test::Owned> host;
+    std::vector<DevicePacked> dev;
+    for (int64_t r : sh.rows) {
+      host.push_back(test::RandomPacked(QuantMethod::kCodebook, sh.format, r, sh.cols, sh.group,
+                                        ++seed, sh.scales));
+      dev.push_back(ToDevice(*gpu, host.back()));
+    }
+    const auto x = Random(sh.cols, seed + 1, 3.0f);
+    const auto bias = Random(sh.rows[0], seed + 2);
+    auto dx = Up(*gpu, x);
+    auto db = Up(*gpu, bias);
+    std::vector<std::vector<float>> got[2];  // [rows kernel, mma kernel][member]
+    for (int k = 0; k < 2; ++k) {
+      setenv("TURBOQUANT_CUDA_MATVEC", k == 0 ? "rows" : "mma", 1);
+      std::vector<DeviceBuffer> dy;
+      std::vector<PackedMatMulOutput> outs;
+      for (size_t i = 0; i < host.size(); ++i) {
+        dy.push_back(Poisoned<float>(*gpu, size_t(sh.rows[i])));
+        outs.push_back({&dev[i].view, i == 0 ? db.as<float>() : nullptr, dy.back().as<float>()});
+      }
+      if (outs.size() == 1)
+        gpu->PackedMatMul(dx.as<float>(), 1, dev[0].view, db.as<float>(), dy[0].as<float>());
+      else
+        gpu->PackedMatMulGroup(dx.as<float>(), 1, outs);
+      unsetenv("TURBOQUANT_CUDA_MATVEC");
+      for (size_t i = 0; i < host.size(); ++i)
+        got[k].push_back(Down<float>(*gpu, dy[i], size_t(sh.rows[i])));
+    }
+    for (size_t i = 0; i < host.size(); ++i) {
+      std::vector<float> want(size_t(sh.rows[i]));
+      ref::PackedMatMul(x.data(), 1, host[i].view, i == 0 ? bias.data() : nullptr, want.data());
+      const std::string what =
+          fmt::format("{} of {}: {} g{} {} [{}, {}]", i, host.size(), quant::Traits(sh.format).name,
+                      sh.group, sh.scales == test::Scales::kE8 ? "e8" : "f16", sh.rows[i], sh.cols);
+      Expect("PackedMatVec mma", what, got[1][i], want, kMatVecMmaBound);
+      EXPECT_NE(got[0][i], got[1][i]) << what
+                                      << ": equal to the fp32 row kernel's result, so the "
+                                         "tensor-core kernel did not run";
     }
   }
 }

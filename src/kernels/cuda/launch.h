@@ -165,6 +165,18 @@ bool TiledPackedMatVecGroup(const float* x, const DevPacked* ws, const float* co
                             float* const* ys, int count, cudaStream_t s);
 bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
                      cudaStream_t s);
+// --- matvec_mma.cu --- the 1-token q4 codebook product on the tensor cores (bf16 pairs of
+// codebook levels, x as bf16 hi + lo, fp32 accumulation), one matrix or a group as above (count
+// <= 4, same cols and group size, group size a multiple of 128); false (nothing launched) when
+// the layout does not allow it or TURBOQUANT_CUDA_MATVEC / TURBOQUANT_CUDA_GEMM=exact asks for
+// another kernel.
+bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* biases,
+                     float* const* ys, int count, cudaStream_t s);
+// Which 1-token packed kernel TURBOQUANT_CUDA_MATVEC asks for: mma (the default where eligible,
+// else rows), rows (matvec.cu's fp32 row kernel; also under TURBOQUANT_CUDA_GEMM=exact), tiles or
+// async (matvec_tiles.cu). Read at each launch (a getenv beside a launch) so a test can switch.
+enum class MatVecKind { kMma, kRows, kTiles, kAsync };
+MatVecKind MatVecKindFromEnv();
 
 // --- gemm_bf16.cu --- the bf16 operands of the tensor-core GEMM (blas.cc).
 // hi[i] = bf16(x[i]) and, when lo is not null, lo[i] = bf16(x[i] - hi[i]) (fp32-grade x as two

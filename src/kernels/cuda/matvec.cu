@@ -418,7 +418,8 @@ bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float
   if (n < 1 || n > kVecTokens || !UnitLayout(w) || !Aligned(x, 16) ||
       (w.group_size & (w.group_size - 1)) || w.cols >= (int64_t(1) << 30))
     return false;
-  if (n == 1 && TiledPackedMatVec(x, w, bias, y, s)) return true;
+  if (n == 1 && (MmaPackedMatVec(x, &w, &bias, &y, 1, s) || TiledPackedMatVec(x, w, bias, y, s)))
+    return true;
   switch (w.format) {
     case kQ2:
       LaunchPacked<kQ2>(x, int(n), w, bias, y, s);
@@ -465,7 +466,9 @@ bool FastPackedMatVecGroup(const float* x, int64_t n, const DevPacked* ws,
                            cudaStream_t s) {
   if (count < 1 || count > kMaxMatVecGroup || n < 1 || n > kVecTokens || !Aligned(x, 16))
     return false;
-  if (n == 1 && TiledPackedMatVecGroup(x, ws, biases, ys, count, s)) return true;
+  if (n == 1 && (MmaPackedMatVec(x, ws, biases, ys, count, s) ||
+                 TiledPackedMatVecGroup(x, ws, biases, ys, count, s)))
+    return true;
   const DevPacked& w0 = ws[0];
   if (SmemBytes(w0.cols, int(n)) > kMaxSmem) return false;
   DevPackedGroup g;

@@ -318,6 +318,12 @@ int RowsPerBlock(int64_t rows, const TileShape& s) {
   return int(per < cap ? per : cap);
 }
 
+// TURBOQUANT_CUDA_MATVEC=tiles (register ring) or async (cp.async ring) asks for these kernels.
+bool TileKind() {
+  const MatVecKind k = MatVecKindFromEnv();
+  return k == MatVecKind::kTiles || k == MatVecKind::kAsync;
+}
+
 bool TileEligible(const DevPacked& w, const float* x) {
   return UnitLayout(w) && w.format >= kQ2 && w.format <= kQ8 &&
          (w.group_size & (w.group_size - 1)) == 0 && w.cols < (int64_t(1) << 30) &&
@@ -328,17 +334,6 @@ int TileGroupShift(int64_t group_size) {
   int g = 0;
   while ((int64_t(1) << g) < group_size) ++g;
   return g;
-}
-
-// The 1-token packed kernel: TURBOQUANT_CUDA_MATVEC=rows (matvec.cu's row kernel, the default:
-// measured fastest end to end), tiles (register ring) or async (cp.async ring).
-enum class MatVecKind { kRows, kTiles, kAsync };
-// (read at each launch, a getenv beside a kernel launch, so that a test can switch)
-MatVecKind MatVecKindFromEnv() {
-  const char* v = std::getenv("TURBOQUANT_CUDA_MATVEC");
-  if (v && std::strcmp(v, "async") == 0) return MatVecKind::kAsync;
-  if (v && std::strcmp(v, "tiles") == 0) return MatVecKind::kTiles;
-  return MatVecKind::kRows;
 }
 
 // Raises `kernel`'s dynamic shared memory limit to `bytes` when it needs more than the default.
@@ -412,14 +407,14 @@ struct TileGroupL {
 
 bool TiledPackedMatVec(const float* x, const DevPacked& w, const float* bias, float* y,
                        cudaStream_t s) {
-  if (MatVecKindFromEnv() == MatVecKind::kRows || !TileEligible(w, x) || w.rows <= 0) return false;
+  if (!TileKind() || !TileEligible(w, x) || w.rows <= 0) return false;
   TileByFormat<TileOneL>(w.format, w.affine != 0, x, w, ShapeFor(w.cols), bias, y, s);
   return true;
 }
 
 bool TiledPackedMatVecGroup(const float* x, const DevPacked* ws, const float* const* biases,
                             float* const* ys, int count, cudaStream_t s) {
-  if (MatVecKindFromEnv() == MatVecKind::kRows || count < 1 || count > kMaxTileGroup) return false;
+  if (!TileKind() || count < 1 || count > kMaxTileGroup) return false;
   const DevPacked& w0 = ws[0];
   TileGroup g;
   g.count = count;

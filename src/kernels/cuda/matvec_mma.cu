@@ -1,0 +1,486 @@
+// The decode step's q4 / q2 products on the tensor cores: y [out] = W x (+ bias) for one token, W
+// packed q4 or q2 with a codebook (the default 4- and 2-bit files: g128 / g64, e8 or fp16
+// scales; any power-of-two group of at least 32), one matrix or a q/k/v- or gate/up-like group
+// over one x.
+//
+// Why: the fp32 row kernel (matvec.cu) spends ~6 instructions a weight (a code extract, one
+// codebook read from shared memory, an FMA, x reads) and is bound by its instruction issue and
+// shared-memory waits at ~1 TB/s (ncu, session 11). Here a weight costs ~1.5 instructions:
+// - the 16 rows of a warp tile are the A operand of mma.m16n8k16 (bf16 in, fp32 accumulation),
+//   x the B operand. The order of the 16 k's of a step is free as long as A and B agree, so lane
+//   (g = lane / 4, t = lane % 4) holds the weights of rows g and g + 8 at the codes of ITS OWN
+//   loaded unit (32 codes): a chunk of 128 columns is units 0..3, unit t to lane t of each quad,
+//   and a unit feeds eight steps;
+// - column n of B is x on the k's of lane t = n only (zero elsewhere; columns 4..7 zero), so
+//   column u of the result is the row's dot product with unit u alone: each unit's group scale
+//   multiplies its own fp32 sum (groups of 32 or more), and lanes t = 0, 1 hold units 0..3;
+// - a byte of codes decodes with ONE shared-memory read: q4 (code j: low nibble, j + 16: high)
+//   from a 256-entry table of bf16 pairs {book[v & 15], book[v >> 4]} (two bytes a step), q2
+//   (codes j, j + 8, j + 16, j + 24 in 2-bit fields) from a table of two pairs (one byte a
+//   step). The table is replicated per lane (entry e of lane l at byte 256 e + 4 l, or + 8 l:
+//   every lane its own banks) so the address is one byte permute of the loaded word (byte 1 =
+//   the code byte, byte 0 = the lane's offset);
+// - x is split into bf16 hi + lo parts (16 significant bits; full fp32 range) and multiplied in
+//   two mmas; it is staged once per block in shared memory as the B fragments' pairs, a unit's
+//   32 words padded to 36 (the quads' 16-byte reads of units 0..3 fall in distinct banks).
+// Accuracy: the codebook's levels rounded to bf16 (relative 2^-9, the same for every weight of a
+// level: a slightly different codebook), x to ~2^-17; NMSE ~1e-6 against the fp32 kernel.
+// TURBOQUANT_CUDA_MATVEC=rows (or TURBOQUANT_CUDA_GEMM=exact) keeps the fp32 kernel.
+//
+// Work split: blocks of 16 warps, about one per SM; each block owns consecutive 16-row tiles of
+// one member (so one table a block) and each warp a contiguous run of the block's (tile, chunk)
+// items, the next kDepth items' loads issued before the current kDepth are computed (and the
+// first batch's before the block's set-up). A warp stores its sums of a tile's rows in its own
+// shared-memory slot; the block adds the 16 warps' slots of a row in a fixed order (the result
+// does not depend on timing) and writes y.
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/packed_unit.cuh"
+
+namespace tq::kernels::cuda {
+namespace {
+
+constexpr int kMmaWarps = 16;
+constexpr int kMmaThreads = kMmaWarps * 32;
+constexpr int kTileRows = 16;          // rows of a warp tile (the mma's M)
+constexpr int kChunkCols = 128;        // columns of an item: 4 units, one per lane of a quad
+constexpr int kXUnitWords = 36;        // staged x: 8 steps × {hi b0, hi b1, lo b0, lo b1}
+constexpr int kTableWords = 256 * 64;  // the code-byte table (entry e: bytes 256 e ..)
+constexpr int kMaxTilesPerBlock = 32;  // the block's partial sums: 2 KiB... 32 KiB
+constexpr int kDepth = 3;              // items a warp computes per batch (two batches in flight)
+constexpr int kMaxMmaGroup = 4;
+constexpr size_t kMaxMmaSmem = 220 * 1024;  // of the H200's 227 KiB a block
+
+struct DevMmaGroup {
+  DevPacked w[kMaxMmaGroup];
+  const float* bias[kMaxMmaGroup] = {};
+  float* y[kMaxMmaGroup] = {};
+  int block0[kMaxMmaGroup + 1] = {};  // member m's blocks: [block0[m], block0[m + 1])
+  int count = 0;
+  int tiles_per_block = 1;
+};
+
+// Two floats as a bf16 pair (lo in the low half), rounded to nearest even.
+__device__ __forceinline__ uint32_t PackBf16(float lo, float hi) {
+  return uint32_t(Bf16Bits(lo)) | uint32_t(Bf16Bits(hi)) << 16;
+}
+
+// c[4] += A (16x16 bf16, row) · B (16x8 bf16, col), fp32 accumulation. Fragments (g = lane / 4,
+// t = lane % 4; a register holds two elements, the lower column / k in its low half):
+// a = {A[g][2t..], A[g+8][2t..], A[g][2t+8..], A[g+8][2t+8..]}, b = {B[2t..][g], B[2t+8..][g]},
+// c = {C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]}.
+__device__ __forceinline__ void MmaBf16(float (&c)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2]) {
+#if defined(TQ_CUDA_EMU)
+  ::tq::emu::WarpMmaBf16(c, a, b);
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Where the block's dynamic shared memory holds what (byte offsets), chosen by the host:
+// the code-byte table starts at a shared-window address whose low 16 bits are zero (dynamic
+// shared memory starts after the `reserved` bytes the driver keeps, so at offset 0x10000 -
+// reserved), which lets one byte permute build a lookup's whole address (ByteAddr); the rest
+// goes before it when it fits, else after it.
+struct MmaLayout {
+  int table = 0;  // 64 KiB
+  int w = 0;      // DevPacked + the member index (128 bytes)
+  int e8 = 0;     // the e8 scale table: 256 floats
+  int zeros = 0;  // 32 zero words
+  int red = 0;    // partial sums [tiles_per_block][16 warps][16]
+  int xs = 0;     // staged x [units][36 words]
+  int total = 0;
+};
+
+// This lane's shared-memory address of code byte k (0..3) of `word`: `hi` holds the table's
+// address in its upper 16 bits and the lane's offset in its low byte, so the result is
+// {hi byte 0, the code byte, hi bytes 2 and 3} = table + 256 · code + lane offset.
+__device__ __forceinline__ uint32_t ByteAddr(uint32_t word, uint32_t hi, int k) {
+  return __byte_perm(word, hi, 0x7604u | uint32_t(k) << 4);
+}
+
+// Loads from a 32-bit shared-window address (the emulator: its dynamic buffer, laid out from
+// address kEmuReserved as a device lays it out after the reserved bytes).
+#if defined(TQ_CUDA_EMU)
+constexpr uint32_t kEmuReserved = 1024;
+inline uint32_t SharedAddr(const void* p) {
+  return uint32_t(static_cast<const char*>(p) - reinterpret_cast<const char*>(DynamicShared())) +
+         kEmuReserved;
+}
+inline const char* FromShared(uint32_t a) {
+  return reinterpret_cast<const char*>(DynamicShared()) + (a - kEmuReserved);
+}
+inline uint32_t LdShared32(uint32_t a) { return *reinterpret_cast<const uint32_t*>(FromShared(a)); }
+inline uint2 LdShared64(uint32_t a) { return *reinterpret_cast<const uint2*>(FromShared(a)); }
+#else
+__device__ __forceinline__ uint32_t SharedAddr(const void* p) {
+  return uint32_t(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ uint32_t LdShared32(uint32_t a) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint2 LdShared64(uint32_t a) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
+  return v;
+}
+#endif
+
+// The A fragment of step s (0..7) from this lane's units of rows g (q[0]) and g + 8 (q[1]):
+// q4: bytes 2s (k 2t, 2t + 1) and 2s + 1 (k 2t + 8, ..) of each row, one pair each;
+// q2: byte s of each row, whose entry is both pairs.
+template <int F>
+__device__ __forceinline__ void StepA(uint32_t (&a)[4], const Unit<F> (&q)[2], uint32_t hi, int s) {
+  if constexpr (F == kQ4) {
+    const int word = s >> 1, k0 = (2 * s) & 3;
+    a[0] = LdShared32(ByteAddr(q[0].w[word], hi, k0));
+    a[1] = LdShared32(ByteAddr(q[1].w[word], hi, k0));
+    a[2] = LdShared32(ByteAddr(q[0].w[word], hi, k0 + 1));
+    a[3] = LdShared32(ByteAddr(q[1].w[word], hi, k0 + 1));
+  } else {
+    const uint2 e0 = LdShared64(ByteAddr(q[0].w[s >> 2], hi, s & 3));
+    const uint2 e1 = LdShared64(ByteAddr(q[1].w[s >> 2], hi, s & 3));
+    a[0] = e0.x, a[2] = e0.y, a[1] = e1.x, a[3] = e1.y;
+  }
+}
+
+// Table entry e of a format: q4 the pair {book[e & 15], book[e >> 4]}; q2 the pairs
+// {book[e & 3], book[(e >> 2) & 3]} and {book[(e >> 4) & 3], book[e >> 6]}; one copy a lane.
+template <int F>
+inline constexpr int kLaneBytes = F == kQ4 ? 4 : 8;
+
+// Pair p (0..15) of a unit's staged x: the two columns (within the unit) it multiplies, in the
+// A fragment's order: step p / 2, register p % 2.
+template <int F>
+__device__ __forceinline__ void PairCols(int p, int& c0, int& c1) {
+  if constexpr (F == kQ4) {
+    c0 = p, c1 = p + 16;  // byte p: codes p, p + 16
+  } else {
+    const int s = p >> 1;
+    c0 = s + 16 * (p & 1), c1 = c0 + 8;  // byte s: codes s, s + 8 | s + 16, s + 24
+  }
+}
+
+// One item's codes (rows g and g + 8 of the tile, this lane's unit of the chunk), the raw scales
+// of this lane's two result columns (units u0, u0 + 1 of rows g and g + 8: e8 codes or fp16
+// bits, unit u0 in the low half; decoded only when used, so that no instruction waits on them
+// while the next items load), and where it is: tl << 16 | chunk, or -1 for none.
+template <int F>
+struct Item {
+  Unit<F> q[2];
+  uint32_t s[2];
+  int at;
+};
+
+template <int F, bool kE8>
+__global__ void __launch_bounds__(kMmaThreads, 1)
+    PackedMatVecMmaKernel(const float* __restrict__ x, DevMmaGroup grp, int gshift, MmaLayout lay) {
+  char* smem = reinterpret_cast<char*>(DynamicShared());
+  DevPacked& w = *reinterpret_cast<DevPacked*>(smem + lay.w);
+  int& member = *reinterpret_cast<int*>(smem + lay.w + sizeof(DevPacked));
+  if (threadIdx.x == 0) {
+    int m = 0;
+    while (m + 1 < grp.count && int(blockIdx.x) >= grp.block0[m + 1]) ++m;
+    member = m;
+#pragma unroll
+    for (int i = 0; i < kMaxMmaGroup; ++i)
+      if (i == m) w = grp.w[i];
+  }
+  __syncthreads();
+  const int m = member;
+  const int units = int(w.cols / 32), chunks = units / 4;
+  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
+  const int64_t tile0 = int64_t(int(blockIdx.x) - grp.block0[m]) * grp.tiles_per_block;
+  const int ntiles = int(tile0 + grp.tiles_per_block < tiles ? grp.tiles_per_block : tiles - tile0);
+
+  uint32_t* table = reinterpret_cast<uint32_t*>(smem + lay.table);
+  uint32_t* xs = reinterpret_cast<uint32_t*>(smem + lay.xs);
+  uint32_t* zeros = reinterpret_cast<uint32_t*>(smem + lay.zeros);
+  float* e8 = reinterpret_cast<float*>(smem + lay.e8);
+  float* red = reinterpret_cast<float*>(smem + lay.red);  // [tile][warp][16]
+  const uint32_t tsh = SharedAddr(table);
+  if (tsh & 0xFFFFu) __trap();  // the host's layout assumption broke: fail loudly
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  // This warp's items: a contiguous run [ibeg, iend) of the block's ntiles × chunks, tile-major
+  // (the chunks of one tile, or the end of one and the start of the next), walked by a cursor:
+  // row pointers are set once a tile, then a chunk is an offset.
+  const int items = ntiles * chunks;
+  const int ibeg = int(int64_t(items) * warp / kMmaWarps);
+  const int iend = int(int64_t(items) * (warp + 1) / kMmaWarps);
+  int left = iend - ibeg;      // items still to load
+  const int u0 = 2 * (t & 1);  // the first unit of this lane's result columns
+  int ltl = ibeg / chunks, lc = ibeg - ltl * chunks;
+  const uint8_t* lp[2];
+  const void* ls[2];  // the row's first scale (e8 code or fp16)
+  auto enter = [&](int tl) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int64_t r = (tile0 + tl) * kTileRows + g + 8 * h;
+      if (r >= w.rows) r = w.rows - 1;
+      lp[h] = w.codes + r * w.row_bytes + t * kUnitBytes<F>;
+      const int64_t g0 = r * (w.cols >> gshift);
+      if constexpr (kE8) {
+        ls[h] = w.scale_codes + g0;
+      } else {
+        ls[h] = w.scales + g0;
+      }
+    }
+  };
+  enter(ltl);
+  auto load = [&](Item<F>(&it)[kDepth]) {
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      it[d].at = -1;
+      if (left <= 0) continue;
+      const int col = lc * kChunkCols + u0 * 32;
+      const int ga = col >> gshift, gb = (col + 32) >> gshift;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        it[d].q[h] = LoadUnit<F>(lp[h] + lc * (4 * kUnitBytes<F>));
+        if constexpr (kE8) {
+          const auto* sc = static_cast<const uint8_t*>(ls[h]);
+          it[d].s[h] = uint32_t(__ldg(sc + ga)) | uint32_t(__ldg(sc + gb)) << 16;
+        } else {
+          const auto* sc = static_cast<const uint16_t*>(ls[h]);
+          it[d].s[h] = uint32_t(__ldg(sc + ga)) | uint32_t(__ldg(sc + gb)) << 16;
+        }
+      }
+      it[d].at = ltl << 16 | lc;
+      --left;
+      if (++lc == chunks) {
+        lc = 0;
+        if (left > 0) enter(++ltl);
+      }
+    }
+  };
+  // The first items' loads go out before the set-up below, which then overlaps their latency.
+  Item<F> cur[kDepth], nxt[kDepth];
+  load(cur);
+
+  // The code-byte table, the e8 scale table, the staged x and zeroed partial sums.
+  constexpr int kLaneWords = kLaneBytes<F> / 4;
+  for (int i = threadIdx.x; i < 256 * 32; i += kMmaThreads) {
+    const int e = i >> 5, l = i & 31;
+    uint32_t* dst = table + e * 64 + l * kLaneWords;
+    if constexpr (F == kQ4) {
+      dst[0] = PackBf16(__ldg(w.codebook + (e & 15)), __ldg(w.codebook + (e >> 4)));
+    } else {
+      dst[0] = PackBf16(__ldg(w.codebook + (e & 3)), __ldg(w.codebook + ((e >> 2) & 3)));
+      dst[1] = PackBf16(__ldg(w.codebook + ((e >> 4) & 3)), __ldg(w.codebook + (e >> 6)));
+    }
+  }
+  if (kE8 && threadIdx.x < 256) e8[threadIdx.x] = __ldg(w.scale_table + threadIdx.x);
+  for (int p = threadIdx.x; p < units * 16; p += kMmaThreads) {
+    const int u = p >> 4, q = p & 15;
+    int c0, c1;
+    PairCols<F>(q, c0, c1);
+    const float x0 = __ldg(x + u * 32 + c0), x1 = __ldg(x + u * 32 + c1);
+    const uint32_t xh = PackBf16(x0, x1);
+    const float h0 = Bf16(uint16_t(xh & 0xFFFFu)), h1 = Bf16(uint16_t(xh >> 16));
+    uint32_t* dst = xs + u * kXUnitWords + (q >> 1) * 4 + (q & 1);
+    dst[0] = xh;
+    dst[2] = PackBf16(x0 - h0, x1 - h1);
+  }
+  if (threadIdx.x < 32) zeros[threadIdx.x] = 0u;
+  for (int i = threadIdx.x; i < ntiles * kMmaWarps * kTileRows; i += kMmaThreads) red[i] = 0.0f;
+  __syncthreads();
+
+  const uint32_t hi = (tsh & 0xFFFF0000u) | uint32_t(lane) * kLaneBytes<F>;
+  auto scale = [&](uint32_t raw) {
+    if constexpr (kE8) {
+      return e8[raw & 0xFFu];
+    } else {
+      return F16(uint16_t(raw));
+    }
+  };
+  // Rows g and g + 8 of tile `atl`, this lane's two units summed over this warp's chunks of the
+  // tile; lanes t = 0 and 1 add theirs and store once a tile (a warp's chunks of a tile are
+  // consecutive).
+  float acc[2] = {0.0f, 0.0f};
+  int atl = ibeg / chunks;
+  auto flush = [&] {
+    const float r0 = acc[0] + __shfl_xor_sync(0xffffffffu, acc[0], 1);
+    const float r1 = acc[1] + __shfl_xor_sync(0xffffffffu, acc[1], 1);
+    if (t == 0) {
+      float* slot = red + (atl * kMmaWarps + warp) * kTileRows;
+      slot[g] = r0;
+      slot[g + 8] = r1;
+    }
+    acc[0] = acc[1] = 0.0f;
+  };
+  while (cur[0].at >= 0) {
+    load(nxt);  // in flight while this batch computes
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) {
+      if (cur[d].at < 0) break;
+      const int tl = cur[d].at >> 16, c = cur[d].at & 0xFFFF;
+      if (tl != atl) {
+        flush();
+        atl = tl;
+      }
+      // B: this lane's unit when it supplies column g (g == t), else zeros.
+      const uint32_t* xu = g == t ? xs + (c * 4 + t) * kXUnitWords : zeros;
+      float ch[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        uint32_t a[4];
+        StepA<F>(a, cur[d].q, hi, s);
+        const uint4 xv = *reinterpret_cast<const uint4*>(xu + s * 4);
+        const uint32_t bh[2] = {xv.x, xv.y}, bl[2] = {xv.z, xv.w};
+        MmaBf16(ch, a, bh);
+        MmaBf16(cl, a, bl);
+      }
+      // Columns 2t, 2t + 1 = units u0, u0 + 1 (meaningful on lanes t = 0, 1).
+      const uint32_t s0 = cur[d].s[0], s1 = cur[d].s[1];
+      acc[0] += scale(s0 & 0xFFFFu) * (ch[0] + cl[0]) + scale(s0 >> 16) * (ch[1] + cl[1]);
+      acc[1] += scale(s1 & 0xFFFFu) * (ch[2] + cl[2]) + scale(s1 >> 16) * (ch[3] + cl[3]);
+    }
+#pragma unroll
+    for (int d = 0; d < kDepth; ++d) cur[d] = nxt[d];
+  }
+  // Every lane takes part in the flush's shuffles (the warp's run is the same for all lanes).
+  if (iend > ibeg) flush();
+  __syncthreads();
+  const float* bias = grp.bias[0];
+  float* y = grp.y[0];
+#pragma unroll
+  for (int i = 1; i < kMaxMmaGroup; ++i)
+    if (i == m) bias = grp.bias[i], y = grp.y[i];
+  for (int i = threadIdx.x; i < ntiles * kTileRows; i += kMmaThreads) {
+    const int tl = i / kTileRows, row = i % kTileRows;
+    const int64_t r = (tile0 + tl) * kTileRows + row;
+    if (r >= w.rows) continue;
+    float sum = 0.0f;
+    for (int v = 0; v < kMmaWarps; ++v) sum += red[(tl * kMmaWarps + v) * kTileRows + row];
+    y[r] = sum + (bias ? bias[r] : 0.0f);
+  }
+}
+
+// The driver's reserved shared memory per block (1 KiB on sm_80 .. sm_90), or -1 when unknown.
+int ReservedSmem() {
+  static const int n = [] {
+    int dev = 0, v = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return v;
+  }();
+  return n;
+}
+
+// The layout for `cols` columns and `tiles_per_block` tiles; total 0 when it cannot be made.
+MmaLayout MakeLayout(int64_t cols, int tiles_per_block) {
+  MmaLayout l;
+  const int reserved = ReservedSmem();
+  if (reserved < 0 || reserved > 0x8000 || reserved % 16) return l;
+  l.table = 0x10000 - reserved;
+  const int64_t small = 128 + 1024 + 128 + int64_t(tiles_per_block) * kMmaWarps * kTileRows * 4 +
+                        (cols / 32) * kXUnitWords * 4;
+  const int64_t base = small <= l.table ? 0 : l.table + kTableWords * 4;
+  l.w = int(base);
+  l.e8 = l.w + 128;
+  l.zeros = l.e8 + 1024;
+  l.red = l.zeros + 128;
+  l.xs = l.red + tiles_per_block * kMmaWarps * kTileRows * 4;
+  const int64_t total =
+      base + small > l.table + kTableWords * 4 ? base + small : l.table + kTableWords * 4;
+  l.total = total <= int64_t(kMaxMmaSmem) ? int(total) : 0;
+  return l;
+}
+
+int SmCount() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) {
+      cudaGetLastError();
+      return 1;
+    }
+    return v;
+  }();
+  return n;
+}
+
+bool MmaEligible(const DevPacked& w, const DevPacked& w0) {
+  return (w.format == kQ4 || w.format == kQ2) && !w.affine &&
+         w.levels == (w.format == kQ4 ? 16 : 4) && w.rows > 0 && UnitLayout(w) &&
+         w.cols % kChunkCols == 0 && w.group_size >= 32 &&
+         (w.group_size & (w.group_size - 1)) == 0 && w.cols < (int64_t(1) << 30) &&
+         w.format == w0.format && w.cols == w0.cols && w.group_size == w0.group_size &&
+         (w.scale_codes != nullptr) == (w0.scale_codes != nullptr);
+}
+
+template <int F, bool kE8>
+bool LaunchMma(const float* x, const DevMmaGroup& g, int gshift, const MmaLayout& lay,
+               cudaStream_t s) {
+  auto* kernel = PackedMatVecMmaKernel<F, kE8>;
+  static const bool raised =  // once per instantiation
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxMmaSmem)) ==
+      cudaSuccess;
+  if (!raised) return false;
+  TQ_LAUNCH_SMEM(kernel, unsigned(g.block0[g.count]), kMmaThreads, size_t(lay.total), s, x, g,
+                 gshift, lay);
+  return true;
+}
+
+}  // namespace
+
+MatVecKind MatVecKindFromEnv() {
+  const char* v = std::getenv("TURBOQUANT_CUDA_MATVEC");
+  if (v && std::strcmp(v, "rows") == 0) return MatVecKind::kRows;
+  if (v && std::strcmp(v, "tiles") == 0) return MatVecKind::kTiles;
+  if (v && std::strcmp(v, "async") == 0) return MatVecKind::kAsync;
+  if (v && std::strcmp(v, "mma") == 0) return MatVecKind::kMma;
+  const char* gemm = std::getenv("TURBOQUANT_CUDA_GEMM");
+  if (gemm && std::strcmp(gemm, "exact") == 0) return MatVecKind::kRows;  // fp32 class only
+  return MatVecKind::kMma;
+}
+
+bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* biases,
+                     float* const* ys, int count, cudaStream_t s) {
+  if (MatVecKindFromEnv() != MatVecKind::kMma || count < 1 || count > kMaxMmaGroup) return false;
+  int64_t tiles = 0;
+  for (int i = 0; i < count; ++i) {
+    if (!MmaEligible(ws[i], ws[0])) return false;
+    tiles += (ws[i].rows + kTileRows - 1) / kTileRows;
+  }
+  // About one block per SM, at most kMaxTilesPerBlock tiles a block.
+  const int64_t target = SmCount();
+  int64_t per = (tiles + target - 1) / target;
+  if (per > kMaxTilesPerBlock) per = kMaxTilesPerBlock;
+  const MmaLayout lay = MakeLayout(ws[0].cols, int(per));
+  if (lay.total == 0) return false;
+  DevMmaGroup g;
+  g.count = count;
+  g.tiles_per_block = int(per);
+  for (int i = 0; i < count; ++i) {
+    g.w[i] = ws[i];
+    g.bias[i] = biases[i];
+    g.y[i] = ys[i];
+    const int64_t blocks = ((ws[i].rows + kTileRows - 1) / kTileRows + per - 1) / per;
+    if (int64_t(g.block0[i]) + blocks >= (int64_t(1) << 30)) return false;
+    g.block0[i + 1] = g.block0[i] + int(blocks);
+  }
+  int gshift = 0;
+  while ((int64_t(1) << gshift) < ws[0].group_size) ++gshift;
+  const bool e8 = ws[0].scale_codes != nullptr;
+  if (ws[0].format == kQ4)
+    return e8 ? LaunchMma<kQ4, true>(x, g, gshift, lay, s)
+              : LaunchMma<kQ4, false>(x, g, gshift, lay, s);
+  return e8 ? LaunchMma<kQ2, true>(x, g, gshift, lay, s)
+            : LaunchMma<kQ2, false>(x, g, gshift, lay, s);
+}
+
+}  // namespace tq::kernels::cuda
