@@ -106,6 +106,13 @@ void Backend::PackedMatMulGroup(const float* x, int64_t n,
   for (const PackedMatMulOutput& o : outs) PackedMatMul(x, n, *o.w, o.bias, o.y);
 }
 
+void Backend::RotatedPackedMatMulGroup(const RotationView& r, const float* x, int64_t n,
+                                       std::span<const PackedMatMulOutput> outs) {
+  float* xr = RotationScratch(n * r.dim);
+  Rotate(r, x, n, xr);
+  if (n > 0) PackedMatMulGroup(xr, n, outs);
+}
+
 void Backend::AddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim, const float* weight,
                          float eps, float* out) {
   Add(x, y, rows * dim);

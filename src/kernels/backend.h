@@ -158,6 +158,11 @@ class Backend {
   // default runs PackedMatMul for each in order; the cuda backend fuses them into one launch.
   virtual void PackedMatMulGroup(const float* x, int64_t n,
                                  std::span<const PackedMatMulOutput> outs);
+  // The same products over R x, x [n, r.dim] not yet rotated (x is left as it is). The default
+  // rotates into RotationScratch, then PackedMatMulGroup; the cuda backend rotates inside its
+  // one-token tensor-core kernel (one launch instead of two).
+  virtual void RotatedPackedMatMulGroup(const RotationView& r, const float* x, int64_t n,
+                                        std::span<const PackedMatMulOutput> outs);
   virtual void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim,
                     const int64_t* positions, const float* inv_freq, float attn_factor) = 0;
   virtual void SiluMul(const float* gate, const float* up, int64_t n, float* out) = 0;

@@ -123,9 +123,8 @@ PackedLinear::PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
 
 void PackedLinear::MatMul(kernels::Backend& be, const float* x, int64_t n, float* y) const {
   if (!rotation_) return MatMulRotated(be, x, n, y);
-  float* xr = be.RotationScratch(n * w_.cols);
-  be.Rotate(rotation_view_, x, n, xr);
-  MatMulRotated(be, xr, n, y);
+  const kernels::PackedMatMulOutput out{&dw_, bias_device(), y};
+  be.RotatedPackedMatMulGroup(rotation_view_, x, n, {&out, 1});
 }
 
 void PackedLinear::MatMulRotated(kernels::Backend& be, const float* xr, int64_t n, float* y) const {
@@ -241,20 +240,20 @@ bool PackedMatMulShared(kernels::Backend& be, std::span<const Linear* const> gro
     rot = p->rotation();
   }
   const PackedLinear* first = group[0]->AsPacked();
-  float* xr = be.RotationScratch(n * rot->dim());
-  be.Rotate(first->rotation_view(), x, n, xr);  // once for the whole group
-  if (n <= 0) return true;
   constexpr size_t kMaxGroup = 16;
-  kernels::PackedMatMulOutput outs[kMaxGroup];
   if (group.size() > kMaxGroup) {
+    float* xr = be.RotationScratch(n * rot->dim());
+    be.Rotate(first->rotation_view(), x, n, xr);  // once for the whole group
     for (size_t i = 0; i < group.size(); ++i) group[i]->AsPacked()->MatMulRotated(be, xr, n, ys[i]);
     return true;
   }
+  kernels::PackedMatMulOutput outs[kMaxGroup];
   for (size_t i = 0; i < group.size(); ++i) {
     const PackedLinear* p = group[i]->AsPacked();
     outs[i] = {&p->device_matrix(), p->bias_device(), ys[i]};
   }
-  be.PackedMatMulGroup(xr, n, {outs, group.size()});  // one launch on cuda
+  // One rotation for the whole group (inside the product's launch on cuda, one token).
+  be.RotatedPackedMatMulGroup(first->rotation_view(), x, n, {outs, group.size()});
   return true;
 }
 

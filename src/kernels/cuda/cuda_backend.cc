@@ -265,6 +265,34 @@ class CudaBackend final : public Backend {
     Launched(where);
   }
 
+  // One token through q4 / q2 rows: the rotation inside the tensor-core product's launch
+  // (matvec_mma.cu); otherwise the default (rotate, then PackedMatMulGroup).
+  void RotatedPackedMatMulGroup(const RotationView& r, const float* x, int64_t n,
+                                std::span<const PackedMatMulOutput> outs) override {
+    const std::string where = name_ + " rotated packed matmul group";
+    constexpr size_t kMax = 4;  // launch.h MmaPackedMatVec
+    if (n == 1 && !outs.empty() && outs.size() <= kMax) {
+      CheckRotation(r, where);
+      cuda::DevPacked ws[kMax];
+      const float* biases[kMax];
+      float* ys[kMax];
+      for (size_t i = 0; i < outs.size(); ++i) {
+        TQ_CHECK(outs[i].w && outs[i].y, where, "output {} has no weight or no destination", i);
+        ws[i] = ToDev(*outs[i].w, where);
+        TQ_CHECK(ws[i].cols == r.dim, where, "rotation of {} for {} inputs", r.dim, ws[i].cols);
+        biases[i] = outs[i].bias;
+        ys[i] = outs[i].y;
+      }
+      Enter();
+      const cuda::DevRotation dr{r.signs, r.dim, r.block};
+      if (cuda::MmaPackedMatVec(x, ws, biases, ys, int(outs.size()), &dr, stream_)) {
+        Launched(where);
+        return;
+      }
+    }
+    Backend::RotatedPackedMatMulGroup(r, x, n, outs);
+  }
+
   void PackedMatMulGroup(const float* x, int64_t n,
                          std::span<const PackedMatMulOutput> outs) override {
     const std::string where = name_ + " packed matmul group";

@@ -170,8 +170,10 @@ bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* 
 // <= 4, same cols and group size, group size a multiple of 128); false (nothing launched) when
 // the layout does not allow it or TURBOQUANT_CUDA_MATVEC / TURBOQUANT_CUDA_GEMM=exact asks for
 // another kernel.
+// With `rot` (not null), the products are over R x: the kernel rotates x itself (power-of-two
+// blocks dividing cols, cols <= 16384) — false (nothing launched) when it cannot.
 bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* biases,
-                     float* const* ys, int count, cudaStream_t s);
+                     float* const* ys, int count, const DevRotation* rot, cudaStream_t s);
 // Which 1-token packed kernel TURBOQUANT_CUDA_MATVEC asks for: mma (the default where eligible,
 // else rows), rows (matvec.cu's fp32 row kernel; also under TURBOQUANT_CUDA_GEMM=exact), tiles or
 // async (matvec_tiles.cu). Read at each launch (a getenv beside a launch) so a test can switch.

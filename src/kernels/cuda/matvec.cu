@@ -418,7 +418,8 @@ bool FastPackedMatVec(const float* x, int64_t n, const DevPacked& w, const float
   if (n < 1 || n > kVecTokens || !UnitLayout(w) || !Aligned(x, 16) ||
       (w.group_size & (w.group_size - 1)) || w.cols >= (int64_t(1) << 30))
     return false;
-  if (n == 1 && (MmaPackedMatVec(x, &w, &bias, &y, 1, s) || TiledPackedMatVec(x, w, bias, y, s)))
+  if (n == 1 &&
+      (MmaPackedMatVec(x, &w, &bias, &y, 1, nullptr, s) || TiledPackedMatVec(x, w, bias, y, s)))
     return true;
   switch (w.format) {
     case kQ2:
@@ -466,7 +467,7 @@ bool FastPackedMatVecGroup(const float* x, int64_t n, const DevPacked* ws,
                            cudaStream_t s) {
   if (count < 1 || count > kMaxMatVecGroup || n < 1 || n > kVecTokens || !Aligned(x, 16))
     return false;
-  if (n == 1 && (MmaPackedMatVec(x, ws, biases, ys, count, s) ||
+  if (n == 1 && (MmaPackedMatVec(x, ws, biases, ys, count, nullptr, s) ||
                  TiledPackedMatVecGroup(x, ws, biases, ys, count, s)))
     return true;
   const DevPacked& w0 = ws[0];

@@ -170,6 +170,43 @@ __device__ __forceinline__ void PairCols(int p, int& c0, int& c1) {
   }
 }
 
+// One pass of kR = 2, 4 or 8 (the log2 kR butterfly stages h, 2h, .. of a blockwise Walsh–Hadamard
+// transform) over buf[0..n) in shared memory, all threads of the block; h = 1 << hshift and
+// kR · h divides the block. Ends with a barrier. (The stages commute, so any grouping works.)
+template <int kR>
+__device__ __forceinline__ void FwhtPass(float* buf, int n, int hshift) {
+  const int h = 1 << hshift;
+  for (int gi = threadIdx.x; gi < n / kR; gi += blockDim.x) {
+    const int base = ((gi >> hshift) * kR << hshift) + (gi & (h - 1));
+    float v[kR];
+#pragma unroll
+    for (int j = 0; j < kR; ++j) v[j] = buf[base + j * h];
+#pragma unroll
+    for (int m = 1; m < kR; m <<= 1)
+#pragma unroll
+      for (int j = 0; j < kR; ++j)
+        if (!(j & m)) {
+          const float a = v[j], c = v[j + m];
+          v[j] = a + c;
+          v[j + m] = a - c;
+        }
+#pragma unroll
+    for (int j = 0; j < kR; ++j) buf[base + j * h] = v[j];
+  }
+  __syncthreads();
+}
+
+// buf[0..n) <- H_b diag(signs) x blockwise (b = 1 << bshift), unscaled; ends with a barrier.
+__device__ __forceinline__ void SharedRotate(float* buf, const float* __restrict__ x,
+                                             const int8_t* __restrict__ signs, int n, int bshift) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = __ldg(x + i) * float(__ldg(signs + i));
+  __syncthreads();
+  int h = 0;
+  for (; bshift - h >= 3; h += 3) FwhtPass<8>(buf, n, h);
+  if (bshift - h == 2) FwhtPass<4>(buf, n, h);
+  if (bshift - h == 1) FwhtPass<2>(buf, n, h);
+}
+
 // One item's codes (rows g and g + 8 of the tile, this lane's unit of the chunk), the raw scales
 // of this lane's two result columns (units u0, u0 + 1 of rows g and g + 8: e8 codes or fp16
 // bits, unit u0 in the low half; decoded only when used, so that no instruction waits on them
@@ -183,7 +220,8 @@ struct Item {
 
 template <int F, bool kE8>
 __global__ void __launch_bounds__(kMmaThreads, 1)
-    PackedMatVecMmaKernel(const float* __restrict__ x, DevMmaGroup grp, int gshift, MmaLayout lay) {
+    PackedMatVecMmaKernel(const float* __restrict__ x, DevMmaGroup grp, int gshift, MmaLayout lay,
+                          DevRotation rot, int bshift) {
   char* smem = reinterpret_cast<char*>(DynamicShared());
   DevPacked& w = *reinterpret_cast<DevPacked*>(smem + lay.w);
   int& member = *reinterpret_cast<int*>(smem + lay.w + sizeof(DevPacked));
@@ -267,7 +305,31 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   Item<F> cur[kDepth], nxt[kDepth];
   load(cur);
 
-  // The code-byte table, the e8 scale table, the staged x and zeroed partial sums.
+  // The e8 scale table, zeroed partial sums, x (rotated first when asked: in the table's space,
+  // before the table is built), the staged x, then the code-byte table.
+  if (kE8 && threadIdx.x < 256) e8[threadIdx.x] = __ldg(w.scale_table + threadIdx.x);
+  if (threadIdx.x < 32) zeros[threadIdx.x] = 0u;
+  for (int i = threadIdx.x; i < ntiles * kMmaWarps * kTileRows; i += kMmaThreads) red[i] = 0.0f;
+  const float* xsrc = x;
+  float xscale = 1.0f;
+  if (rot.signs) {
+    float* buf = reinterpret_cast<float*>(table);  // cols <= 16384 floats: the table's 64 KiB
+    SharedRotate(buf, x, rot.signs, units * 32, bshift);
+    xsrc = buf;
+    xscale = rsqrtf(float(1 << bshift));
+  }
+  for (int p = threadIdx.x; p < units * 16; p += kMmaThreads) {
+    const int u = p >> 4, q = p & 15;
+    int c0, c1;
+    PairCols<F>(q, c0, c1);
+    const float x0 = xsrc[u * 32 + c0] * xscale, x1 = xsrc[u * 32 + c1] * xscale;
+    const uint32_t xh = PackBf16(x0, x1);
+    const float h0 = Bf16(uint16_t(xh & 0xFFFFu)), h1 = Bf16(uint16_t(xh >> 16));
+    uint32_t* dst = xs + u * kXUnitWords + (q >> 1) * 4 + (q & 1);
+    dst[0] = xh;
+    dst[2] = PackBf16(x0 - h0, x1 - h1);
+  }
+  if (rot.signs) __syncthreads();  // the rotated x read before the table overwrites it
   constexpr int kLaneWords = kLaneBytes<F> / 4;
   for (int i = threadIdx.x; i < 256 * 32; i += kMmaThreads) {
     const int e = i >> 5, l = i & 31;
@@ -279,20 +341,6 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       dst[1] = PackBf16(__ldg(w.codebook + ((e >> 4) & 3)), __ldg(w.codebook + (e >> 6)));
     }
   }
-  if (kE8 && threadIdx.x < 256) e8[threadIdx.x] = __ldg(w.scale_table + threadIdx.x);
-  for (int p = threadIdx.x; p < units * 16; p += kMmaThreads) {
-    const int u = p >> 4, q = p & 15;
-    int c0, c1;
-    PairCols<F>(q, c0, c1);
-    const float x0 = __ldg(x + u * 32 + c0), x1 = __ldg(x + u * 32 + c1);
-    const uint32_t xh = PackBf16(x0, x1);
-    const float h0 = Bf16(uint16_t(xh & 0xFFFFu)), h1 = Bf16(uint16_t(xh >> 16));
-    uint32_t* dst = xs + u * kXUnitWords + (q >> 1) * 4 + (q & 1);
-    dst[0] = xh;
-    dst[2] = PackBf16(x0 - h0, x1 - h1);
-  }
-  if (threadIdx.x < 32) zeros[threadIdx.x] = 0u;
-  for (int i = threadIdx.x; i < ntiles * kMmaWarps * kTileRows; i += kMmaThreads) red[i] = 0.0f;
   __syncthreads();
 
   const uint32_t hi = (tsh & 0xFFFF0000u) | uint32_t(lane) * kLaneBytes<F>;
@@ -424,14 +472,14 @@ bool MmaEligible(const DevPacked& w, const DevPacked& w0) {
 
 template <int F, bool kE8>
 bool LaunchMma(const float* x, const DevMmaGroup& g, int gshift, const MmaLayout& lay,
-               cudaStream_t s) {
+               const DevRotation& rot, int bshift, cudaStream_t s) {
   auto* kernel = PackedMatVecMmaKernel<F, kE8>;
   static const bool raised =  // once per instantiation
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxMmaSmem)) ==
       cudaSuccess;
   if (!raised) return false;
   TQ_LAUNCH_SMEM(kernel, unsigned(g.block0[g.count]), kMmaThreads, size_t(lay.total), s, x, g,
-                 gshift, lay);
+                 gshift, lay, rot, bshift);
   return true;
 }
 
@@ -449,7 +497,7 @@ MatVecKind MatVecKindFromEnv() {
 }
 
 bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* biases,
-                     float* const* ys, int count, cudaStream_t s) {
+                     float* const* ys, int count, const DevRotation* rot, cudaStream_t s) {
   if (MatVecKindFromEnv() != MatVecKind::kMma || count < 1 || count > kMaxMmaGroup) return false;
   int64_t tiles = 0;
   for (int i = 0; i < count; ++i) {
@@ -475,12 +523,22 @@ bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* bi
   }
   int gshift = 0;
   while ((int64_t(1) << gshift) < ws[0].group_size) ++gshift;
+  // The rotation: power-of-two blocks dividing cols, cols within the table's 64 KiB as floats.
+  DevRotation r;
+  int bshift = 0;
+  if (rot) {
+    if (rot->dim != ws[0].cols || rot->block < 1 || (rot->block & (rot->block - 1)) ||
+        ws[0].cols % rot->block || ws[0].cols > kTableWords)
+      return false;
+    r = *rot;
+    while ((int64_t(1) << bshift) < rot->block) ++bshift;
+  }
   const bool e8 = ws[0].scale_codes != nullptr;
   if (ws[0].format == kQ4)
-    return e8 ? LaunchMma<kQ4, true>(x, g, gshift, lay, s)
-              : LaunchMma<kQ4, false>(x, g, gshift, lay, s);
-  return e8 ? LaunchMma<kQ2, true>(x, g, gshift, lay, s)
-            : LaunchMma<kQ2, false>(x, g, gshift, lay, s);
+    return e8 ? LaunchMma<kQ4, true>(x, g, gshift, lay, r, bshift, s)
+              : LaunchMma<kQ4, false>(x, g, gshift, lay, r, bshift, s);
+  return e8 ? LaunchMma<kQ2, true>(x, g, gshift, lay, r, bshift, s)
+            : LaunchMma<kQ2, false>(x, g, gshift, lay, r, bshift, s);
 }
 
 }  // namespace tq::kernels::cuda
