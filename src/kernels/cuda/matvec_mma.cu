@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   float* e8 = reinterpret_cast<float*>(smem + lay.e8);
   float* red = reinterpret_cast<float*>(smem + lay.red);  // [tile][warp][16]
   const uint32_t tsh = SharedAddr(table);
-  if (tsh & 0xFFFFu) __trap();  // the host's layout assumption broke: fail loudly
+  if (tsh & 0xFFFFu) __trap();  // the layout's premise (checked by the host's probe) broke
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   // This warp's items: a contiguous run [ibeg, iend) of the block's ntiles × chunks, tile-major
@@ -428,11 +428,33 @@ int ReservedSmem() {
   return n;
 }
 
+// Writes the shared-window address of the first byte of dynamic shared memory.
+__global__ void SharedBaseProbeKernel(uint32_t* out) { *out = SharedAddr(DynamicShared()); }
+
+// Whether dynamic shared memory starts right after the reserved bytes (the layout's premise),
+// asked of the device once (a one-thread kernel and a copy back); false: the row kernel runs.
+bool SharedBaseKnown(int reserved) {
+  static const bool ok = [reserved] {
+    uint32_t* d = nullptr;
+    uint32_t v = ~0u;
+    if (cudaMalloc(&d, sizeof(uint32_t)) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    TQ_LAUNCH_SMEM(SharedBaseProbeKernel, 1, 1, 16, nullptr, d);
+    const bool copied = cudaMemcpy(&v, d, sizeof(v), cudaMemcpyDeviceToHost) == cudaSuccess;
+    cudaFree(d);
+    cudaGetLastError();
+    return copied && v == uint32_t(reserved);
+  }();
+  return ok;
+}
+
 // The layout for `cols` columns and `tiles_per_block` tiles; total 0 when it cannot be made.
 MmaLayout MakeLayout(int64_t cols, int tiles_per_block) {
   MmaLayout l;
   const int reserved = ReservedSmem();
-  if (reserved < 0 || reserved > 0x8000 || reserved % 16) return l;
+  if (reserved < 0 || reserved > 0x8000 || reserved % 16 || !SharedBaseKnown(reserved)) return l;
   l.table = 0x10000 - reserved;
   const int64_t small = 128 + 1024 + 128 + int64_t(tiles_per_block) * kMmaWarps * kTileRows * 4 +
                         (cols / 32) * kXUnitWords * 4;
