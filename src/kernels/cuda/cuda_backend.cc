@@ -270,22 +270,15 @@ class CudaBackend final : public Backend {
   void RotatedPackedMatMulGroup(const RotationView& r, const float* x, int64_t n,
                                 std::span<const PackedMatMulOutput> outs) override {
     const std::string where = name_ + " rotated packed matmul group";
-    constexpr size_t kMax = 4;  // launch.h MmaPackedMatVec
-    if (n == 1 && !outs.empty() && outs.size() <= kMax) {
+    if (n == 1 && !outs.empty() && outs.size() <= kMaxGroupViews) {
       CheckRotation(r, where);
-      cuda::DevPacked ws[kMax];
-      const float* biases[kMax];
-      float* ys[kMax];
-      for (size_t i = 0; i < outs.size(); ++i) {
-        TQ_CHECK(outs[i].w && outs[i].y, where, "output {} has no weight or no destination", i);
-        ws[i] = ToDev(*outs[i].w, where);
-        TQ_CHECK(ws[i].cols == r.dim, where, "rotation of {} for {} inputs", r.dim, ws[i].cols);
-        biases[i] = outs[i].bias;
-        ys[i] = outs[i].y;
-      }
+      GroupViews v;
+      ToDev(outs, v, where);
+      for (size_t i = 0; i < outs.size(); ++i)
+        TQ_CHECK(v.ws[i].cols == r.dim, where, "rotation of {} for {} inputs", r.dim, v.ws[i].cols);
       Enter();
       const cuda::DevRotation dr{r.signs, r.dim, r.block};
-      if (cuda::MmaPackedMatVec(x, ws, biases, ys, int(outs.size()), &dr, stream_)) {
+      if (cuda::MmaPackedMatVec(x, v.ws, v.biases, v.ys, int(outs.size()), &dr, stream_)) {
         Launched(where);
         return;
       }
@@ -297,19 +290,11 @@ class CudaBackend final : public Backend {
                          std::span<const PackedMatMulOutput> outs) override {
     const std::string where = name_ + " packed matmul group";
     if (n <= 0 || outs.empty()) return;
-    constexpr size_t kMax = 4;  // launch.h FastPackedMatVecGroup
-    if (outs.size() <= kMax) {
-      cuda::DevPacked ws[kMax];
-      const float* biases[kMax];
-      float* ys[kMax];
-      for (size_t i = 0; i < outs.size(); ++i) {
-        TQ_CHECK(outs[i].w && outs[i].y, where, "output {} has no weight or no destination", i);
-        ws[i] = ToDev(*outs[i].w, where);
-        biases[i] = outs[i].bias;
-        ys[i] = outs[i].y;
-      }
+    if (outs.size() <= kMaxGroupViews) {
+      GroupViews v;
+      ToDev(outs, v, where);
       Enter();
-      if (cuda::FastPackedMatVecGroup(x, n, ws, biases, ys, int(outs.size()), stream_)) {
+      if (cuda::FastPackedMatVecGroup(x, n, v.ws, v.biases, v.ys, int(outs.size()), stream_)) {
         Launched(where);
         return;
       }
@@ -757,6 +742,24 @@ class CudaBackend final : public Backend {
 
   static cuda::DevAttention Dev(const AttentionParams& p) {
     return {p.num_heads, p.num_kv_heads, p.head_dim, p.window, p.scale};
+  }
+
+  // The device views of a group's outputs (launch.h FastPackedMatVecGroup / MmaPackedMatVec
+  // take at most 4).
+  static constexpr size_t kMaxGroupViews = 4;
+  struct GroupViews {
+    DevPacked ws[kMaxGroupViews];
+    const float* biases[kMaxGroupViews];
+    float* ys[kMaxGroupViews];
+  };
+  static void ToDev(std::span<const PackedMatMulOutput> outs, GroupViews& v,
+                    const std::string& where) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      TQ_CHECK(outs[i].w && outs[i].y, where, "output {} has no weight or no destination", i);
+      v.ws[i] = ToDev(*outs[i].w, where);
+      v.biases[i] = outs[i].bias;
+      v.ys[i] = outs[i].y;
+    }
   }
 
   static DevPacked ToDev(const PackedMatrix& w, const std::string& where) {
