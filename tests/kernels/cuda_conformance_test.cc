@@ -423,10 +423,11 @@ TEST_P(CudaConformance, RotatedPackedMatMulGroup) {
     std::vector<int64_t> rows;
     int64_t cols, group, n;
   };
-  std::vector<S> shapes = {{CodeFormat::kQ4, {37}, 640, 128, 1},      // block 128
+  std::vector<S> shapes = {{CodeFormat::kQ4, {37}, 640, 128, 1},  // block 128
                            {CodeFormat::kQ4, {96, 32, 33}, 1024, 128, 1},
                            {CodeFormat::kQ2, {37, 20}, 512, 64, 1},
                            {CodeFormat::kQ4, {40}, 4096, 128, 1},     // block 4096
+                           {CodeFormat::kQ4, {12}, 8192, 128, 1},     // rotated first (wide)
                            {CodeFormat::kQ4, {30, 10}, 512, 128, 3},  // three tokens
                            {CodeFormat::kQ3, {25}, 256, 64, 1}};
   uint32_t seed = 900;
@@ -457,8 +458,7 @@ TEST_P(CudaConformance, RotatedPackedMatMulGroup) {
     gpu->RotatedPackedMatMulGroup(view, dx.as<float>(), sh.n, outs);
     for (size_t i = 0; i < host.size(); ++i) {
       std::vector<float> want(size_t(sh.n * sh.rows[i]));
-      ref::PackedMatMul(xr.data(), sh.n, host[i].view, i == 0 ? bias.data() : nullptr,
-                        want.data());
+      ref::PackedMatMul(xr.data(), sh.n, host[i].view, i == 0 ? bias.data() : nullptr, want.data());
       Expect("RotatedPackedMatMulGroup",
              fmt::format("{} of {}: {} g{} [{}, {}] block {} n={}", i, host.size(),
                          quant::Traits(sh.format).name, sh.group, sh.rows[i], sh.cols, rot.block(),
@@ -473,9 +473,9 @@ TEST_P(CudaConformance, RotatedPackedMatMulGroup) {
   auto ds = gpu->Allocate(768, "signs");
   auto dx = gpu->Allocate(768 * 4, "x"), dy = gpu->Allocate(16, "y");
   const PackedMatMulOutput out{&d.view, nullptr, dy.as<float>()};
-  EXPECT_THROW(gpu->RotatedPackedMatMulGroup({ds.as<int8_t>(), 768, 768}, dx.as<float>(), 1,
-                                             {&out, 1}),
-               Error);  // a 12 · 64 block
+  EXPECT_THROW(
+      gpu->RotatedPackedMatMulGroup({ds.as<int8_t>(), 768, 768}, dx.as<float>(), 1, {&out, 1}),
+      Error);  // a 12 · 64 block
 }
 
 // The many-token product in each TURBOQUANT_CUDA_GEMM mode (a fresh backend per mode): exact keeps

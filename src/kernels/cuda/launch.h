@@ -171,7 +171,8 @@ bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* 
 // the layout does not allow it or TURBOQUANT_CUDA_MATVEC / TURBOQUANT_CUDA_GEMM=exact asks for
 // another kernel.
 // With `rot` (not null), the products are over R x: the kernel rotates x itself (power-of-two
-// blocks dividing cols, cols <= 16384) — false (nothing launched) when it cannot.
+// blocks dividing cols, cols <= 4096: matvec_mma.cu kMaxFusedRotationCols) — false (nothing
+// launched) when it cannot.
 bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* biases,
                      float* const* ys, int count, const DevRotation* rot, cudaStream_t s);
 // Which 1-token packed kernel TURBOQUANT_CUDA_MATVEC asks for: mma (the default where eligible,

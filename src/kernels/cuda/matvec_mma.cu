@@ -51,6 +51,14 @@ constexpr int kTableWords = 256 * 64;  // the code-byte table (entry e: bytes 25
 constexpr int kMaxTilesPerBlock = 32;  // the block's partial sums: 2 KiB... 32 KiB
 constexpr int kDepth = 3;              // items a warp computes per batch (two batches in flight)
 constexpr int kMaxMmaGroup = 4;
+// The widest x rotated inside the kernel. Every block rotates all of x in shared memory before
+// its products (radix-8 passes, bank conflicts in the first two): measured in an 8B decode step
+// (session 12, ncu) that costs each launch ~4-5 µs at 4,096 columns — about the separate
+// rotation kernel's 5 µs, and hidden behind the first loads of the 61 MB gate/up group (38.6 →
+// 39.2 µs) — but ~18 µs at 14,336 (the down projection: 21.7 → 39.7 µs, against 3.7 µs for the
+// separate kernel). Wider x is rotated by the separate kernel first.
+constexpr int64_t kMaxFusedRotationCols = 4096;
+static_assert(kMaxFusedRotationCols <= kTableWords, "x is rotated in the table's space");
 constexpr size_t kMaxMmaSmem = 220 * 1024;  // of the H200's 227 KiB a block
 
 struct DevMmaGroup {
@@ -545,12 +553,12 @@ bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* bi
   }
   int gshift = 0;
   while ((int64_t(1) << gshift) < ws[0].group_size) ++gshift;
-  // The rotation: power-of-two blocks dividing cols, cols within the table's 64 KiB as floats.
+  // The rotation: power-of-two blocks dividing cols, cols <= kMaxFusedRotationCols.
   DevRotation r;
   int bshift = 0;
   if (rot) {
     if (rot->dim != ws[0].cols || rot->block < 1 || (rot->block & (rot->block - 1)) ||
-        ws[0].cols % rot->block || ws[0].cols > kTableWords)
+        ws[0].cols % rot->block || ws[0].cols > kMaxFusedRotationCols)
       return false;
     r = *rot;
     while ((int64_t(1) << bshift) < rot->block) ++bshift;
