@@ -55,7 +55,7 @@ const std::set<std::string>& KnownKeys() {
 struct Options {
   std::string rotation = "hadamard";
   bool use_qjl = false;
-  bool skip_qjl = false;  // TQ_MLX_SKIP_QJL=1
+  bool skip_qjl = false;  // TURBOQUANT_MLX_SKIP_QJL=1
   // fuse_rotations: the projections (last name component) whose rotation went into the
   // preceding norm, from the architecture's entry in their integration/rotation_configs.py.
   std::set<std::string> fused;
@@ -192,7 +192,7 @@ Options ParseOptions(const json& q, const std::string& arch, const std::string& 
     o.fused = *fused;
   }
   o.use_qjl = f.Bool("use_qjl").value_or(false);
-  const char* skip = std::getenv("TQ_MLX_SKIP_QJL");
+  const char* skip = std::getenv("TURBOQUANT_MLX_SKIP_QJL");
   o.skip_qjl = skip && std::string(skip) == "1";
   return o;
 }
@@ -219,7 +219,7 @@ void PlanQjl(const Source& s, const std::string& p, LinearPlan& L) {
   if (!any || s.opt.skip_qjl) return;
   TQ_CHECK(s.opt.use_qjl, where,
            "'{}' has QJL tensors but quantization.use_qjl is false (their loader would not use "
-           "them); set TQ_MLX_SKIP_QJL=1 to drop them",
+           "them); set TURBOQUANT_MLX_SKIP_QJL=1 to drop them",
            p);
   TQ_CHECK(!L.experts, where,
            "tensor '{}.qjl_packed': QJL on stacked experts (turboquant-mlx's SwitchLinear has "
@@ -470,7 +470,7 @@ std::string DescribeSource(const Source& s) {
   if (fused)
     extra += fmt::format("; {} with the rotation fused into their norm (input not rotated)", fused);
   if (qjl) extra += fmt::format("; {} with QJL residuals, materialized as dense f32 weights", qjl);
-  if (!s.dropped.empty()) extra += "; QJL tensors dropped (TQ_MLX_SKIP_QJL=1)";
+  if (!s.dropped.empty()) extra += "; QJL tensors dropped (TURBOQUANT_MLX_SKIP_QJL=1)";
   return fmt::format("{} checkpoint: {} linears ({}), repacked in memory{}", kFormatName, total,
                      parts, extra);
 }

@@ -175,14 +175,14 @@ TEST(TqMlxImport, QjlResidualsEqualFloatProductAndBringTheWeightsCloser) {
   EXPECT_NE(tqmlx::Describe(tmp.file("mlx")).find("42 with QJL residuals"), std::string::npos)
       << tqmlx::Describe(tmp.file("mlx"));
   // The correction is unbiased and removes ~43% of the residual energy: with it the logits are
-  // nearer the bf16 model's than without (TQ_MLX_SKIP_QJL=1 drops the tensors).
+  // nearer the bf16 model's than without (TURBOQUANT_MLX_SKIP_QJL=1 drops the tensors).
   const std::vector<int32_t> ids = test::GoldenIds(ModelDir(kLlama));
   const std::vector<float> ref = test::PrefillLogits(ModelDir(kLlama), ids);
   const double with = Nmse(test::PrefillLogits(tmp.file("mlx"), ids), ref);
-  ::setenv("TQ_MLX_SKIP_QJL", "1", 1);
+  ::setenv("TURBOQUANT_MLX_SKIP_QJL", "1", 1);
   const double without = Nmse(test::PrefillLogits(tmp.file("mlx"), ids), ref);
   EXPECT_NE(tqmlx::Describe(tmp.file("mlx")).find("QJL tensors dropped"), std::string::npos);
-  ::unsetenv("TQ_MLX_SKIP_QJL");
+  ::unsetenv("TURBOQUANT_MLX_SKIP_QJL");
   std::printf("2-bit logits vs bf16, NMSE: with QJL %.5f, without %.5f\n", with, without);
   EXPECT_LT(with, without);
 }
