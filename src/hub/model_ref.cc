@@ -23,8 +23,10 @@ std::string GgufAdvice() {
 std::optional<std::string> DescribeGguf(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   unsigned char h[24] = {0};
-  if (!f.read(reinterpret_cast<char*>(h), sizeof h)) return std::nullopt;
-  if (h[0] != 'G' || h[1] != 'G' || h[2] != 'U' || h[3] != 'F') return std::nullopt;
+  f.read(reinterpret_cast<char*>(h), sizeof h);
+  const std::streamsize got = f.gcount();
+  if (got < 4 || h[0] != 'G' || h[1] != 'G' || h[2] != 'U' || h[3] != 'F') return std::nullopt;
+  if (got < std::streamsize(sizeof h)) return std::string("GGUF, truncated header");
   auto le = [&](int at, int n) {
     uint64_t v = 0;
     for (int i = n - 1; i >= 0; --i) v = (v << 8) | h[at + i];

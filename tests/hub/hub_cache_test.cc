@@ -182,9 +182,12 @@ TEST(ModelRef, DirectoriesHubIdsAndGguf) {
   fails_with(gdir.string(), "holds no config.json but GGUF file(s) such as x.gguf");
   WriteFile(t.file("plain.txt"), "hello");
   fails_with(t.file("plain.txt"), "is a file");
-  // Too short to be described: reported as the file it is.
-  WriteFile(t.file("short.gguf"), "GGUF");
-  fails_with(t.file("short.gguf"), "is a file");
+  // A header cut short is still a GGUF file (the advice is the same); fewer than 4 bytes, or
+  // another magic, is reported as the file it is.
+  WriteFile(t.file("short.gguf"), "GGUF\x03\x00");
+  fails_with(t.file("short.gguf"), "is a GGUF file (GGUF, truncated header)");
+  WriteFile(t.file("tiny.gguf"), "GGU");
+  fails_with(t.file("tiny.gguf"), "is a file");
 }
 
 }  // namespace
