@@ -412,8 +412,7 @@ TEST_P(CudaConformance, PackedMatVecOnTheTensorCores) {
 // RotatedPackedMatMulGroup: products over R x with x not yet rotated. One token through q4 / q2
 // rows with a power-of-two rotation block runs the rotation inside the tensor-core kernel (one
 // launch); other shapes (three tokens, q3) take the default (rotate, then the group). Against the
-// oracle's rotation and product, and x left as it was. (12/20/28 · 2^k blocks, which only imports
-// use, are refused by the cuda backend's Rotate as before: checked at the end.)
+// oracle's rotation and product, and x left as it was; a 12 · 64 block (imports) at the end.
 TEST_P(CudaConformance, RotatedPackedMatMulGroup) {
   TQ_REQUIRE_BACKEND(gpu, GetParam());
   using quant::CodeFormat;
@@ -468,14 +467,23 @@ TEST_P(CudaConformance, RotatedPackedMatMulGroup) {
     ExpectExact("RotatedPackedMatMulGroup", fmt::format("x unchanged, cols {}", sh.cols),
                 Down<float>(*gpu, dx, x.size()) == x);
   }
-  const test::Owned o = test::RandomPacked(QuantMethod::kCodebook, CodeFormat::kQ4, 4, 768, 128, 1);
+  // A 12 · 64 block (imports): rotated by the rotation kernel, then the tensor-core product.
+  const quant::HadamardRotation rot(quant::HadamardSigns::Generate(768, 5), 768);
+  const test::Owned o =
+      test::RandomPacked(QuantMethod::kCodebook, CodeFormat::kQ4, 24, 768, 128, 1);
   DevicePacked d = ToDevice(*gpu, o);
-  auto ds = gpu->Allocate(768, "signs");
-  auto dx = gpu->Allocate(768 * 4, "x"), dy = gpu->Allocate(16, "y");
+  std::vector<int8_t> signs(rot.signs().data(), rot.signs().data() + 768);
+  auto ds = Up(*gpu, signs);
+  const auto x = Random(768, 6);
+  std::vector<float> xr(x), want(24);
+  rot.Forward(xr.data());
+  ref::PackedMatMul(xr.data(), 1, o.view, nullptr, want.data());
+  auto dx = Up(*gpu, x);
+  auto dy = Poisoned<float>(*gpu, 24);
   const PackedMatMulOutput out{&d.view, nullptr, dy.as<float>()};
-  EXPECT_THROW(
-      gpu->RotatedPackedMatMulGroup({ds.as<int8_t>(), 768, 768}, dx.as<float>(), 1, {&out, 1}),
-      Error);  // a 12 · 64 block
+  gpu->RotatedPackedMatMulGroup({ds.as<int8_t>(), 768, 768}, dx.as<float>(), 1, {&out, 1});
+  Expect("RotatedPackedMatMulGroup", "q4 g128 [24, 768] block 768 = 12 · 64 n=1",
+         Down<float>(*gpu, dy, 24), want, kMatVecMmaBound);
 }
 
 // The many-token product in each TURBOQUANT_CUDA_GEMM mode (a fresh backend per mode): exact keeps
@@ -693,10 +701,16 @@ TEST_P(CudaConformance, Rotate) {
   struct S {
     int64_t dim, max_block, rows;
   };
-  for (const S s : {S{64, 64, 1}, S{96, 4096, 9}, S{4096, 4096, 3}, S{14336, 4096, 2},
-                    S{18944, 4096, 1}, S{1408, 4096, 257}, S{8192, 4096, 2}, S{256, 16, 5}}) {
+  // max_block < 0: the block is -max_block, m · 2^k (turboquant-mlx imports: 12, 20, 28).
+  for (const S s :
+       {S{64, 64, 1}, S{96, 4096, 9}, S{4096, 4096, 3}, S{14336, 4096, 2}, S{18944, 4096, 1},
+        S{1408, 4096, 257}, S{8192, 4096, 2}, S{256, 16, 5}, S{1536, -768, 3}, S{2560, -1280, 2},
+        S{3584, -3584, 2}, S{336, -28, 4}, S{4608, -1536, 1}}) {
     if (Emulated() && s.rows * s.dim > 100000) continue;
-    const auto rot = quant::HadamardRotation::Make(s.dim, 77, s.max_block);
+    const quant::HadamardRotation rot =
+        s.max_block < 0
+            ? quant::HadamardRotation(quant::HadamardSigns::Generate(s.dim, 77), -s.max_block)
+            : quant::HadamardRotation::Make(s.dim, 77, s.max_block);
     const auto x = Random(s.rows * s.dim, 9);
     std::vector<float> want(x);
     for (int64_t r = 0; r < s.rows; ++r) rot.Forward(want.data() + r * s.dim);
@@ -713,6 +727,7 @@ TEST_P(CudaConformance, Rotate) {
   auto ds = gpu->Allocate(96, "signs");
   EXPECT_THROW(gpu->Rotate({ds.as<int8_t>(), 96, 64}, nullptr, 1, nullptr), Error);  // 64 ∤ 96
   EXPECT_THROW(gpu->Rotate({ds.as<int8_t>(), 96, 3}, nullptr, 1, nullptr), Error);
+  EXPECT_THROW(gpu->Rotate({ds.as<int8_t>(), 72, 72}, nullptr, 1, nullptr), Error);  // 9 · 8
   EXPECT_THROW(gpu->Rotate({ds.as<int8_t>(), 8192, 8192}, nullptr, 1, nullptr), Error);
 }
 

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "kernels/cuda/launch.h"
 #include "quant/format.h"
+#include "quant/hadamard_blocks.h"
 
 namespace tq::kernels {
 namespace {
@@ -217,7 +218,7 @@ class CudaBackend final : public Backend {
     CheckRotation(r, where);
     if (rows <= 0) return;
     Enter();
-    cuda::LaunchRotate({r.signs, r.dim, r.block}, x, rows, out, stream_);
+    cuda::LaunchRotate(ToDev(r), x, rows, out, stream_);
     Launched(where);
   }
 
@@ -716,10 +717,21 @@ class CudaBackend final : public Backend {
   }
 
   void CheckRotation(const RotationView& r, const std::string& where) const {
-    TQ_CHECK(r.signs && r.dim > 0 && r.block > 0 && (r.block & (r.block - 1)) == 0 &&
+    TQ_CHECK(r.signs && r.dim > 0 && r.block > 0 && quant::IsHadamardBlock(r.block) &&
                  r.block <= 4096 && r.dim % r.block == 0,
-             where, "rotation of dim {} with block {} (a power of two <= 4096 dividing dim)", r.dim,
-             r.block);
+             where,
+             "rotation of dim {} with block {} (a power of two, or 12, 20 or 28 times one, <= 4096 "
+             "dividing dim)",
+             r.dim, r.block);
+  }
+
+  // The kernels' view of a checked rotation: for a block m · 2^k (m > 1) with H_m in device
+  // memory (uploaded once).
+  cuda::DevRotation ToDev(const RotationView& r) {
+    cuda::DevRotation d{r.signs, r.dim, r.block};
+    d.m = quant::HadamardBlockFactor(r.block);
+    if (d.m > 1) d.small = DeviceBytes(quant::SmallHadamard(d.m));
+    return d;
   }
 
   // A plain cache's view for queries at pos0 .. pos0 + n - 1: false when there is nothing to do.
@@ -799,17 +811,20 @@ class CudaBackend final : public Backend {
   // found again by content (dim, block, signs), so a rotation freed and reallocated elsewhere
   // can never alias a stale upload.
   const int8_t* DeviceSigns(const quant::HadamardRotation& r) {
+    return DeviceBytes({r.signs().data(), size_t(r.dim())});
+  }
+  // Sign vectors and small Hadamard matrices in device memory, found again by content.
+  const int8_t* DeviceBytes(std::span<const int8_t> bytes) {
     std::lock_guard lock(signs_mu_);
-    const int64_t dim = r.dim();
     for (const UploadedSigns& s : signs_)
-      if (s.host.size() == size_t(dim) &&
-          std::memcmp(s.host.data(), r.signs().data(), size_t(dim)) == 0)
+      if (s.host.size() == bytes.size() &&
+          std::memcmp(s.host.data(), bytes.data(), bytes.size()) == 0)
         return s.device;
     UploadedSigns u;
-    u.host.assign(r.signs().data(), r.signs().data() + dim);
+    u.host.assign(bytes.begin(), bytes.end());
     void* p = nullptr;
-    Check(cudaMalloc(&p, size_t(dim)), "rotation signs");
-    Check(cudaMemcpy(p, u.host.data(), size_t(dim), cudaMemcpyHostToDevice), "rotation signs");
+    Check(cudaMalloc(&p, bytes.size()), "rotation signs");
+    Check(cudaMemcpy(p, u.host.data(), bytes.size(), cudaMemcpyHostToDevice), "rotation signs");
     u.device = static_cast<int8_t*>(p);
     signs_.push_back(std::move(u));
     return signs_.back().device;

@@ -68,6 +68,9 @@ struct DevDense {
 struct DevRotation {
   const int8_t* signs = nullptr;  // [dim], ±1
   int64_t dim = 0, block = 1;
+  // Blocks m · 2^k (m = 12, 20, 28: turboquant-mlx imports): H_m row-major [m, m], ±1, device.
+  const int8_t* small = nullptr;
+  int64_t m = 1;
 };
 
 // kernels::KvCodeSegment / KvCodeFormat.

@@ -11,13 +11,32 @@ namespace {
 constexpr int kRotateThreads = 256;
 constexpr int64_t kMaxSegment = 4096;
 
+constexpr int kMaxSmallHadamard = 28;
+
 __global__ void RotateKernel(DevRotation r, const float* x, int64_t seg, float scale, float* out) {
   __shared__ float buf[kMaxSegment];
   const int64_t base = int64_t(blockIdx.x) * r.dim + int64_t(blockIdx.y) * seg;
   const int64_t c0 = int64_t(blockIdx.y) * seg;
   for (int64_t i = threadIdx.x; i < seg; i += blockDim.x)
     buf[i] = x[base + i] * float(r.signs[c0 + i]);
-  SharedFwht(buf, int(seg), int(r.block));
+  const int p = int(r.block / r.m);  // the power-of-two factor of the block
+  SharedFwht(buf, int(seg), p);
+  if (r.m > 1) {
+    // H_b = H_m ⊗ H_p (quant/hadamard_blocks.h): each block viewed as [m][p] had every row
+    // transformed above; now every column (stride p) is multiplied by H_m, one column a thread.
+    const int m = int(r.m);
+    for (int col = threadIdx.x; col < int(seg) / m; col += blockDim.x) {
+      float* c = buf + (col / p) * int(r.block) + col % p;
+      float v[kMaxSmallHadamard];
+      for (int l = 0; l < m; ++l) v[l] = c[l * p];
+      for (int j = 0; j < m; ++j) {
+        float acc = 0.0f;
+        for (int l = 0; l < m; ++l) acc += float(r.small[j * m + l]) * v[l];
+        c[j * p] = acc;
+      }
+    }
+    __syncthreads();
+  }
   for (int64_t i = threadIdx.x; i < seg; i += blockDim.x) out[base + i] = buf[i] * scale;
 }
 
@@ -77,7 +96,7 @@ void LaunchRotate(const DevRotation& r, const float* x, int64_t rows, float* out
   const float scale = float(1.0 / sqrt(double(r.block)));
   const dim3 grid(unsigned(rows), unsigned(r.dim / seg));
   const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (seg % 128 == 0 && a16(x) && a16(out)) {
+  if (r.m == 1 && seg % 128 == 0 && a16(x) && a16(out)) {
     TQ_LAUNCH(RotateVecKernel, grid, unsigned(seg / 4), s, r, x, seg, scale, out);
     return;
   }
