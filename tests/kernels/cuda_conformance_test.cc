@@ -194,6 +194,22 @@ DevicePacked ToDevice(Backend& b, const test::Owned& o) {
   return d;
 }
 
+// Poisoned destinations [n, rows] for each member of a group and the outputs that write them;
+// member `biased` adds `bias` (the others none).
+struct GroupOutputs {
+  std::vector<DeviceBuffer> dy;
+  std::vector<PackedMatMulOutput> outs;
+};
+GroupOutputs MakeGroupOutputs(Backend& gpu, const std::vector<DevicePacked>& dev, int64_t n,
+                              const float* bias, size_t biased) {
+  GroupOutputs g;
+  for (size_t i = 0; i < dev.size(); ++i) {
+    g.dy.push_back(Poisoned<float>(gpu, size_t(n * dev[i].view.rows)));
+    g.outs.push_back({&dev[i].view, i == biased ? bias : nullptr, g.dy.back().as<float>()});
+  }
+  return g;
+}
+
 struct PackedKind {
   quant::QuantMethod method;
   quant::CodeFormat format;
@@ -308,14 +324,9 @@ TEST_P(CudaConformance, PackedMatMulGroup) {
       // One token: each kernel of TURBOQUANT_CUDA_MATVEC (mma, the default, where it applies).
       for (const char* kind : {"rows", "tiles", "async", "mma"}) {
         if (n != 1 && kind[0] != 'r') break;
-        std::vector<DeviceBuffer> dy;
-        std::vector<PackedMatMulOutput> outs;
-        for (size_t i = 0; i < members.size(); ++i) {
-          dy.push_back(Poisoned<float>(*gpu, size_t(n * members[i].rows)));
-          outs.push_back({&dev[i].view, i == 1 ? db.as<float>() : nullptr, dy.back().as<float>()});
-        }
+        const GroupOutputs o = MakeGroupOutputs(*gpu, dev, n, db.as<float>(), 1);
         setenv("TURBOQUANT_CUDA_MATVEC", kind, 1);
-        gpu->PackedMatMulGroup(dx.as<float>(), n, outs);
+        gpu->PackedMatMulGroup(dx.as<float>(), n, o.outs);
         unsetenv("TURBOQUANT_CUDA_MATVEC");
         for (size_t i = 0; i < members.size(); ++i) {
           std::vector<float> want(size_t(n * members[i].rows));
@@ -325,7 +336,7 @@ TEST_P(CudaConformance, PackedMatMulGroup) {
                              KindName({members[i].method, members[i].format, test::Scales::kF16},
                                       members[i].group),
                              members[i].rows, cols, n, n == 1 ? std::string(" ") + kind : ""),
-                 Down<float>(*gpu, dy[i], want.size()), want,
+                 Down<float>(*gpu, o.dy[i], want.size()), want,
                  n > 8            ? kBf16Bound
                  : kind[0] == 'm' ? kMatVecMmaBound
                                   : kFp32Bound);
@@ -381,19 +392,14 @@ TEST_P(CudaConformance, PackedMatVecOnTheTensorCores) {
     std::vector<std::vector<float>> got[2];  // [rows kernel, mma kernel][member]
     for (int k = 0; k < 2; ++k) {
       setenv("TURBOQUANT_CUDA_MATVEC", k == 0 ? "rows" : "mma", 1);
-      std::vector<DeviceBuffer> dy;
-      std::vector<PackedMatMulOutput> outs;
-      for (size_t i = 0; i < host.size(); ++i) {
-        dy.push_back(Poisoned<float>(*gpu, size_t(sh.rows[i])));
-        outs.push_back({&dev[i].view, i == 0 ? db.as<float>() : nullptr, dy.back().as<float>()});
-      }
-      if (outs.size() == 1)
-        gpu->PackedMatMul(dx.as<float>(), 1, dev[0].view, db.as<float>(), dy[0].as<float>());
+      const GroupOutputs o = MakeGroupOutputs(*gpu, dev, 1, db.as<float>(), 0);
+      if (o.outs.size() == 1)
+        gpu->PackedMatMul(dx.as<float>(), 1, dev[0].view, db.as<float>(), o.dy[0].as<float>());
       else
-        gpu->PackedMatMulGroup(dx.as<float>(), 1, outs);
+        gpu->PackedMatMulGroup(dx.as<float>(), 1, o.outs);
       unsetenv("TURBOQUANT_CUDA_MATVEC");
       for (size_t i = 0; i < host.size(); ++i)
-        got[k].push_back(Down<float>(*gpu, dy[i], size_t(sh.rows[i])));
+        got[k].push_back(Down<float>(*gpu, o.dy[i], size_t(sh.rows[i])));
     }
     for (size_t i = 0; i < host.size(); ++i) {
       std::vector<float> want(size_t(sh.rows[i]));
@@ -448,13 +454,8 @@ TEST_P(CudaConformance, RotatedPackedMatMulGroup) {
     const auto bias = Random(sh.rows[0], seed + 2);
     auto dx = Up(*gpu, x);
     auto db = Up(*gpu, bias);
-    std::vector<DeviceBuffer> dy;
-    std::vector<PackedMatMulOutput> outs;
-    for (size_t i = 0; i < host.size(); ++i) {
-      dy.push_back(Poisoned<float>(*gpu, size_t(sh.n * sh.rows[i])));
-      outs.push_back({&dev[i].view, i == 0 ? db.as<float>() : nullptr, dy.back().as<float>()});
-    }
-    gpu->RotatedPackedMatMulGroup(view, dx.as<float>(), sh.n, outs);
+    const GroupOutputs o = MakeGroupOutputs(*gpu, dev, sh.n, db.as<float>(), 0);
+    gpu->RotatedPackedMatMulGroup(view, dx.as<float>(), sh.n, o.outs);
     for (size_t i = 0; i < host.size(); ++i) {
       std::vector<float> want(size_t(sh.n * sh.rows[i]));
       ref::PackedMatMul(xr.data(), sh.n, host[i].view, i == 0 ? bias.data() : nullptr, want.data());
@@ -462,7 +463,7 @@ TEST_P(CudaConformance, RotatedPackedMatMulGroup) {
              fmt::format("{} of {}: {} g{} [{}, {}] block {} n={}", i, host.size(),
                          quant::Traits(sh.format).name, sh.group, sh.rows[i], sh.cols, rot.block(),
                          sh.n),
-             Down<float>(*gpu, dy[i], want.size()), want, kMatVecMmaBound);
+             Down<float>(*gpu, o.dy[i], want.size()), want, kMatVecMmaBound);
     }
     ExpectExact("RotatedPackedMatMulGroup", fmt::format("x unchanged, cols {}", sh.cols),
                 Down<float>(*gpu, dx, x.size()) == x);

@@ -100,18 +100,46 @@ __device__ __forceinline__ float BlockMax(float v, float* part) {
   return part[0];
 }
 
-// x[0..n) <- H_b x blockwise (b a power of two dividing n; pairs (i, i + h) never cross a
-// block since h < b), all threads of the CUDA block taking part; ends with a barrier.
-__device__ __forceinline__ void SharedFwht(float* x, int n, int b) {
-  for (int h = 1; h < b; h <<= 1) {
-    __syncthreads();
-    for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {
-      const int i = (p / h) * 2 * h + p % h;
-      const float a = x[i], c = x[i + h];
-      x[i] = a + c;
-      x[i + h] = a - c;
-    }
+// One pass of kR = 2, 4 or 8 butterfly stages (h, 2h, .. of a blockwise Walsh–Hadamard transform,
+// in that order) over x[0..n) in shared memory, all threads of the CUDA block; h = 1 << hshift
+// and kR · h divides the transform's block. No barrier.
+template <int kR>
+__device__ __forceinline__ void FwhtPass(float* x, int n, int hshift) {
+  const int h = 1 << hshift;
+  for (int gi = threadIdx.x; gi < n / kR; gi += blockDim.x) {
+    const int base = ((gi >> hshift) * kR << hshift) + (gi & (h - 1));
+    float v[kR];
+#pragma unroll
+    for (int j = 0; j < kR; ++j) v[j] = x[base + j * h];
+#pragma unroll
+    for (int m = 1; m < kR; m <<= 1)
+#pragma unroll
+      for (int j = 0; j < kR; ++j)
+        if (!(j & m)) {
+          const float a = v[j], c = v[j + m];
+          v[j] = a + c;
+          v[j + m] = a - c;
+        }
+#pragma unroll
+    for (int j = 0; j < kR; ++j) x[base + j * h] = v[j];
   }
+}
+
+// x[0..n) <- H_b x blockwise (b a power of two dividing n; pairs (i, i + h) never cross a
+// block since h < b), all threads of the CUDA block taking part; starts and ends with a barrier.
+// The stages h = 1, 2, 4, .. run in that order, three to a pass over shared memory (the same
+// operations as one stage a pass: results are identical).
+__device__ __forceinline__ void SharedFwht(float* x, int n, int b) {
+  int bshift = 0;
+  while ((1 << bshift) < b) ++bshift;
+  int h = 0;
+  for (; bshift - h >= 3; h += 3) {
+    __syncthreads();
+    FwhtPass<8>(x, n, h);
+  }
+  __syncthreads();
+  if (bshift - h == 2) FwhtPass<4>(x, n, h);
+  if (bshift - h == 1) FwhtPass<2>(x, n, h);
   __syncthreads();
 }
 
@@ -169,5 +197,12 @@ __device__ __forceinline__ float* DynamicShared() {
 #endif
 
 inline unsigned Blocks(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
+
+// The smallest s with 2^s >= v (log2 of a power-of-two group or block size).
+inline int CeilLog2(int64_t v) {
+  int s = 0;
+  while ((int64_t(1) << s) < v) ++s;
+  return s;
+}
 
 }  // namespace tq::kernels::cuda

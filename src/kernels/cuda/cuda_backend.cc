@@ -278,7 +278,7 @@ class CudaBackend final : public Backend {
       for (size_t i = 0; i < outs.size(); ++i)
         TQ_CHECK(v.ws[i].cols == r.dim, where, "rotation of {} for {} inputs", r.dim, v.ws[i].cols);
       Enter();
-      const cuda::DevRotation dr{r.signs, r.dim, r.block};
+      const cuda::DevRotation dr = ToDev(r);
       if (cuda::MmaPackedMatVec(x, v.ws, v.biases, v.ys, int(outs.size()), &dr, stream_)) {
         Launched(where);
         return;

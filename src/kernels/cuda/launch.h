@@ -168,11 +168,11 @@ bool TiledPackedMatVecGroup(const float* x, const DevPacked* ws, const float* co
                             float* const* ys, int count, cudaStream_t s);
 bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* bias, float* y,
                      cudaStream_t s);
-// --- matvec_mma.cu --- the 1-token q4 codebook product on the tensor cores (bf16 pairs of
+// --- matvec_mma.cu --- the 1-token q4 / q2 codebook product on the tensor cores (bf16 pairs of
 // codebook levels, x as bf16 hi + lo, fp32 accumulation), one matrix or a group as above (count
-// <= 4, same cols and group size, group size a multiple of 128); false (nothing launched) when
-// the layout does not allow it or TURBOQUANT_CUDA_MATVEC / TURBOQUANT_CUDA_GEMM=exact asks for
-// another kernel.
+// <= 4, same format, scale format, cols and group size; cols a multiple of 128, power-of-two
+// groups of at least 32); false (nothing launched) when the layout does not allow it or
+// TURBOQUANT_CUDA_MATVEC / TURBOQUANT_CUDA_GEMM=exact asks for another kernel.
 // With `rot` (not null), the products are over R x: the kernel rotates x itself (power-of-two
 // blocks dividing cols, cols <= 4096: matvec_mma.cu kMaxFusedRotationCols) — false (nothing
 // launched) when it cannot.

@@ -387,8 +387,7 @@ void LaunchPackedSmem(const float* x, int n, const DevPacked& w, int gshift, con
 template <int F>
 void LaunchPacked(const float* x, int n, const DevPacked& w, const float* bias, float* y,
                   cudaStream_t s) {
-  int gshift = 0;
-  while ((int64_t(1) << gshift) < w.group_size) ++gshift;
+  const int gshift = CeilLog2(w.group_size);
   if (SmemBytes(w.cols, n) <= kMaxSmem) {  // 1 token up to 45K columns, 8 up to 5.6K
     if (n == 1) {
       if (w.affine) return LaunchPackedSmem<F, true, 1>(x, n, w, gshift, bias, y, s);
@@ -488,8 +487,7 @@ bool FastPackedMatVecGroup(const float* x, int64_t n, const DevPacked* ws,
     if (int64_t(g.block0[i]) + blocks >= (int64_t(1) << 30)) return false;
     g.block0[i + 1] = g.block0[i] + int(blocks);
   }
-  int gshift = 0;
-  while ((int64_t(1) << gshift) < w0.group_size) ++gshift;
+  const int gshift = CeilLog2(w0.group_size);
   switch (w0.format) {
     case kQ2:
       LaunchGroupOf<kQ2>(x, int(n), g, gshift, s);

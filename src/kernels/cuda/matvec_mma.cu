@@ -33,8 +33,10 @@
 // first batch's before the block's set-up). A warp stores its sums of a tile's rows in its own
 // shared-memory slot; the block adds the 16 warps' slots of a row in a fixed order (the result
 // does not depend on timing) and writes y.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/packed_unit.cuh"
@@ -178,41 +180,11 @@ __device__ __forceinline__ void PairCols(int p, int& c0, int& c1) {
   }
 }
 
-// One pass of kR = 2, 4 or 8 (the log2 kR butterfly stages h, 2h, .. of a blockwise Walsh–Hadamard
-// transform) over buf[0..n) in shared memory, all threads of the block; h = 1 << hshift and
-// kR · h divides the block. Ends with a barrier. (The stages commute, so any grouping works.)
-template <int kR>
-__device__ __forceinline__ void FwhtPass(float* buf, int n, int hshift) {
-  const int h = 1 << hshift;
-  for (int gi = threadIdx.x; gi < n / kR; gi += blockDim.x) {
-    const int base = ((gi >> hshift) * kR << hshift) + (gi & (h - 1));
-    float v[kR];
-#pragma unroll
-    for (int j = 0; j < kR; ++j) v[j] = buf[base + j * h];
-#pragma unroll
-    for (int m = 1; m < kR; m <<= 1)
-#pragma unroll
-      for (int j = 0; j < kR; ++j)
-        if (!(j & m)) {
-          const float a = v[j], c = v[j + m];
-          v[j] = a + c;
-          v[j + m] = a - c;
-        }
-#pragma unroll
-    for (int j = 0; j < kR; ++j) buf[base + j * h] = v[j];
-  }
-  __syncthreads();
-}
-
 // buf[0..n) <- H_b diag(signs) x blockwise (b = 1 << bshift), unscaled; ends with a barrier.
 __device__ __forceinline__ void SharedRotate(float* buf, const float* __restrict__ x,
                                              const int8_t* __restrict__ signs, int n, int bshift) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = __ldg(x + i) * float(__ldg(signs + i));
-  __syncthreads();
-  int h = 0;
-  for (; bshift - h >= 3; h += 3) FwhtPass<8>(buf, n, h);
-  if (bshift - h == 2) FwhtPass<4>(buf, n, h);
-  if (bshift - h == 1) FwhtPass<2>(buf, n, h);
+  SharedFwht(buf, n, 1 << bshift);
 }
 
 // One item's codes (rows g and g + 8 of the tile, this lane's unit of the chunk), the raw scales
@@ -266,8 +238,9 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   int left = iend - ibeg;      // items still to load
   const int u0 = 2 * (t & 1);  // the first unit of this lane's result columns
   int ltl = ibeg / chunks, lc = ibeg - ltl * chunks;
+  using RawScale = std::conditional_t<kE8, uint8_t, uint16_t>;  // e8 code or fp16 bits
   const uint8_t* lp[2];
-  const void* ls[2];  // the row's first scale (e8 code or fp16)
+  const RawScale* ls[2];  // the row's first scale
   auto enter = [&](int tl) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -293,13 +266,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         it[d].q[h] = LoadUnit<F>(lp[h] + lc * (4 * kUnitBytes<F>));
-        if constexpr (kE8) {
-          const auto* sc = static_cast<const uint8_t*>(ls[h]);
-          it[d].s[h] = uint32_t(__ldg(sc + ga)) | uint32_t(__ldg(sc + gb)) << 16;
-        } else {
-          const auto* sc = static_cast<const uint16_t*>(ls[h]);
-          it[d].s[h] = uint32_t(__ldg(sc + ga)) | uint32_t(__ldg(sc + gb)) << 16;
-        }
+        it[d].s[h] = uint32_t(__ldg(ls[h] + ga)) | uint32_t(__ldg(ls[h] + gb)) << 16;
       }
       it[d].at = ltl << 16 | lc;
       --left;
@@ -321,7 +288,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   const float* xsrc = x;
   float xscale = 1.0f;
   if (rot.signs) {
-    float* buf = reinterpret_cast<float*>(table);  // cols <= 16384 floats: the table's 64 KiB
+    float* buf = reinterpret_cast<float*>(table);  // cols <= kMaxFusedRotationCols floats
     SharedRotate(buf, x, rot.signs, units * 32, bshift);
     xsrc = buf;
     xscale = rsqrtf(float(1 << bshift));
@@ -422,17 +389,19 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   }
 }
 
+// An attribute of the current device, or -1 when it cannot be read.
+int DeviceAttribute(cudaDeviceAttr a) {
+  int dev = 0, v = -1;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return v;
+}
+
 // The driver's reserved shared memory per block (1 KiB on sm_80 .. sm_90), or -1 when unknown.
 int ReservedSmem() {
-  static const int n = [] {
-    int dev = 0, v = -1;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrReservedSharedMemoryPerBlock, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return -1;
-    }
-    return v;
-  }();
+  static const int n = DeviceAttribute(cudaDevAttrReservedSharedMemoryPerBlock);
   return n;
 }
 
@@ -479,15 +448,7 @@ MmaLayout MakeLayout(int64_t cols, int tiles_per_block) {
 }
 
 int SmCount() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) {
-      cudaGetLastError();
-      return 1;
-    }
-    return v;
-  }();
+  static const int n = std::max(1, DeviceAttribute(cudaDevAttrMultiProcessorCount));
   return n;
 }
 
@@ -551,8 +512,7 @@ bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* bi
     if (int64_t(g.block0[i]) + blocks >= (int64_t(1) << 30)) return false;
     g.block0[i + 1] = g.block0[i] + int(blocks);
   }
-  int gshift = 0;
-  while ((int64_t(1) << gshift) < ws[0].group_size) ++gshift;
+  const int gshift = CeilLog2(ws[0].group_size);
   // The rotation: power-of-two blocks dividing cols, cols <= kMaxFusedRotationCols.
   DevRotation r;
   int bshift = 0;
@@ -561,7 +521,7 @@ bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* bi
         ws[0].cols % rot->block || ws[0].cols > kMaxFusedRotationCols)
       return false;
     r = *rot;
-    while ((int64_t(1) << bshift) < rot->block) ++bshift;
+    bshift = CeilLog2(rot->block);
   }
   const bool e8 = ws[0].scale_codes != nullptr;
   if (ws[0].format == kQ4)

@@ -330,12 +330,6 @@ bool TileEligible(const DevPacked& w, const float* x) {
          reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
-int TileGroupShift(int64_t group_size) {
-  int g = 0;
-  while ((int64_t(1) << g) < group_size) ++g;
-  return g;
-}
-
 // Raises `kernel`'s dynamic shared memory limit to `bytes` when it needs more than the default.
 template <typename K>
 bool RaiseTileSmem(K* kernel, size_t bytes) {
@@ -354,11 +348,11 @@ void LaunchTileOne(const float* x, const DevPacked& w, TileShape sh, const float
     const size_t smem = size_t(sh.P * sh.G) * kAsyncWarpBytes<F>;
     static const bool raised = RaiseTileSmem(kernel, 8 * kAsyncWarpBytes<F>);
     (void)raised;
-    TQ_LAUNCH_SMEM(kernel, grid, threads, smem, s, x, w, TileGroupShift(w.group_size), sh, bias, y);
+    TQ_LAUNCH_SMEM(kernel, grid, threads, smem, s, x, w, CeilLog2(w.group_size), sh, bias, y);
     return;
   }
   auto* kernel = TileMatVecKernel<F, kAffine, false>;
-  TQ_LAUNCH(kernel, grid, threads, s, x, w, TileGroupShift(w.group_size), sh, bias, y);
+  TQ_LAUNCH(kernel, grid, threads, s, x, w, CeilLog2(w.group_size), sh, bias, y);
 }
 
 template <int F, bool kAffine>
@@ -369,11 +363,11 @@ void LaunchTileGroup(const float* x, const TileGroup& g, TileShape sh, cudaStrea
     const size_t smem = size_t(sh.P * sh.G) * kAsyncWarpBytes<F>;
     static const bool raised = RaiseTileSmem(kernel, 8 * kAsyncWarpBytes<F>);
     (void)raised;
-    TQ_LAUNCH_SMEM(kernel, grid, threads, smem, s, x, g, TileGroupShift(g.w[0].group_size), sh);
+    TQ_LAUNCH_SMEM(kernel, grid, threads, smem, s, x, g, CeilLog2(g.w[0].group_size), sh);
     return;
   }
   auto* kernel = TileMatVecGroupKernel<F, kAffine, false>;
-  TQ_LAUNCH(kernel, grid, threads, s, x, g, TileGroupShift(g.w[0].group_size), sh);
+  TQ_LAUNCH(kernel, grid, threads, s, x, g, CeilLog2(g.w[0].group_size), sh);
 }
 
 template <template <int, bool> class L, typename... A>
