@@ -15,6 +15,7 @@
 #include "core/half.h"
 #include "kernels/backend.h"
 #include "quant/codebook.h"
+#include "quant/hadamard.h"
 #include "quant/packing.h"
 #if defined(TQ_WITH_CUDA)
 #include "kernels/cuda/cuda_backend.h"
@@ -107,6 +108,45 @@ void BM_PackedMatMul(benchmark::State& state) {
       2.0 * double(n * rows * cols));
 }
 
+// RotatedPackedMatMulGroup: the same q4 matrix over R x, one token, R the converter's Hadamard
+// rotation of `cols` (blocks of up to 4,096); fused = 1: the backend's own (the rotation inside
+// the tensor-core kernel where it can), 0: Backend's default (the rotation kernel, then the
+// product) — the two ways a decode step's packed linear can take.
+void BM_RotatedPackedMatMul(benchmark::State& state) {
+  Backend* gpu = Gpu();
+  if (!gpu) return state.SkipWithError("no CUDA device");
+  const int64_t rows = state.range(0), cols = state.range(1), g = 128;
+  const bool fused = state.range(2) != 0;
+  constexpr auto f = quant::CodeFormat::kQ4;
+  const int64_t row_bytes = int64_t(quant::PackedBytes(f, cols));
+  auto codes = RandomBytes(*gpu, size_t(rows * row_bytes), 1);
+  auto scales = Halfs(*gpu, size_t(rows * cols / g), 0.01f);
+  const auto& book = quant::GaussianCodebook(f).levels;
+  auto cb = gpu->Upload(book.data(), book.size() * 4, "codebook");
+  const auto rot = quant::HadamardRotation::Make(cols, 3);
+  auto signs = gpu->Upload(rot.signs().data(), size_t(cols), "signs");
+  auto x = Floats(*gpu, size_t(cols), 2);
+  auto y = gpu->Allocate(size_t(rows) * 4, "y");
+  PackedMatrix w;
+  w.format = f;
+  w.rows = rows;
+  w.cols = cols;
+  w.group_size = g;
+  w.codes = codes.as<uint8_t>();
+  w.row_bytes = row_bytes;
+  w.scales = scales.as<uint16_t>();
+  w.codebook = cb.as<float>();
+  const RotationView r{signs.as<int8_t>(), cols, rot.block()};
+  const PackedMatMulOutput out{&w, nullptr, y.as<float>()};
+  const double bytes = double(rows * row_bytes + rows * cols / g * 2 + cols * 4 + rows * 4);
+  Time(state, *gpu, bytes, [&] {
+    if (fused)
+      gpu->RotatedPackedMatMulGroup(r, x.as<float>(), 1, {&out, 1});
+    else
+      gpu->Backend::RotatedPackedMatMulGroup(r, x.as<float>(), 1, {&out, 1});
+  });
+}
+
 // MatMul with bf16 weights.
 void BM_MatMulBf16(benchmark::State& state) {
   Backend* gpu = Gpu();
@@ -197,6 +237,14 @@ BENCHMARK(BM_PackedMatMul)
     ->Args({14336, 4096, 8, kQ4})
     ->Args({14336, 4096, 512, kQ4})
     ->Args({128256, 4096, 1, kQ8})
+    ->UseManualTime();
+BENCHMARK(BM_RotatedPackedMatMul)
+    ->Args({4096, 4096, 1})
+    ->Args({4096, 4096, 0})
+    ->Args({4096, 14336, 1})
+    ->Args({4096, 14336, 0})
+    ->Args({28672, 4096, 1})
+    ->Args({28672, 4096, 0})
     ->UseManualTime();
 BENCHMARK(BM_MatMulBf16)
     ->Args({14336, 4096, 1})

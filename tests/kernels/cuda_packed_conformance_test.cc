@@ -283,7 +283,9 @@ TEST_P(CudaConformance, RotatedPackedMatMulGroup) {
                            {CodeFormat::kQ4, {96, 32, 33}, 1024, 128, 1},
                            {CodeFormat::kQ2, {37, 20}, 512, 64, 1},
                            {CodeFormat::kQ4, {40}, 4096, 128, 1},     // block 4096
-                           {CodeFormat::kQ4, {12}, 8192, 128, 1},     // rotated first (wide)
+                           {CodeFormat::kQ4, {12}, 8192, 128, 1},     // x after the table
+                           {CodeFormat::kQ4, {20}, 14336, 128, 1},    // block 2048 (8B down)
+                           {CodeFormat::kQ4, {8}, 32768, 128, 1},     // rotated first (wide)
                            {CodeFormat::kQ4, {30, 10}, 512, 128, 3},  // three tokens
                            {CodeFormat::kQ3, {25}, 256, 64, 1}};
   uint32_t seed = 900;

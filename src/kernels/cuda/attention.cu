@@ -62,6 +62,7 @@ template <Elem E>
 __global__ void __launch_bounds__(kWarps * 32)
     AttentionKernel(const float* __restrict__ q, int64_t pos0, const void* k, const void* v,
                     int64_t head_stride, DevAttention p, float* __restrict__ out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   __shared__ float y[kMaxHeadDim];
   const int64_t i = blockIdx.x, h = blockIdx.y, d = p.head_dim;
   const int64_t kvh = h / (p.num_heads / p.num_kv_heads);
@@ -110,6 +111,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     AttentionSplitKernel(const float* __restrict__ q, int64_t pos0, const void* k, const void* v,
                          int64_t head_stride, DevAttention p, int splits, int64_t chunk,
                          float* __restrict__ part, float* __restrict__ out) {
+  GridLaunchDependents();      // the next product may start its set-up (TQ_LAUNCH_PDL)
   constexpr int kP = kD / 32;  // channels per lane
   __shared__ float ms[kWarps][kMaxQueryGroup], ls[kWarps][kMaxQueryGroup];
   __shared__ float accs[kWarps][kMaxQueryGroup][kD];
@@ -201,6 +203,7 @@ constexpr int kMaxSplits = 528;  // PlanSplits' kTargetBlocks
 
 __global__ void AttentionMergeKernel(const float* __restrict__ part, int splits, int64_t d,
                                      float* __restrict__ out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   __shared__ float f[kMaxSplits], red[32];
   const float* ps = part + int64_t(blockIdx.x) * splits * (d + 2);
   float mx = -INFINITY;
@@ -233,6 +236,7 @@ __device__ __forceinline__ float CodedAt(const DevCodeFormat& f, const float (*t
 __global__ void __launch_bounds__(kWarps * 32)
     CompressedAttentionKernel(const float* __restrict__ q, int64_t pos0, DevCompressedKv kv,
                               DevAttention p, float* __restrict__ out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   __shared__ float qr[kMaxHeadDim], y[kMaxHeadDim];
   __shared__ float sq[1024];
   __shared__ float ktab[2][256], vtab[2][256];

@@ -102,7 +102,8 @@ __device__ __forceinline__ float BlockMax(float v, float* part) {
 
 // One pass of kR = 2, 4 or 8 butterfly stages (h, 2h, .. of a blockwise Walsh–Hadamard transform,
 // in that order) over x[0..n) in shared memory, all threads of the CUDA block; h = 1 << hshift
-// and kR · h divides the transform's block. No barrier.
+// and kR · h divides the transform's block. No barrier. Conflict-free from h = 32 (consecutive
+// threads, consecutive words); below that 8 / kR-way bank conflicts (FwhtWarpStages avoids them).
 template <int kR>
 __device__ __forceinline__ void FwhtPass(float* x, int n, int hshift) {
   const int h = 1 << hshift;
@@ -125,14 +126,59 @@ __device__ __forceinline__ void FwhtPass(float* x, int n, int hshift) {
   }
 }
 
+// The stages h = 1, 2, .. < min(b, 256) of a blockwise Walsh–Hadamard transform (blocks of
+// b = 1 << bshift >= 8) on a warp's 256 consecutive elements: lane l holds elements 8 l .. 8 l + 7
+// in v. Stages 1, 2, 4 within the lane's registers, 8 .. 128 between lanes (partner l ^ h / 8):
+// the same additions and subtractions, in the same order, as FwhtPass (identical results), with
+// no shared memory. Every lane of the warp calls it.
+__device__ __forceinline__ void FwhtWarpStages(float (&v)[8], int bshift) {
+#pragma unroll
+  for (int m = 1; m < 8; m <<= 1)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (!(j & m)) {
+        const float a = v[j], c = v[j + m];
+        v[j] = a + c;
+        v[j + m] = a - c;
+      }
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int s = 0; s < 5; ++s) {
+    if (s + 3 >= bshift) break;  // h = 8 << s must stay below the block
+    const bool upper = (lane >> s) & 1;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float p = __shfl_xor_sync(0xffffffffu, v[j], 1 << s);
+      v[j] = upper ? p - v[j] : v[j] + p;  // lower: a + c, a its own; upper: a - c, a the partner's
+    }
+  }
+}
+
 // x[0..n) <- H_b x blockwise (b a power of two dividing n; pairs (i, i + h) never cross a
 // block since h < b), all threads of the CUDA block taking part; starts and ends with a barrier.
-// The stages h = 1, 2, 4, .. run in that order, three to a pass over shared memory (the same
-// operations as one stage a pass: results are identical).
+// The stages h = 1, 2, 4, .. run in that order: below 256 in registers and warp shuffles
+// (FwhtWarpStages) when n is a multiple of 256, b >= 8, x 16-byte aligned and the block whole
+// warps; the rest three to a pass over shared memory. Every way does the same operations in the
+// same order as one stage a pass: results are identical.
 __device__ __forceinline__ void SharedFwht(float* x, int n, int b) {
   int bshift = 0;
   while ((1 << bshift) < b) ++bshift;
   int h = 0;
+  __syncthreads();
+  if (n % 256 == 0 && bshift >= 3 && blockDim.x % 32 == 0 &&
+      (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    // A warp's lanes take 32 consecutive 8-element chunks (n / 8 is a multiple of 32 and so is
+    // blockDim.x: all lanes of a warp run the same iterations).
+    for (int c = threadIdx.x; c < n / 8; c += blockDim.x) {
+      float4* p = reinterpret_cast<float4*>(x + 8 * c);
+      const float4 lo = p[0], hi = p[1];
+      float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      FwhtWarpStages(v, bshift);
+      p[0] = float4{v[0], v[1], v[2], v[3]};
+      p[1] = float4{v[4], v[5], v[6], v[7]};
+    }
+    h = bshift < 8 ? bshift : 8;
+  }
   for (; bshift - h >= 3; h += 3) {
     __syncthreads();
     FwhtPass<8>(x, n, h);
@@ -141,6 +187,20 @@ __device__ __forceinline__ void SharedFwht(float* x, int n, int b) {
   if (bshift - h == 2) FwhtPass<4>(x, n, h);
   if (bshift - h == 1) FwhtPass<2>(x, n, h);
   __syncthreads();
+}
+
+// Programmatic dependent launch (TQ_LAUNCH_PDL, sm_90): GridDependencyWait blocks until the
+// stream's previous kernel has finished and its writes are visible; GridLaunchDependents lets
+// the next kernel, when launched that way, start its set-up now. Both do nothing otherwise.
+__device__ __forceinline__ void GridDependencyWait() {
+#if !defined(TQ_CUDA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void GridLaunchDependents() {
+#if !defined(TQ_CUDA_EMU) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
 }
 
 // TF32 (cvt.rna: 10-bit mantissa, rounded to nearest, ties away) as the bits of an fp32.

@@ -46,11 +46,13 @@ __global__ void PackedEmbedRowsKernel(DevPacked w, const int32_t* ids, int64_t n
 }
 
 __global__ void AddKernel(float* y, const float* x, int64_t n) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) y[i] += x[i];
 }
 
 __global__ void SiluMulKernel(const float* gate, const float* up, int64_t n, float* out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float g = gate[i];
@@ -60,6 +62,7 @@ __global__ void SiluMulKernel(const float* gate, const float* up, int64_t n, flo
 // One CUDA block per row; the sum of squares in fp32 over a block reduction.
 __global__ void RmsNormKernel(const float* x, int64_t dim, const float* weight, float eps,
                               float* out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const float* xr = x + int64_t(blockIdx.x) * dim;
   float* yr = out + int64_t(blockIdx.x) * dim;
   float ss = 0.0f;
@@ -90,6 +93,7 @@ template <bool kAdd>
 __global__ void __launch_bounds__(1024)
     RmsNormVecKernel(const float* x, const float* add, float* x_out, int64_t dim,
                      const float* weight, float eps, float* out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t n4 = dim / 4;
   const float4* xr = reinterpret_cast<const float4*>(x + int64_t(blockIdx.x) * dim);
   float4* yr = reinterpret_cast<float4*>(out + int64_t(blockIdx.x) * dim);
@@ -131,6 +135,7 @@ __global__ void __launch_bounds__(1024)
 // the reference), so long positions keep their accuracy.
 __global__ void RopeKernel(float* x, int64_t rows, int64_t heads, int64_t head_dim,
                            const int64_t* positions, const float* inv_freq, float attn_factor) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t half = head_dim / 2;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * heads * half) return;
@@ -148,6 +153,7 @@ __global__ void RopeKernel(float* x, int64_t rows, int64_t heads, int64_t head_d
 // One thread per source element of src [n, heads, head_dim].
 __global__ void KvStoreKernel(const float* src, int64_t n, int64_t heads, int64_t head_dim,
                               void* dst, Elem elem, int64_t head_stride, int64_t slot0) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * heads * head_dim) return;
   const int64_t d = i % head_dim, h = (i / head_dim) % heads, t = i / (head_dim * heads);

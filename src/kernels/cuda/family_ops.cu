@@ -29,6 +29,7 @@ __global__ void ScaleKernel(float* x, int64_t n, float s) {
 }
 
 __global__ void GeluTanhMulKernel(const float* gate, const float* up, int64_t n, float* out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float x = gate[i], c = 0.7978845608028654f;  // √(2/π)
@@ -37,6 +38,7 @@ __global__ void GeluTanhMulKernel(const float* gate, const float* up, int64_t n,
 
 __global__ void ClampedSwigluKernel(const float* gate, const float* up, int64_t n, float alpha,
                                     float limit, float* out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float g = fminf(gate[i], limit), u = fminf(fmaxf(up[i], -limit), limit);
@@ -54,6 +56,7 @@ __global__ void SigmoidGateRowsKernel(float* x, const float* g, int64_t rows, in
 }
 
 __global__ void Relu2Kernel(const float* x, int64_t n, float* out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const float r = fmaxf(x[i], 0.0f);
@@ -128,6 +131,7 @@ constexpr int kVarPerLane = int(kMaxHeadDim / 32);
 __global__ void __launch_bounds__(kVarWarps * 32)
     AttentionVariantKernel(const float* q, int64_t pos0, const void* k, const void* v, Elem elem,
                            int64_t head_stride, DevSinkAttention p, float* out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   __shared__ float qs[kMaxHeadDim];
   __shared__ float wm[kVarWarps], wl[kVarWarps];
   __shared__ float wacc[kVarWarps][kMaxHeadDim];

@@ -18,14 +18,35 @@
 // (tests/cuda_emu/emu.h defines TQ_EMU_LAUNCH).
 // TQ_LAUNCH_SMEM: the same with `smem` bytes of dynamic shared memory (DynamicShared() in
 // common.cuh; above 48 KiB the kernel must have raised its limit with cudaFuncSetAttribute).
+// TQ_LAUNCH_PDL: TQ_LAUNCH_SMEM as a programmatic dependent launch (sm_90): the kernel's blocks
+// may start while the stream's previous kernel still runs (once that kernel's blocks have all
+// called GridLaunchDependents or exited), so its set-up overlaps the other's tail; the kernel
+// must call GridDependencyWait (common.cuh) before it reads anything an earlier kernel writes
+// or writes anything an earlier kernel reads. The emulator runs kernels one after another.
 #if defined(TQ_CUDA_EMU)
 #define TQ_LAUNCH(kernel, grid, block, stream, ...) TQ_EMU_LAUNCH(kernel, grid, block, __VA_ARGS__)
 #define TQ_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
+  TQ_EMU_LAUNCH_SMEM(kernel, grid, block, smem, __VA_ARGS__)
+#define TQ_LAUNCH_PDL(kernel, grid, block, smem, stream, ...) \
   TQ_EMU_LAUNCH_SMEM(kernel, grid, block, smem, __VA_ARGS__)
 #else
 #define TQ_LAUNCH(kernel, grid, block, stream, ...) kernel<<<grid, block, 0, stream>>>(__VA_ARGS__)
 #define TQ_LAUNCH_SMEM(kernel, grid, block, smem, stream, ...) \
   kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#define TQ_LAUNCH_PDL(kernel, tq_grid, tq_block, tq_smem, tq_stream, ...)            \
+  do {                                                                               \
+    cudaLaunchAttribute tq_pdl[1];                                                   \
+    tq_pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;               \
+    tq_pdl[0].val.programmaticStreamSerializationAllowed = 1;                        \
+    cudaLaunchConfig_t tq_cfg = {};                                                  \
+    tq_cfg.gridDim = dim3(tq_grid);                                                  \
+    tq_cfg.blockDim = dim3(tq_block);                                                \
+    tq_cfg.dynamicSmemBytes = (tq_smem);                                             \
+    tq_cfg.stream = (tq_stream);                                                     \
+    tq_cfg.attrs = tq_pdl;                                                           \
+    tq_cfg.numAttrs = 1;                                                             \
+    cudaLaunchKernelEx(&tq_cfg, kernel, __VA_ARGS__); /* errors: cudaGetLastError */ \
+  } while (0)
 #endif
 
 namespace tq::kernels::cuda {
@@ -174,8 +195,9 @@ bool FastDenseMatVec(const float* x, int64_t n, const DevDense& w, const float* 
 // groups of at least 32); false (nothing launched) when the layout does not allow it or
 // TURBOQUANT_CUDA_MATVEC / TURBOQUANT_CUDA_GEMM=exact asks for another kernel.
 // With `rot` (not null), the products are over R x: the kernel rotates x itself (power-of-two
-// blocks dividing cols, cols <= 4096: matvec_mma.cu kMaxFusedRotationCols) — false (nothing
-// launched) when it cannot.
+// blocks dividing cols, cols <= 16384: matvec_mma.cu kMaxFusedRotationCols) — false (nothing
+// launched) when it cannot. Launched as a programmatic dependent (TQ_LAUNCH_PDL) on sm_90 unless
+// TURBOQUANT_CUDA_PDL=0: its set-up overlaps the previous kernel's tail.
 bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* biases,
                      float* const* ys, int count, const DevRotation* rot, cudaStream_t s);
 // Which 1-token packed kernel TURBOQUANT_CUDA_MATVEC asks for: mma (the default where eligible,

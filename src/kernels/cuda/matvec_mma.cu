@@ -30,9 +30,11 @@
 // Work split: blocks of 16 warps, about one per SM; each block owns consecutive 16-row tiles of
 // one member (so one table a block) and each warp a contiguous run of the block's (tile, chunk)
 // items, the next kDepth items' loads issued before the current kDepth are computed (and the
-// first batch's before the block's set-up). A warp stores its sums of a tile's rows in its own
-// shared-memory slot; the block adds the 16 warps' slots of a row in a fixed order (the result
-// does not depend on timing) and writes y.
+// first batch's before the block's set-up). Launched as a programmatic dependent of the previous
+// kernel (sm_90): the first loads and the tables (nothing an earlier kernel writes) go before
+// the wait for that kernel, so they overlap its tail; x is read (and rotated) after it. A warp
+// stores its sums of a tile's rows in its own shared-memory slot; the block adds the 16 warps'
+// slots of a row in a fixed order (the result does not depend on timing) and writes y.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -53,14 +55,14 @@ constexpr int kTableWords = 256 * 64;  // the code-byte table (entry e: bytes 25
 constexpr int kMaxTilesPerBlock = 32;  // the block's partial sums: 2 KiB... 32 KiB
 constexpr int kDepth = 3;              // items a warp computes per batch (two batches in flight)
 constexpr int kMaxMmaGroup = 4;
-// The widest x rotated inside the kernel. Every block rotates all of x in shared memory before
-// its products (radix-8 passes, bank conflicts in the first two): measured in an 8B decode step
-// (session 12, ncu) that costs each launch ~4-5 µs at 4,096 columns — about the separate
-// rotation kernel's 5 µs, and hidden behind the first loads of the 61 MB gate/up group (38.6 →
-// 39.2 µs) — but ~18 µs at 14,336 (the down projection: 21.7 → 39.7 µs, against 3.7 µs for the
-// separate kernel). Wider x is rotated by the separate kernel first.
-constexpr int64_t kMaxFusedRotationCols = 4096;
-static_assert(kMaxFusedRotationCols <= kTableWords, "x is rotated in the table's space");
+// The widest x rotated inside the kernel: every block rotates all of x in shared memory (its own
+// region, before the code-byte table) after the wait for the previous kernel. Session 12's
+// version (radix-8 passes in shared memory with 8- and 4-way bank conflicts in the first two, in
+// the table's space so before the table was built) cost each launch ~4-5 µs at 4,096 columns and
+// ~18 µs at 14,336 (ncu, 8B decode step); the stages below 256 now run in registers and warp
+// shuffles (SharedFwht) and the table is built before the wait. Wider x (or x whose region does
+// not fit beside the rest) is rotated by the separate kernel first.
+constexpr int64_t kMaxFusedRotationCols = 16384;
 constexpr size_t kMaxMmaSmem = 220 * 1024;  // of the H200's 227 KiB a block
 
 struct DevMmaGroup {
@@ -101,6 +103,7 @@ __device__ __forceinline__ void MmaBf16(float (&c)[4], const uint32_t (&a)[4],
 // goes before it when it fits, else after it.
 struct MmaLayout {
   int table = 0;  // 64 KiB
+  int rot = 0;    // the rotated x: cols floats (when the kernel rotates)
   int w = 0;      // DevPacked + the member index (128 bytes)
   int e8 = 0;     // the e8 scale table: 256 floats
   int zeros = 0;  // 32 zero words
@@ -280,15 +283,29 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   Item<F> cur[kDepth], nxt[kDepth];
   load(cur);
 
-  // The e8 scale table, zeroed partial sums, x (rotated first when asked: in the table's space,
-  // before the table is built), the staged x, then the code-byte table.
+  // What depends on no earlier kernel (launched with PDL, this overlaps the previous kernel's
+  // tail): the e8 scale table, zeroed partial sums and the code-byte table.
   if (kE8 && threadIdx.x < 256) e8[threadIdx.x] = __ldg(w.scale_table + threadIdx.x);
   if (threadIdx.x < 32) zeros[threadIdx.x] = 0u;
   for (int i = threadIdx.x; i < ntiles * kMmaWarps * kTileRows; i += kMmaThreads) red[i] = 0.0f;
+  constexpr int kLaneWords = kLaneBytes<F> / 4;
+  for (int i = threadIdx.x; i < 256 * 32; i += kMmaThreads) {
+    const int e = i >> 5, l = i & 31;
+    uint32_t* dst = table + e * 64 + l * kLaneWords;
+    if constexpr (F == kQ4) {
+      dst[0] = PackBf16(__ldg(w.codebook + (e & 15)), __ldg(w.codebook + (e >> 4)));
+    } else {
+      dst[0] = PackBf16(__ldg(w.codebook + (e & 3)), __ldg(w.codebook + ((e >> 2) & 3)));
+      dst[1] = PackBf16(__ldg(w.codebook + ((e >> 4) & 3)), __ldg(w.codebook + (e >> 6)));
+    }
+  }
+  // x is the previous kernel's output (and y may be its input): wait for it, then x (rotated
+  // first when asked) staged as bf16 hi + lo pairs.
+  GridDependencyWait();
   const float* xsrc = x;
   float xscale = 1.0f;
   if (rot.signs) {
-    float* buf = reinterpret_cast<float*>(table);  // cols <= kMaxFusedRotationCols floats
+    float* buf = reinterpret_cast<float*>(smem + lay.rot);
     SharedRotate(buf, x, rot.signs, units * 32, bshift);
     xsrc = buf;
     xscale = rsqrtf(float(1 << bshift));
@@ -303,18 +320,6 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     uint32_t* dst = xs + u * kXUnitWords + (q >> 1) * 4 + (q & 1);
     dst[0] = xh;
     dst[2] = PackBf16(x0 - h0, x1 - h1);
-  }
-  if (rot.signs) __syncthreads();  // the rotated x read before the table overwrites it
-  constexpr int kLaneWords = kLaneBytes<F> / 4;
-  for (int i = threadIdx.x; i < 256 * 32; i += kMmaThreads) {
-    const int e = i >> 5, l = i & 31;
-    uint32_t* dst = table + e * 64 + l * kLaneWords;
-    if constexpr (F == kQ4) {
-      dst[0] = PackBf16(__ldg(w.codebook + (e & 15)), __ldg(w.codebook + (e >> 4)));
-    } else {
-      dst[0] = PackBf16(__ldg(w.codebook + (e & 3)), __ldg(w.codebook + ((e >> 2) & 3)));
-      dst[1] = PackBf16(__ldg(w.codebook + ((e >> 4) & 3)), __ldg(w.codebook + (e >> 6)));
-    }
   }
   __syncthreads();
 
@@ -427,24 +432,46 @@ bool SharedBaseKnown(int reserved) {
   return ok;
 }
 
-// The layout for `cols` columns and `tiles_per_block` tiles; total 0 when it cannot be made.
-MmaLayout MakeLayout(int64_t cols, int tiles_per_block) {
+// The layout for `cols` columns and `tiles_per_block` tiles (`rotate`: with the rotated x's
+// region); total 0 when it cannot be made. The rotated x goes first (before the table when it
+// fits there), then the small parts, each run before the table when it fits, else after it.
+MmaLayout MakeLayout(int64_t cols, int tiles_per_block, bool rotate) {
   MmaLayout l;
   const int reserved = ReservedSmem();
   if (reserved < 0 || reserved > 0x8000 || reserved % 16 || !SharedBaseKnown(reserved)) return l;
   l.table = 0x10000 - reserved;
-  const int64_t small = 128 + 1024 + 128 + int64_t(tiles_per_block) * kMmaWarps * kTileRows * 4 +
-                        (cols / 32) * kXUnitWords * 4;
-  const int64_t base = small <= l.table ? 0 : l.table + kTableWords * 4;
-  l.w = int(base);
+  int64_t before = 0, after = l.table + int64_t(kTableWords) * 4;  // the next free byte of each
+  auto place = [&](int64_t bytes) {
+    int64_t& at = before + bytes <= l.table ? before : after;
+    const int64_t o = at;
+    at += (bytes + 15) / 16 * 16;
+    return o;
+  };
+  if (rotate) l.rot = int(place(cols * 4));
+  const int64_t red = int64_t(tiles_per_block) * kMmaWarps * kTileRows * 4;
+  const int64_t o = place(128 + 1024 + 128 + red + (cols / 32) * kXUnitWords * 4);
+  l.w = int(o);
   l.e8 = l.w + 128;
   l.zeros = l.e8 + 1024;
   l.red = l.zeros + 128;
-  l.xs = l.red + tiles_per_block * kMmaWarps * kTileRows * 4;
-  const int64_t total =
-      base + small > l.table + kTableWords * 4 ? base + small : l.table + kTableWords * 4;
-  l.total = total <= int64_t(kMaxMmaSmem) ? int(total) : 0;
+  l.xs = l.red + int(red);
+  l.total = after <= int64_t(kMaxMmaSmem) ? int(after) : 0;
   return l;
+}
+
+// Whether the products launch as programmatic dependents of the previous kernel (sm_90 and
+// later; TURBOQUANT_CUDA_PDL=0 turns it off for measurements). Read once.
+bool UsePdl() {
+#if defined(TQ_CUDA_EMU)
+  return false;  // the emulator runs kernels one after another either way
+#else
+  static const bool on = [] {
+    const char* v = std::getenv("TURBOQUANT_CUDA_PDL");
+    return !(v && std::strcmp(v, "0") == 0) &&
+           DeviceAttribute(cudaDevAttrComputeCapabilityMajor) >= 9;
+  }();
+  return on;
+#endif
 }
 
 int SmCount() {
@@ -469,8 +496,13 @@ bool LaunchMma(const float* x, const DevMmaGroup& g, int gshift, const MmaLayout
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxMmaSmem)) ==
       cudaSuccess;
   if (!raised) return false;
-  TQ_LAUNCH_SMEM(kernel, unsigned(g.block0[g.count]), kMmaThreads, size_t(lay.total), s, x, g,
-                 gshift, lay, rot, bshift);
+  const unsigned blocks = unsigned(g.block0[g.count]);
+  if (UsePdl())
+    TQ_LAUNCH_PDL(kernel, blocks, kMmaThreads, size_t(lay.total), s, x, g, gshift, lay, rot,
+                  bshift);
+  else
+    TQ_LAUNCH_SMEM(kernel, blocks, kMmaThreads, size_t(lay.total), s, x, g, gshift, lay, rot,
+                   bshift);
   return true;
 }
 
@@ -499,7 +531,7 @@ bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* bi
   const int64_t target = SmCount();
   int64_t per = (tiles + target - 1) / target;
   if (per > kMaxTilesPerBlock) per = kMaxTilesPerBlock;
-  const MmaLayout lay = MakeLayout(ws[0].cols, int(per));
+  const MmaLayout lay = MakeLayout(ws[0].cols, int(per), rot != nullptr);
   if (lay.total == 0) return false;
   DevMmaGroup g;
   g.count = count;

@@ -14,6 +14,7 @@ constexpr int64_t kMaxSegment = 4096;
 constexpr int kMaxSmallHadamard = 28;
 
 __global__ void RotateKernel(DevRotation r, const float* x, int64_t seg, float scale, float* out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   __shared__ float buf[kMaxSegment];
   const int64_t base = int64_t(blockIdx.x) * r.dim + int64_t(blockIdx.y) * seg;
   const int64_t c0 = int64_t(blockIdx.y) * seg;
@@ -48,6 +49,7 @@ __global__ void RotateKernel(DevRotation r, const float* x, int64_t seg, float s
 // write of out per element, against the generic kernel's 12 barriered passes over shared memory.
 __global__ void __launch_bounds__(1024)
     RotateVecKernel(DevRotation r, const float* x, int64_t seg, float scale, float* out) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   __shared__ float4 buf[kMaxSegment / 4];
   const int64_t c0 = int64_t(blockIdx.y) * seg + 4 * int64_t(threadIdx.x);
   const int64_t base = int64_t(blockIdx.x) * r.dim + c0;
