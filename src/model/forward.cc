@@ -95,8 +95,10 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   float* x = Buf::Need(be, ws.x, n * hidden, "the residual stream");  // [n, hidden]
   float* h = Buf::Need(be, ws.h, n * hidden, "the activations");      // [n, hidden]
   float* y = Buf::Need(be, ws.y, n * hidden, "the activations");      // [n, hidden]
-  float* q = Buf::Need(be, ws.q, n * qdim, "the queries");            // [n, heads, hd]
-  float* k = Buf::Need(be, ws.k, n * kvdim, "the keys");              // [n, kv_heads, hd]
+  // q [n, heads, hd] and k [n, kv_heads, hd] in one buffer, k right after q: one token's RoPE
+  // of both is one call.
+  float* q = Buf::Need(be, ws.qk, n * (qdim + kvdim), "the queries and keys");
+  float* k = q + n * qdim;
   float* v = Buf::Need(be, ws.v, n * kvdim, "the values");            // [n, kv_heads, hd]
   if (w.embed_packed) {
     be.PackedEmbedRows(w.embed_packed->device_matrix(), ids, n, x);
@@ -249,12 +251,16 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     const int64_t rd = A.rope.rotary_dim;
     // Partial rotary (qwen3_next: a quarter of each head) rotates the first rd; proportional
     // (gemma4) turns the whole head with a table whose last frequencies are 0.
+    // One token: k follows q (here and in P), so its heads are q's next rows of the same
+    // position: one launch for both.
+    const bool one = n == 1 && lk == lq + heads * lhd;
+    const int64_t qh = one ? heads + kv_heads : heads;
     if (rd < lhd && A.rope.freq_dim != lhd) {
-      be.PartialRope(lq, n, heads, lhd, rd, positions, inv_freq, L.rope_attention_factor);
-      be.PartialRope(lk, n, kv_heads, lhd, rd, positions, inv_freq, L.rope_attention_factor);
+      be.PartialRope(lq, n, qh, lhd, rd, positions, inv_freq, L.rope_attention_factor);
+      if (!one) be.PartialRope(lk, n, kv_heads, lhd, rd, positions, inv_freq, L.rope_attention_factor);
     } else {
-      be.Rope(lq, n, heads, lhd, positions, inv_freq, L.rope_attention_factor);
-      be.Rope(lk, n, kv_heads, lhd, positions, inv_freq, L.rope_attention_factor);
+      be.Rope(lq, n, qh, lhd, positions, inv_freq, L.rope_attention_factor);
+      if (!one) be.Rope(lk, n, kv_heads, lhd, positions, inv_freq, L.rope_attention_factor);
     }
     if (P) {  // pad to the cache's head_dim
       const int64_t c = pad_chunk(lhd);

@@ -18,8 +18,8 @@ struct ForwardWorkspace {
   DeviceBuffer x;           // [n, hidden] residual stream
   DeviceBuffer h;           // [n, hidden] normed input of a block
   DeviceBuffer y;           // [n, hidden] block output
-  DeviceBuffer q;           // [n, heads * head_dim]
-  DeviceBuffer k, v;        // [n, kv_heads * head_dim]
+  DeviceBuffer qk;          // q [n, heads * head_dim], then k [n, kv_heads * head_dim]
+  DeviceBuffer v;           // [n, kv_heads * head_dim]
   DeviceBuffer attn;        // [n, heads * head_dim]
   DeviceBuffer gate, up;    // [n, ffn]
   DeviceBuffer ids;         // [n] int32 token ids (device backends)

@@ -154,21 +154,40 @@ __device__ __forceinline__ void FwhtWarpStages(float (&v)[8], int bshift) {
   }
 }
 
+// The stages h = 2^hs, 2^(hs + 1), .. < b = 2^bshift of a blockwise Walsh–Hadamard transform of
+// x[0..n) in shared memory, three to a pass; all threads of the CUDA block; starts and ends with
+// a barrier.
+__device__ __forceinline__ void FwhtPasses(float* x, int n, int bshift, int hs) {
+  int h = hs;
+  for (; bshift - h >= 3; h += 3) {
+    __syncthreads();
+    FwhtPass<8>(x, n, h);
+  }
+  __syncthreads();
+  if (bshift - h == 2) FwhtPass<4>(x, n, h);
+  if (bshift - h == 1) FwhtPass<2>(x, n, h);
+  __syncthreads();
+}
+
+// Whether a transform of n elements in blocks of 2^bshift can take its stages below 256 in
+// registers and shuffles (FwhtWarpStages): n a multiple of 256 (so that all lanes of a warp run
+// the same iterations when blockDim.x is whole warps), blocks of at least 8.
+__device__ __forceinline__ bool FwhtWarpable(int n, int bshift) {
+  return n % 256 == 0 && bshift >= 3 && blockDim.x % 32 == 0;
+}
+
 // x[0..n) <- H_b x blockwise (b a power of two dividing n; pairs (i, i + h) never cross a
 // block since h < b), all threads of the CUDA block taking part; starts and ends with a barrier.
-// The stages h = 1, 2, 4, .. run in that order: below 256 in registers and warp shuffles
-// (FwhtWarpStages) when n is a multiple of 256, b >= 8, x 16-byte aligned and the block whole
-// warps; the rest three to a pass over shared memory. Every way does the same operations in the
-// same order as one stage a pass: results are identical.
+// The stages h = 1, 2, 4, .. run in that order: below 256 in registers and warp shuffles when
+// FwhtWarpable and x is 16-byte aligned, the rest three to a pass over shared memory. Every way
+// does the same operations in the same order as one stage a pass: results are identical.
 __device__ __forceinline__ void SharedFwht(float* x, int n, int b) {
   int bshift = 0;
   while ((1 << bshift) < b) ++bshift;
   int h = 0;
   __syncthreads();
-  if (n % 256 == 0 && bshift >= 3 && blockDim.x % 32 == 0 &&
-      (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
-    // A warp's lanes take 32 consecutive 8-element chunks (n / 8 is a multiple of 32 and so is
-    // blockDim.x: all lanes of a warp run the same iterations).
+  if (FwhtWarpable(n, bshift) && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    // A warp's lanes take 32 consecutive 8-element chunks.
     for (int c = threadIdx.x; c < n / 8; c += blockDim.x) {
       float4* p = reinterpret_cast<float4*>(x + 8 * c);
       const float4 lo = p[0], hi = p[1];
@@ -179,14 +198,7 @@ __device__ __forceinline__ void SharedFwht(float* x, int n, int b) {
     }
     h = bshift < 8 ? bshift : 8;
   }
-  for (; bshift - h >= 3; h += 3) {
-    __syncthreads();
-    FwhtPass<8>(x, n, h);
-  }
-  __syncthreads();
-  if (bshift - h == 2) FwhtPass<4>(x, n, h);
-  if (bshift - h == 1) FwhtPass<2>(x, n, h);
-  __syncthreads();
+  FwhtPasses(x, n, bshift, h);
 }
 
 // Programmatic dependent launch (TQ_LAUNCH_PDL, sm_90): GridDependencyWait blocks until the

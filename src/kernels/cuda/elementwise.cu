@@ -98,8 +98,13 @@ __global__ void __launch_bounds__(1024)
   const float4* xr = reinterpret_cast<const float4*>(x + int64_t(blockIdx.x) * dim);
   float4* yr = reinterpret_cast<float4*>(out + int64_t(blockIdx.x) * dim);
   const float4* w4 = reinterpret_cast<const float4*>(weight);
-  float4 v[kNormVec];
+  float4 v[kNormVec], g[kNormVec];
   float ss = 0.0f;
+#pragma unroll
+  for (int e = 0; e < kNormVec; ++e) {  // the weights' loads too go out before the reduction
+    const int64_t i = threadIdx.x + int64_t(e) * blockDim.x;
+    if (i < n4) g[e] = __ldg(w4 + i);
+  }
 #pragma unroll
   for (int e = 0; e < kNormVec; ++e) {
     const int64_t i = threadIdx.x + int64_t(e) * blockDim.x;
@@ -126,8 +131,8 @@ __global__ void __launch_bounds__(1024)
   for (int e = 0; e < kNormVec; ++e) {
     const int64_t i = threadIdx.x + int64_t(e) * blockDim.x;
     if (i >= n4) break;
-    const float4 g = __ldg(w4 + i);
-    yr[i] = float4{v[e].x * inv * g.x, v[e].y * inv * g.y, v[e].z * inv * g.z, v[e].w * inv * g.w};
+    yr[i] = float4{v[e].x * inv * g[e].x, v[e].y * inv * g[e].y, v[e].z * inv * g[e].z,
+                   v[e].w * inv * g[e].w};
   }
 }
 

@@ -183,12 +183,51 @@ __device__ __forceinline__ void PairCols(int p, int& c0, int& c1) {
   }
 }
 
-// buf[0..n) <- H_b diag(signs) x blockwise (b = 1 << bshift), unscaled; ends with a barrier.
+// buf[0..n) <- H_b diag(signs) x blockwise (b = 1 << bshift), unscaled (SharedFwht's stages, the
+// same results); ends with a barrier. x is read 8 elements a lane (two 16-byte loads and the
+// signs' 8 bytes), kRotBatch chunks' loads issued before the first is used: the reads of x are
+// on the kernel's critical path (after the wait for the previous kernel), and one dependent load
+// after another cost ~4 µs at 14,336 columns.
+constexpr int kRotBatch = 2;
 __device__ __forceinline__ void SharedRotate(float* buf, const float* __restrict__ x,
                                              const int8_t* __restrict__ signs, int n, int bshift) {
-  for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = __ldg(x + i) * float(__ldg(signs + i));
-  SharedFwht(buf, n, 1 << bshift);
+  if (!FwhtWarpable(n, bshift) || (reinterpret_cast<uintptr_t>(x) & 15) ||
+      (reinterpret_cast<uintptr_t>(signs) & 7)) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+      buf[i] = __ldg(x + i) * float(__ldg(signs + i));
+    SharedFwht(buf, n, 1 << bshift);
+    return;
+  }
+  const int chunks = n / 8;
+  for (int c0 = threadIdx.x; c0 < chunks; c0 += kRotBatch * blockDim.x) {
+    float v[kRotBatch][8];
+#pragma unroll
+    for (int k = 0; k < kRotBatch; ++k) {
+      const int c = c0 + k * int(blockDim.x);
+      if (c >= chunks) break;
+      const float4 lo = __ldg(reinterpret_cast<const float4*>(x) + 2 * c);
+      const float4 hi = __ldg(reinterpret_cast<const float4*>(x) + 2 * c + 1);
+      const uint2 sg = __ldg(reinterpret_cast<const uint2*>(signs) + c);
+      const float f[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        v[k][j] = f[j] * float(int8_t(((j < 4 ? sg.x : sg.y) >> (8 * (j & 3))) & 0xFFu));
+    }
+#pragma unroll
+    for (int k = 0; k < kRotBatch; ++k) {
+      const int c = c0 + k * int(blockDim.x);
+      if (c >= chunks) break;  // the same for all lanes of a warp (FwhtWarpable)
+      FwhtWarpStages(v[k], bshift);
+      float4* p = reinterpret_cast<float4*>(buf + 8 * c);
+      p[0] = float4{v[k][0], v[k][1], v[k][2], v[k][3]};
+      p[1] = float4{v[k][4], v[k][5], v[k][6], v[k][7]};
+    }
+  }
+  FwhtPasses(buf, n, bshift, bshift < 8 ? bshift : 8);
 }
+
+// x staged for the B fragments: kStageBatch pairs a thread, their loads issued first.
+constexpr int kStageBatch = 4;
 
 // One item's codes (rows g and g + 8 of the tile, this lane's unit of the chunk), the raw scales
 // of this lane's two result columns (units u0, u0 + 1 of rows g and g + 8: e8 codes or fp16
@@ -289,14 +328,16 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   if (threadIdx.x < 32) zeros[threadIdx.x] = 0u;
   for (int i = threadIdx.x; i < ntiles * kMmaWarps * kTileRows; i += kMmaThreads) red[i] = 0.0f;
   constexpr int kLaneWords = kLaneBytes<F> / 4;
+  const float* __restrict__ book = w.codebook;  // read once from the staged DevPacked
+#pragma unroll 4
   for (int i = threadIdx.x; i < 256 * 32; i += kMmaThreads) {
     const int e = i >> 5, l = i & 31;
     uint32_t* dst = table + e * 64 + l * kLaneWords;
     if constexpr (F == kQ4) {
-      dst[0] = PackBf16(__ldg(w.codebook + (e & 15)), __ldg(w.codebook + (e >> 4)));
+      dst[0] = PackBf16(__ldg(book + (e & 15)), __ldg(book + (e >> 4)));
     } else {
-      dst[0] = PackBf16(__ldg(w.codebook + (e & 3)), __ldg(w.codebook + ((e >> 2) & 3)));
-      dst[1] = PackBf16(__ldg(w.codebook + ((e >> 4) & 3)), __ldg(w.codebook + (e >> 6)));
+      dst[0] = PackBf16(__ldg(book + (e & 3)), __ldg(book + ((e >> 2) & 3)));
+      dst[1] = PackBf16(__ldg(book + ((e >> 4) & 3)), __ldg(book + (e >> 6)));
     }
   }
   // x is the previous kernel's output (and y may be its input): wait for it, then x (rotated
@@ -310,16 +351,30 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     xsrc = buf;
     xscale = rsqrtf(float(1 << bshift));
   }
-  for (int p = threadIdx.x; p < units * 16; p += kMmaThreads) {
-    const int u = p >> 4, q = p & 15;
-    int c0, c1;
-    PairCols<F>(q, c0, c1);
-    const float x0 = xsrc[u * 32 + c0] * xscale, x1 = xsrc[u * 32 + c1] * xscale;
-    const uint32_t xh = PackBf16(x0, x1);
-    const float h0 = Bf16(uint16_t(xh & 0xFFFFu)), h1 = Bf16(uint16_t(xh >> 16));
-    uint32_t* dst = xs + u * kXUnitWords + (q >> 1) * 4 + (q & 1);
-    dst[0] = xh;
-    dst[2] = PackBf16(x0 - h0, x1 - h1);
+  const int pairs = units * 16;
+  for (int p0 = threadIdx.x; p0 < pairs; p0 += kStageBatch * kMmaThreads) {
+    float x0[kStageBatch], x1[kStageBatch];
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+      const int p = p0 + k * kMmaThreads;
+      if (p >= pairs) break;
+      int c0, c1;
+      PairCols<F>(p & 15, c0, c1);
+      x0[k] = xsrc[(p >> 4) * 32 + c0];
+      x1[k] = xsrc[(p >> 4) * 32 + c1];
+    }
+#pragma unroll
+    for (int k = 0; k < kStageBatch; ++k) {
+      const int p = p0 + k * kMmaThreads;
+      if (p >= pairs) break;
+      const int u = p >> 4, q = p & 15;
+      const float a = x0[k] * xscale, b = x1[k] * xscale;
+      const uint32_t xh = PackBf16(a, b);
+      const float h0 = Bf16(uint16_t(xh & 0xFFFFu)), h1 = Bf16(uint16_t(xh >> 16));
+      uint32_t* dst = xs + u * kXUnitWords + (q >> 1) * 4 + (q & 1);
+      dst[0] = xh;
+      dst[2] = PackBf16(a - h0, b - h1);
+    }
   }
   __syncthreads();
 
