@@ -113,6 +113,13 @@ void Backend::RotatedPackedMatMulGroup(const RotationView& r, const float* x, in
   if (n > 0) PackedMatMulGroup(xr, n, outs);
 }
 
+void Backend::KvStorePair(const float* k, const float* v, int64_t n, int64_t heads,
+                          int64_t head_dim, void* k_dst, void* v_dst, DType dtype,
+                          int64_t head_stride, int64_t slot0) {
+  KvStore(k, n, heads, head_dim, k_dst, dtype, head_stride, slot0);
+  KvStore(v, n, heads, head_dim, v_dst, dtype, head_stride, slot0);
+}
+
 void Backend::AddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim, const float* weight,
                          float eps, float* out) {
   Add(x, y, rows * dim);

@@ -175,6 +175,12 @@ class Backend {
   // of `dtype` (F32/F16/BF16): element (h, slot0 + i, d) of dst, head_stride = slots * head_dim.
   virtual void KvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
                        DType dtype, int64_t head_stride, int64_t slot0) = 0;
+  // A layer's keys and values at once: KvStore(k, .., k_dst, ..) and KvStore(v, .., v_dst, ..)
+  // with the same shape, dtype, stride and slots (the default makes those two calls; the cuda
+  // backend stores both in one launch).
+  virtual void KvStorePair(const float* k, const float* v, int64_t n, int64_t heads,
+                           int64_t head_dim, void* k_dst, void* v_dst, DType dtype,
+                           int64_t head_stride, int64_t slot0);
   // logits [n, num_experts] -> chosen [n, top_k] (descending probability, ties: lower id) and
   // weight [n, top_k]: softmax over all experts in fp32, then top-k (renormalized when asked).
   virtual void MoeRoute(const float* logits, int64_t n, const MoeRouting& r, int32_t* chosen,

@@ -74,8 +74,7 @@ class DenseKvCache final : public KvCache {
     if (size_ + n - y.base > y.slots) Slide(y, layer, n);  // window layers only
     const int64_t d = layout_.head_dim, heads = layout_.num_kv_heads;
     const int64_t slot0 = size_ - y.base;
-    backend_->KvStore(k, n, heads, d, y.k.data(), dtype_, y.slots * d, slot0);
-    backend_->KvStore(v, n, heads, d, y.v.data(), dtype_, y.slots * d, slot0);
+    backend_->KvStorePair(k, v, n, heads, d, y.k.data(), y.v.data(), dtype_, y.slots * d, slot0);
     y.high = std::max(y.high, slot0 + n);
   }
 

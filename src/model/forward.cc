@@ -99,7 +99,7 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   // of both is one call.
   float* q = Buf::Need(be, ws.qk, n * (qdim + kvdim), "the queries and keys");
   float* k = q + n * qdim;
-  float* v = Buf::Need(be, ws.v, n * kvdim, "the values");            // [n, kv_heads, hd]
+  float* v = Buf::Need(be, ws.v, n * kvdim, "the values");  // [n, kv_heads, hd]
   if (w.embed_packed) {
     be.PackedEmbedRows(w.embed_packed->device_matrix(), ids, n, x);
   } else {
@@ -257,7 +257,8 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     const int64_t qh = one ? heads + kv_heads : heads;
     if (rd < lhd && A.rope.freq_dim != lhd) {
       be.PartialRope(lq, n, qh, lhd, rd, positions, inv_freq, L.rope_attention_factor);
-      if (!one) be.PartialRope(lk, n, kv_heads, lhd, rd, positions, inv_freq, L.rope_attention_factor);
+      if (!one)
+        be.PartialRope(lk, n, kv_heads, lhd, rd, positions, inv_freq, L.rope_attention_factor);
     } else {
       be.Rope(lq, n, qh, lhd, positions, inv_freq, L.rope_attention_factor);
       if (!one) be.Rope(lk, n, kv_heads, lhd, positions, inv_freq, L.rope_attention_factor);

@@ -288,28 +288,43 @@ TEST_P(CudaConformance, Attention) {
   EXPECT_THROW(gpu->Attention(nullptr, 1, 0, KvView{}, bad, nullptr), Error);
 }
 
+// KvStore, and KvStorePair (keys and values in one launch on cuda) into two caches.
 TEST_P(CudaConformance, KvStore) {
   TQ_REQUIRE_BACKEND(gpu, GetParam());
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     const int64_t heads = 3, hd = 80, slots = 40, n = 9, slot0 = 30;
-    const auto src = Random(n * heads * hd, 13);
-    std::vector<uint8_t> cache(size_t(heads * slots * hd) * DTypeSize(dt), 0x5a);
+    const size_t es = DTypeSize(dt);
+    // cache with src [n, heads, hd] stored at slots slot0.. (the expected result).
+    auto stored = [&](std::vector<uint8_t> cache, const std::vector<float>& src) {
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t h = 0; h < heads; ++h) {
+          std::vector<float> one(src.begin() + (t * heads + h) * hd,
+                                 src.begin() + (t * heads + h + 1) * hd);
+          const auto b = ToBytes(one, dt);
+          std::memcpy(cache.data() + size_t((h * slots + slot0 + t) * hd) * es, b.data(), b.size());
+        }
+      return cache;
+    };
+    const auto src = Random(n * heads * hd, 13), src2 = Random(n * heads * hd, 14);
+    const std::vector<uint8_t> cache(size_t(heads * slots * hd) * es, 0x5a),
+        cache2(cache.size(), 0xa5);
     auto dc = Up(*gpu, cache), ds = Up(*gpu, src);
     gpu->KvStore(ds.as<float>(), n, heads, hd, dc.data(), dt, slots * hd, slot0);
-    const size_t es = DTypeSize(dt);
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t h = 0; h < heads; ++h) {
-        std::vector<float> one(src.begin() + (t * heads + h) * hd,
-                               src.begin() + (t * heads + h + 1) * hd);
-        const auto b = ToBytes(one, dt);
-        std::memcpy(cache.data() + size_t((h * slots + slot0 + t) * hd) * es, b.data(), b.size());
-      }
-    ExpectExact("KvStore",
-                fmt::format("{} n={} heads={} hd={} slot0={}", Name(dt), n, heads, hd, slot0),
-                Down<uint8_t>(*gpu, dc, cache.size()) == cache);
+    const std::string shape =
+        fmt::format("{} n={} heads={} hd={} slot0={}", Name(dt), n, heads, hd, slot0);
+    ExpectExact("KvStore", shape, Down<uint8_t>(*gpu, dc, cache.size()) == stored(cache, src));
+    auto dk = Up(*gpu, cache), dv = Up(*gpu, cache2), ds2 = Up(*gpu, src2);
+    gpu->KvStorePair(ds.as<float>(), ds2.as<float>(), n, heads, hd, dk.data(), dv.data(), dt,
+                     slots * hd, slot0);
+    ExpectExact("KvStorePair", shape + " keys",
+                Down<uint8_t>(*gpu, dk, cache.size()) == stored(cache, src));
+    ExpectExact("KvStorePair", shape + " values",
+                Down<uint8_t>(*gpu, dv, cache.size()) == stored(cache2, src2));
   }
   EXPECT_THROW(gpu->KvStore(nullptr, 5, 2, 8, nullptr, DType::F16, 32, 0), Error);  // 5 * 8 > 32
   EXPECT_THROW(gpu->KvStore(nullptr, 1, 1, 8, nullptr, DType::I32, 8, 0), Error);
+  EXPECT_THROW(gpu->KvStorePair(nullptr, nullptr, 5, 2, 8, nullptr, nullptr, DType::F16, 32, 0),
+               Error);
 }
 
 // --- MoE routing, gather / scatter, argmax, copy --------------------------------------------

@@ -383,6 +383,16 @@ class CudaBackend final : public Backend {
 
   void KvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst, DType dtype,
                int64_t head_stride, int64_t slot0) override {
+    Store(src, nullptr, n, heads, head_dim, dst, nullptr, dtype, head_stride, slot0);
+  }
+  void KvStorePair(const float* k, const float* v, int64_t n, int64_t heads, int64_t head_dim,
+                   void* k_dst, void* v_dst, DType dtype, int64_t head_stride,
+                   int64_t slot0) override {
+    Store(k, v, n, heads, head_dim, k_dst, v_dst, dtype, head_stride, slot0);
+  }
+  // KvStore (src2 null) or both of a pair in one launch.
+  void Store(const float* src, const float* src2, int64_t n, int64_t heads, int64_t head_dim,
+             void* dst, void* dst2, DType dtype, int64_t head_stride, int64_t slot0) {
     const std::string where = name_ + " kv store";
     const Elem e = ElemOf(dtype, where);
     TQ_CHECK(heads > 0 && head_dim > 0 && slot0 >= 0 &&
@@ -391,7 +401,7 @@ class CudaBackend final : public Backend {
              head_dim, head_stride);
     if (n <= 0) return;
     Enter();
-    cuda::LaunchKvStore(src, n, heads, head_dim, dst, e, head_stride, slot0, stream_);
+    cuda::LaunchKvStore(src, src2, n, heads, head_dim, dst, dst2, e, head_stride, slot0, stream_);
     Launched(where);
   }
 

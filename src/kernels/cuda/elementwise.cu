@@ -155,12 +155,15 @@ __global__ void RopeKernel(float* x, int64_t rows, int64_t heads, int64_t head_d
   v[p + half] = b * c + a * s;
 }
 
-// One thread per source element of src [n, heads, head_dim].
-__global__ void KvStoreKernel(const float* src, int64_t n, int64_t heads, int64_t head_dim,
-                              void* dst, Elem elem, int64_t head_stride, int64_t slot0) {
+// One thread per source element of src [n, heads, head_dim]; blockIdx.y = 1: src2 into dst2
+// (a layer's values beside its keys, one launch).
+__global__ void KvStoreKernel(const float* src, const float* src2, int64_t n, int64_t heads,
+                              int64_t head_dim, void* dst, void* dst2, Elem elem,
+                              int64_t head_stride, int64_t slot0) {
   GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n * heads * head_dim) return;
+  if (blockIdx.y == 1) src = src2, dst = dst2;  // the pair's second source (values)
   const int64_t d = i % head_dim, h = (i / head_dim) % heads, t = i / (head_dim * heads);
   const int64_t o = h * head_stride + (slot0 + t) * head_dim + d;
   const float v = src[i];
@@ -313,10 +316,12 @@ void LaunchRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const i
             inv_freq, attn_factor);
 }
 
-void LaunchKvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
-                   Elem elem, int64_t head_stride, int64_t slot0, cudaStream_t s) {
-  TQ_LAUNCH(KvStoreKernel, Blocks(n * heads * head_dim, kThreads), kThreads, s, src, n, heads,
-            head_dim, dst, elem, head_stride, slot0);
+void LaunchKvStore(const float* src, const float* src2, int64_t n, int64_t heads, int64_t head_dim,
+                   void* dst, void* dst2, Elem elem, int64_t head_stride, int64_t slot0,
+                   cudaStream_t s) {
+  const dim3 grid(Blocks(n * heads * head_dim, kThreads), src2 ? 2 : 1);
+  TQ_LAUNCH(KvStoreKernel, grid, kThreads, s, src, src2, n, heads, head_dim, dst, dst2, elem,
+            head_stride, slot0);
 }
 
 void LaunchMoeRoute(const float* logits, int64_t n, int64_t experts, int64_t top_k,

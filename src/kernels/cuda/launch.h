@@ -150,8 +150,11 @@ void LaunchAddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim, const
                       float eps, float* out, cudaStream_t s);
 void LaunchRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, const int64_t* positions,
                 const float* inv_freq, float attn_factor, cudaStream_t s);
-void LaunchKvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst,
-                   Elem elem, int64_t head_stride, int64_t slot0, cudaStream_t s);
+// src into dst, and src2 into dst2 in the same launch when src2 is not null (Backend::KvStore /
+// KvStorePair).
+void LaunchKvStore(const float* src, const float* src2, int64_t n, int64_t heads, int64_t head_dim,
+                   void* dst, void* dst2, Elem elem, int64_t head_stride, int64_t slot0,
+                   cudaStream_t s);
 void LaunchMoeRoute(const float* logits, int64_t n, int64_t experts, int64_t top_k,
                     bool renormalize, int32_t* chosen, float* weight, cudaStream_t s);
 void LaunchGatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim, float* dst,
