@@ -113,6 +113,12 @@ void Backend::RotatedPackedMatMulGroup(const RotationView& r, const float* x, in
   if (n > 0) PackedMatMulGroup(xr, n, outs);
 }
 
+void Backend::SiluMulRotate(const float* gate, const float* up, int64_t rows, const RotationView& r,
+                            float* out) {
+  SiluMul(gate, up, rows * r.dim, out);
+  Rotate(r, out, rows, out);
+}
+
 void Backend::KvStorePair(const float* k, const float* v, int64_t n, int64_t heads,
                           int64_t head_dim, void* k_dst, void* v_dst, DType dtype,
                           int64_t head_stride, int64_t slot0) {

@@ -166,6 +166,11 @@ class Backend {
   virtual void Rope(float* x, int64_t rows, int64_t heads, int64_t head_dim,
                     const int64_t* positions, const float* inv_freq, float attn_factor) = 0;
   virtual void SiluMul(const float* gate, const float* up, int64_t n, float* out) = 0;
+  // out [rows, r.dim] = R (silu(gate) ⊙ up) row by row: the SwiGLU product already rotated for a
+  // packed linear that multiplies R x (its MatMulRotated). out may alias gate or up. The default
+  // is SiluMul then Rotate (the same results); the cuda backend does both in one pass.
+  virtual void SiluMulRotate(const float* gate, const float* up, int64_t rows,
+                             const RotationView& r, float* out);
   virtual void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
                          const AttentionParams& p, float* out) = 0;
   virtual void CompressedAttention(const float* q, int64_t n, int64_t pos0,

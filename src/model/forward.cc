@@ -64,6 +64,13 @@ void GatedMlpForward(Backend& be, const GatedMlp& m, Activation act, const float
   const Linear* group[] = {m.gate.get(), m.up.get()};
   float* outs[] = {g, u};
   MatMulShared(be, group, h, n, outs);
+  const PackedLinear* down = m.down->AsPacked();
+  if (act == Activation::kSilu && down && down->rotation()) {
+    // The down projection's input rotation rides with the SwiGLU product (one pass on a GPU).
+    be.SiluMulRotate(g, u, n, down->rotation_view(), g);
+    down->MatMulRotated(be, g, n, y);  // [n, hidden]
+    return;
+  }
   GatedAct(be, act, g, u, n * ffn);
   m.down->MatMul(be, g, n, y);  // [n, hidden]
 }

@@ -230,6 +230,41 @@ TEST_P(CudaConformance, Rotate) {
   EXPECT_THROW(gpu->Rotate({ds.as<int8_t>(), 8192, 8192}, nullptr, 1, nullptr), Error);
 }
 
+// SiluMulRotate: the SwiGLU product rotated in one pass — bit-equal to the backend's own SiluMul
+// then Rotate (the same SiLU and butterflies), near the oracle's; into a third buffer and in
+// place (out = gate).
+TEST_P(CudaConformance, SiluMulRotate) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
+  struct S {
+    int64_t dim, max_block, rows;
+  };
+  for (const S s : {S{14336, 4096, 1}, S{4096, 4096, 2}, S{96, 4096, 3}, S{1536, -768, 2}}) {
+    const quant::HadamardRotation rot =
+        s.max_block < 0
+            ? quant::HadamardRotation(quant::HadamardSigns::Generate(s.dim, 78), -s.max_block)
+            : quant::HadamardRotation::Make(s.dim, 78, s.max_block);
+    const auto g = Random(s.rows * s.dim, 10), u = Random(s.rows * s.dim, 11);
+    std::vector<float> want(g.size());
+    RefBackend().SiluMul(g.data(), u.data(), int64_t(g.size()), want.data());
+    for (int64_t r = 0; r < s.rows; ++r) rot.Forward(want.data() + r * s.dim);
+    std::vector<int8_t> signs(rot.signs().data(), rot.signs().data() + s.dim);
+    auto ds = Up(*gpu, signs), dg = Up(*gpu, g), du = Up(*gpu, u);
+    const RotationView view{ds.as<int8_t>(), s.dim, rot.block()};
+    auto two = Poisoned<float>(*gpu, g.size());  // SiluMul, then Rotate in place
+    gpu->SiluMul(dg.as<float>(), du.as<float>(), int64_t(g.size()), two.as<float>());
+    gpu->Rotate(view, two.as<float>(), s.rows, two.as<float>());
+    const auto separate = Down<float>(*gpu, two, g.size());
+    auto dy = Poisoned<float>(*gpu, g.size());
+    gpu->SiluMulRotate(dg.as<float>(), du.as<float>(), s.rows, view, dy.as<float>());
+    const std::string what = fmt::format("dim={} block={} rows={}", s.dim, rot.block(), s.rows);
+    const auto got = Down<float>(*gpu, dy, g.size());
+    Expect("SiluMulRotate", what, got, want, kFp32Bound);
+    ExpectExact("SiluMulRotate", what + " = SiluMul, Rotate", got == separate);
+    gpu->SiluMulRotate(dg.as<float>(), du.as<float>(), s.rows, view, dg.as<float>());
+    ExpectExact("SiluMulRotate", what + " in place", Down<float>(*gpu, dg, g.size()) == separate);
+  }
+}
+
 // --- attention on a plain cache, KV store ---------------------------------------------------
 
 TEST_P(CudaConformance, Attention) {

@@ -64,6 +64,9 @@ __device__ __forceinline__ float PackedAt(const DevPacked& w, const float* book,
   return scale * book[code];
 }
 
+// silu(g) · u as SiluMulKernel computes it (every kernel that applies SwiGLU gets the same bits).
+__device__ __forceinline__ float SiluMulOf(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

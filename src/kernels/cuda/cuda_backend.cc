@@ -333,6 +333,16 @@ class CudaBackend final : public Backend {
     Launched("silu mul");
   }
 
+  void SiluMulRotate(const float* gate, const float* up, int64_t rows, const RotationView& r,
+                     float* out) override {
+    const std::string where = name_ + " silu mul rotate";
+    CheckRotation(r, where);
+    if (rows <= 0) return;
+    Enter();
+    cuda::LaunchRotate(ToDev(r), gate, rows, out, stream_, up);
+    Launched(where);
+  }
+
   void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv,
                  const AttentionParams& p, float* out) override {
     const std::string where = name_ + " attention";

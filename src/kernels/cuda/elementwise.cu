@@ -55,8 +55,7 @@ __global__ void SiluMulKernel(const float* gate, const float* up, int64_t n, flo
   GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  const float g = gate[i];
-  out[i] = g / (1.0f + expf(-g)) * up[i];
+  out[i] = SiluMulOf(gate[i], up[i]);
 }
 
 // One CUDA block per row; the sum of squares in fp32 over a block reduction.

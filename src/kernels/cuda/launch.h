@@ -165,7 +165,9 @@ void LaunchArgmax(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStr
 
 // --- rotate.cu --- out [rows, dim] = R x (out may alias x); segment = a multiple of the block
 // (<= 4096) dividing dim: one CUDA block per (row, segment).
-void LaunchRotate(const DevRotation& r, const float* x, int64_t rows, float* out, cudaStream_t s);
+// up not null: the rows of silu(x) ⊙ up are rotated (Backend::SiluMulRotate).
+void LaunchRotate(const DevRotation& r, const float* x, int64_t rows, float* out, cudaStream_t s,
+                  const float* up = nullptr);
 
 // --- matmul.cu --- y [n, out] = x [n, in] · Wᵀ (+ bias): a warp-per-row matvec for n <= 8
 // and a 64x64-tiled fp32 GEMM above (weights decoded into shared memory tile by tile).

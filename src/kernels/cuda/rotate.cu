@@ -2,7 +2,9 @@
 // block of b channels. One CUDA block per (row, segment): a segment (a multiple of b, at most
 // 4096 channels = 16 KiB of shared memory) is read whole before anything is written, so out may
 // alias x. Two kernels: RotateVecKernel (segments of a multiple of 128 channels, aligned rows:
-// every model's) and the generic RotateKernel.
+// every model's) and the generic RotateKernel. With `up` (not null) each reads silu(x) · up
+// instead of x (SiluMulRotate: the SwiGLU product and the down projection's input rotation in
+// one pass).
 #include "kernels/cuda/common.cuh"
 
 namespace tq::kernels::cuda {
@@ -13,13 +15,19 @@ constexpr int64_t kMaxSegment = 4096;
 
 constexpr int kMaxSmallHadamard = 28;
 
-__global__ void RotateKernel(DevRotation r, const float* x, int64_t seg, float scale, float* out) {
+// Element i of the input: x[i], or silu(x[i]) · up[i].
+__device__ __forceinline__ float InputAt(const float* x, const float* up, int64_t i) {
+  return up ? SiluMulOf(x[i], up[i]) : x[i];
+}
+
+__global__ void RotateKernel(DevRotation r, const float* x, const float* up, int64_t seg,
+                             float scale, float* out) {
   GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   __shared__ float buf[kMaxSegment];
   const int64_t base = int64_t(blockIdx.x) * r.dim + int64_t(blockIdx.y) * seg;
   const int64_t c0 = int64_t(blockIdx.y) * seg;
   for (int64_t i = threadIdx.x; i < seg; i += blockDim.x)
-    buf[i] = x[base + i] * float(r.signs[c0 + i]);
+    buf[i] = InputAt(x, up, base + i) * float(r.signs[c0 + i]);
   const int p = int(r.block / r.m);  // the power-of-two factor of the block
   SharedFwht(buf, int(seg), p);
   if (r.m > 1) {
@@ -48,13 +56,19 @@ __global__ void RotateKernel(DevRotation r, const float* x, int64_t seg, float s
 // through shared memory (one float4 store and one partner load per stage). One read of x and one
 // write of out per element, against the generic kernel's 12 barriered passes over shared memory.
 __global__ void __launch_bounds__(1024)
-    RotateVecKernel(DevRotation r, const float* x, int64_t seg, float scale, float* out) {
+    RotateVecKernel(DevRotation r, const float* x, const float* up, int64_t seg, float scale,
+                    float* out) {
   GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   __shared__ float4 buf[kMaxSegment / 4];
   const int64_t c0 = int64_t(blockIdx.y) * seg + 4 * int64_t(threadIdx.x);
   const int64_t base = int64_t(blockIdx.x) * r.dim + c0;
   const int b = int(r.block);
-  const float4 in = *reinterpret_cast<const float4*>(x + base);
+  float4 in = *reinterpret_cast<const float4*>(x + base);
+  if (up) {
+    const float4 u = *reinterpret_cast<const float4*>(up + base);
+    in = float4{SiluMulOf(in.x, u.x), SiluMulOf(in.y, u.y), SiluMulOf(in.z, u.z),
+                SiluMulOf(in.w, u.w)};
+  }
   float v[4] = {in.x * float(r.signs[c0]), in.y * float(r.signs[c0 + 1]),
                 in.z * float(r.signs[c0 + 2]), in.w * float(r.signs[c0 + 3])};
   if (b > 1) {
@@ -91,18 +105,19 @@ __global__ void __launch_bounds__(1024)
 
 }  // namespace
 
-void LaunchRotate(const DevRotation& r, const float* x, int64_t rows, float* out, cudaStream_t s) {
+void LaunchRotate(const DevRotation& r, const float* x, int64_t rows, float* out, cudaStream_t s,
+                  const float* up) {
   // The largest multiple of the block (times a power of two) that divides dim and fits.
   int64_t seg = r.block;
   while (seg * 2 <= kMaxSegment && r.dim % (seg * 2) == 0) seg *= 2;
   const float scale = float(1.0 / sqrt(double(r.block)));
   const dim3 grid(unsigned(rows), unsigned(r.dim / seg));
   const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (r.m == 1 && seg % 128 == 0 && a16(x) && a16(out)) {
-    TQ_LAUNCH(RotateVecKernel, grid, unsigned(seg / 4), s, r, x, seg, scale, out);
+  if (r.m == 1 && seg % 128 == 0 && a16(x) && a16(out) && (!up || a16(up))) {
+    TQ_LAUNCH(RotateVecKernel, grid, unsigned(seg / 4), s, r, x, up, seg, scale, out);
     return;
   }
-  TQ_LAUNCH(RotateKernel, grid, kRotateThreads, s, r, x, seg, scale, out);
+  TQ_LAUNCH(RotateKernel, grid, kRotateThreads, s, r, x, up, seg, scale, out);
 }
 
 }  // namespace tq::kernels::cuda
