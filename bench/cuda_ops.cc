@@ -80,31 +80,45 @@ void Time(benchmark::State& state, Backend& gpu, double bytes, F&& f, double flo
         benchmark::Counter(flops / 1e12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A random rows x cols packed matrix in the backend's memory: codebook codes of format f, fp16
+// scales (0.01) of groups of 128; `bytes` is what a product reads of it.
+struct BenchPacked {
+  DeviceBuffer codes, scales, codebook;
+  PackedMatrix w;
+  double bytes = 0;
+};
+BenchPacked MakePacked(Backend& gpu, quant::CodeFormat f, int64_t rows, int64_t cols) {
+  constexpr int64_t g = 128;
+  BenchPacked p;
+  const int64_t row_bytes = int64_t(quant::PackedBytes(f, cols));
+  p.codes = RandomBytes(gpu, size_t(rows * row_bytes), 1);
+  p.scales = Halfs(gpu, size_t(rows * cols / g), 0.01f);
+  const auto& book = quant::GaussianCodebook(f).levels;
+  p.codebook = gpu.Upload(book.data(), book.size() * 4, "codebook");
+  p.w.format = f;
+  p.w.rows = rows;
+  p.w.cols = cols;
+  p.w.group_size = g;
+  p.w.codes = p.codes.as<uint8_t>();
+  p.w.row_bytes = row_bytes;
+  p.w.scales = p.scales.as<uint16_t>();
+  p.w.codebook = p.codebook.as<float>();
+  p.bytes = double(rows * row_bytes + rows * cols / g * 2);
+  return p;
+}
+
 // PackedMatMul: rows x cols q4 (codebook, fp16 scales, group 128), n tokens.
 void BM_PackedMatMul(benchmark::State& state) {
   Backend* gpu = Gpu();
   if (!gpu) return state.SkipWithError("no CUDA device");
-  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2), g = 128;
-  const auto f = static_cast<quant::CodeFormat>(state.range(3));
-  const int64_t row_bytes = int64_t(quant::PackedBytes(f, cols));
-  auto codes = RandomBytes(*gpu, size_t(rows * row_bytes), 1);
-  auto scales = Halfs(*gpu, size_t(rows * cols / g), 0.01f);
-  const auto& book = quant::GaussianCodebook(f).levels;
-  auto cb = gpu->Upload(book.data(), book.size() * 4, "codebook");
+  const int64_t rows = state.range(0), cols = state.range(1), n = state.range(2);
+  const BenchPacked p =
+      MakePacked(*gpu, static_cast<quant::CodeFormat>(state.range(3)), rows, cols);
   auto x = Floats(*gpu, size_t(n * cols), 2);
   auto y = gpu->Allocate(size_t(n * rows) * 4, "y");
-  PackedMatrix w;
-  w.format = f;
-  w.rows = rows;
-  w.cols = cols;
-  w.group_size = g;
-  w.codes = codes.as<uint8_t>();
-  w.row_bytes = row_bytes;
-  w.scales = scales.as<uint16_t>();
-  w.codebook = cb.as<float>();
-  const double bytes = double(rows * row_bytes + rows * cols / g * 2 + n * cols * 4 + n * rows * 4);
+  const double bytes = p.bytes + double(n * cols * 4 + n * rows * 4);
   Time(
-      state, *gpu, bytes, [&] { gpu->PackedMatMul(x.as<float>(), n, w, nullptr, y.as<float>()); },
+      state, *gpu, bytes, [&] { gpu->PackedMatMul(x.as<float>(), n, p.w, nullptr, y.as<float>()); },
       2.0 * double(n * rows * cols));
 }
 
@@ -115,31 +129,16 @@ void BM_PackedMatMul(benchmark::State& state) {
 void BM_RotatedPackedMatMul(benchmark::State& state) {
   Backend* gpu = Gpu();
   if (!gpu) return state.SkipWithError("no CUDA device");
-  const int64_t rows = state.range(0), cols = state.range(1), g = 128;
+  const int64_t rows = state.range(0), cols = state.range(1);
   const bool fused = state.range(2) != 0;
-  constexpr auto f = quant::CodeFormat::kQ4;
-  const int64_t row_bytes = int64_t(quant::PackedBytes(f, cols));
-  auto codes = RandomBytes(*gpu, size_t(rows * row_bytes), 1);
-  auto scales = Halfs(*gpu, size_t(rows * cols / g), 0.01f);
-  const auto& book = quant::GaussianCodebook(f).levels;
-  auto cb = gpu->Upload(book.data(), book.size() * 4, "codebook");
+  const BenchPacked p = MakePacked(*gpu, quant::CodeFormat::kQ4, rows, cols);
   const auto rot = quant::HadamardRotation::Make(cols, 3);
   auto signs = gpu->Upload(rot.signs().data(), size_t(cols), "signs");
   auto x = Floats(*gpu, size_t(cols), 2);
   auto y = gpu->Allocate(size_t(rows) * 4, "y");
-  PackedMatrix w;
-  w.format = f;
-  w.rows = rows;
-  w.cols = cols;
-  w.group_size = g;
-  w.codes = codes.as<uint8_t>();
-  w.row_bytes = row_bytes;
-  w.scales = scales.as<uint16_t>();
-  w.codebook = cb.as<float>();
   const RotationView r{signs.as<int8_t>(), cols, rot.block()};
-  const PackedMatMulOutput out{&w, nullptr, y.as<float>()};
-  const double bytes = double(rows * row_bytes + rows * cols / g * 2 + cols * 4 + rows * 4);
-  Time(state, *gpu, bytes, [&] {
+  const PackedMatMulOutput out{&p.w, nullptr, y.as<float>()};
+  Time(state, *gpu, p.bytes + double(cols * 4 + rows * 4), [&] {
     if (fused)
       gpu->RotatedPackedMatMulGroup(r, x.as<float>(), 1, {&out, 1});
     else
