@@ -161,50 +161,65 @@ T Shfl(T v, int src_lane, T (&buf)[64][32]) {
   return r;
 }
 
-// Three mma.m16n8k8 (TF32 inputs as fp32 bits, fp32 accumulation) for the warp of the calling
-// fiber, c += al·bh + ah·bl + ah·bh (common.cuh Mma3xTf32 gives the fragment layout): every
-// lane posts its fragments, one warp barrier, each lane computes its 4 outputs. Two buffers
-// alternate, so a lane that runs ahead writes the one nobody reads (it cannot get two calls
-// ahead: the next barrier waits for everyone).
-inline void WarpMma3xTf32(float (&c)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
-                          const uint32_t (&bh)[2], const uint32_t (&bl)[2]) {
-  static float fa[2][64][32][8], fb[2][64][32][4];
+// Posts this lane's fragment words of a warp-wide mma (kA of A, kB of B), waits for the warp at
+// a barrier and returns the warp's posted words: A [lane][kA], B [lane][kB]. Two buffers
+// alternate per call, so a lane that runs ahead writes the one nobody reads (it cannot get two
+// calls ahead: the next barrier waits for everyone).
+template <int kA, int kB>
+struct PostedFragments {
+  const uint32_t (*a)[kA];
+  const uint32_t (*b)[kB];
+};
+template <int kA, int kB>
+inline PostedFragments<kA, kB> PostWarpFragments(const uint32_t (&a)[kA], const uint32_t (&b)[kB]) {
+  static uint32_t fa[2][64][32][kA], fb[2][64][32][kB];
   const unsigned t = g_thread.x + g_block_dim.x * (g_thread.y + g_block_dim.y * g_thread.z);
   const unsigned warp = t / 32, lane = t % 32, p = g_sched.mma_parity[warp][lane]++ & 1u;
+  std::memcpy(fa[p][warp][lane], a, sizeof(a));
+  std::memcpy(fb[p][warp][lane], b, sizeof(b));
+  Wait(FiberState::kWarpBarrier);
+  return {fa[p][warp], fb[p][warp]};
+}
+
+// Three mma.m16n8k8 (TF32 inputs as fp32 bits, fp32 accumulation) for the warp of the calling
+// fiber, c += al·bh + ah·bl + ah·bh (common.cuh Mma3xTf32 gives the fragment layout): every
+// lane posts its fragments (PostWarpFragments), each lane computes its 4 outputs.
+inline void WarpMma3xTf32(float (&c)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                          const uint32_t (&bh)[2], const uint32_t (&bl)[2]) {
+  const uint32_t a[8] = {ah[0], ah[1], ah[2], ah[3], al[0], al[1], al[2], al[3]};
+  const uint32_t b[4] = {bh[0], bh[1], bl[0], bl[1]};
+  const auto posted = PostWarpFragments(a, b);
   auto f = [](uint32_t u) {
     float v;
     std::memcpy(&v, &u, 4);
     return v;
   };
-  for (int i = 0; i < 4; ++i) fa[p][warp][lane][i] = f(ah[i]), fa[p][warp][lane][4 + i] = f(al[i]);
-  for (int i = 0; i < 2; ++i) fb[p][warp][lane][i] = f(bh[i]), fb[p][warp][lane][2 + i] = f(bl[i]);
-  Wait(FiberState::kWarpBarrier);
+  const unsigned lane =
+      (g_thread.x + g_block_dim.x * (g_thread.y + g_block_dim.y * g_thread.z)) % 32;
   const unsigned g = lane >> 2, tg = lane & 3;
   float sum[4] = {0, 0, 0, 0};
   for (unsigned k = 0; k < 8; ++k) {
-    const float* ra = fa[p][warp][g * 4 + (k & 3)];
-    const float* rb0 = fb[p][warp][2 * tg * 4 + (k & 3)];
-    const float* rb1 = fb[p][warp][(2 * tg + 1) * 4 + (k & 3)];
+    const uint32_t* ra = posted.a[g * 4 + (k & 3)];
+    const uint32_t* rb0 = posted.b[2 * tg * 4 + (k & 3)];
+    const uint32_t* rb1 = posted.b[(2 * tg + 1) * 4 + (k & 3)];
     const unsigned ia = k < 4 ? 0 : 2, ib = k < 4 ? 0 : 1;
-    const float a[2][2] = {{ra[ia], ra[4 + ia]}, {ra[ia + 1], ra[4 + ia + 1]}};  // [row][hi, lo]
-    const float b[2][2] = {{rb0[ib], rb0[2 + ib]}, {rb1[ib], rb1[2 + ib]}};      // [col][hi, lo]
+    const float a2[2][2] = {{f(ra[ia]), f(ra[4 + ia])}, {f(ra[ia + 1]), f(ra[4 + ia + 1])}};
+    const float b2[2][2] = {{f(rb0[ib]), f(rb0[2 + ib])}, {f(rb1[ib]), f(rb1[2 + ib])}};
+    // a2 [row][hi, lo], b2 [col][hi, lo]
     for (int r = 0; r < 2; ++r)
       for (int cc = 0; cc < 2; ++cc)
-        sum[r * 2 + cc] += a[r][1] * b[cc][0] + a[r][0] * b[cc][1] + a[r][0] * b[cc][0];
+        sum[r * 2 + cc] += a2[r][1] * b2[cc][0] + a2[r][0] * b2[cc][1] + a2[r][0] * b2[cc][0];
   }
   for (int i = 0; i < 4; ++i) c[i] += sum[i];
 }
 
 // One mma.m16n8k16 (bf16 pairs in 32-bit registers, the lower k / column in the low half; fp32
 // accumulation) for the warp of the calling fiber (matvec_mma.cu MmaBf16 gives the fragment
-// layout), posted and read back as WarpMma3xTf32 does.
+// layout), posted by PostWarpFragments.
 inline void WarpMmaBf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  static uint32_t fa[2][64][32][4], fb[2][64][32][2];
-  const unsigned t = g_thread.x + g_block_dim.x * (g_thread.y + g_block_dim.y * g_thread.z);
-  const unsigned warp = t / 32, lane = t % 32, p = g_sched.mma_parity[warp][lane]++ & 1u;
-  for (int i = 0; i < 4; ++i) fa[p][warp][lane][i] = a[i];
-  for (int i = 0; i < 2; ++i) fb[p][warp][lane][i] = b[i];
-  Wait(FiberState::kWarpBarrier);
+  const auto posted = PostWarpFragments(a, b);
+  const unsigned lane =
+      (g_thread.x + g_block_dim.x * (g_thread.y + g_block_dim.y * g_thread.z)) % 32;
   const unsigned g = lane >> 2, tg = lane & 3;
   auto half = [](uint32_t r, unsigned k) {  // element k & 1 of a pair, as a float
     return tq::Bf16ToF32(uint16_t((k & 1) ? r >> 16 : r & 0xFFFFu));
@@ -215,8 +230,8 @@ inline void WarpMmaBf16(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&
       float sum = 0.0f;
       for (unsigned k = 0; k < 16; ++k) {
         const unsigned ka = (k & 7) / 2, hi = k >= 8 ? 1u : 0u;
-        const float av = half(fa[p][warp][g * 4 + ka][rr + 2 * hi], k);
-        const float bv = half(fb[p][warp][col * 4 + ka][hi], k);
+        const float av = half(posted.a[g * 4 + ka][rr + 2 * hi], k);
+        const float bv = half(posted.b[col * 4 + ka][hi], k);
         sum += av * bv;
       }
       c[rr * 2 + cc] += sum;
