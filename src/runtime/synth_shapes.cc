@@ -90,6 +90,44 @@ SynthShape Qwen35Hybrid(std::string name, int64_t hidden, int64_t inter, int64_t
   return s;
 }
 
+// A family synth builds from its layer spec, from the hub config's values (`config`: every
+// field the parser reads; layer_types given whole). Tokenizer: Mistral-style specials (bos 1,
+// eos 2), which these configs name.
+SynthShape FromConfig(std::string name, nlohmann::json config) {
+  config["bos_token_id"] = 1;
+  config["eos_token_id"] = 2;
+  config["torch_dtype"] = "bfloat16";
+  const ModelConfig c = ParseModelConfig(config.dump(), "synth " + name);  // the summary fields
+  SynthShape s;
+  s.name = std::move(name);
+  s.model_type = c.model_type;
+  s.architecture = config.at("architectures").at(0).get<std::string>();
+  s.hidden = c.hidden_size;
+  s.intermediate = c.intermediate_size;
+  s.layers = c.num_layers;
+  s.heads = c.num_heads;
+  s.kv_heads = c.num_kv_heads;
+  s.head_dim = c.head_dim;
+  s.vocab = c.vocab_size;
+  s.max_position_embeddings = c.max_position_embeddings;
+  s.tie_embeddings = c.tie_word_embeddings;
+  s.qkv_bias = c.attention_bias;
+  s.experts = c.num_experts;
+  s.experts_per_tok = c.num_experts_per_tok;
+  s.moe_intermediate = c.moe_intermediate_size;
+  s.tokenizer = SynthTokenizerStyle::kMistral;
+  s.config = std::move(config);
+  return s;
+}
+
+// layer_types of `layers` layers: `period - 1` sliding layers, then one full one, repeated.
+nlohmann::json SlidingPattern(int64_t layers, int64_t period) {
+  nlohmann::json t = nlohmann::json::array();
+  for (int64_t l = 0; l < layers; ++l)
+    t.push_back(l % period == period - 1 ? "full_attention" : "sliding_attention");
+  return t;
+}
+
 std::vector<SynthShape> MakeShapes() {
   std::vector<SynthShape> v;
   // meta-llama/Llama-3.2-1B, Llama-3.2-3B, Llama-3.1-8B.
@@ -149,6 +187,105 @@ std::vector<SynthShape> MakeShapes() {
   mx.experts_per_tok = 2;
   mx.tokenizer = SynthTokenizerStyle::kMistral;
   v.push_back(mx);
+
+  // google/gemma-3-27b-it's text model: 62 layers, five sliding (1,024) to one global, GeLU-tanh,
+  // q/k norms, query scale 1 / sqrt(168), tied 262,208-token embedding.
+  v.push_back(FromConfig(
+      "gemma-3-27b",
+      {{"architectures", {"Gemma3ForCausalLM"}},
+       {"model_type", "gemma3_text"},
+       {"vocab_size", 262208},
+       {"hidden_size", 5376},
+       {"intermediate_size", 21504},
+       {"num_hidden_layers", 62},
+       {"num_attention_heads", 32},
+       {"num_key_value_heads", 16},
+       {"head_dim", 128},
+       {"hidden_activation", "gelu_pytorch_tanh"},
+       {"query_pre_attn_scalar", 168},
+       {"sliding_window", 1024},
+       {"layer_types", SlidingPattern(62, 6)},
+       {"_sliding_window_pattern", 6},
+       {"attn_logit_softcapping", nullptr},
+       {"final_logit_softcapping", nullptr},
+       {"max_position_embeddings", 131072},
+       {"rms_norm_eps", 1e-6},
+       {"rope_parameters",
+        {{"full_attention", {{"rope_type", "linear"}, {"factor", 8.0}, {"rope_theta", 1e6}}},
+         {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}}}},
+       {"attention_bias", false},
+       {"tie_word_embeddings", true}}));
+  // openai/gpt-oss-20b: 24 layers alternating sliding (128) and full attention with sinks, 32
+  // experts (top 4) in fused [E, ...] tensors with biases, clamped SwiGLU, YaRN RoPE.
+  v.push_back(FromConfig("gpt-oss-20b", {{"architectures", {"GptOssForCausalLM"}},
+                                         {"model_type", "gpt_oss"},
+                                         {"vocab_size", 201088},
+                                         {"hidden_size", 2880},
+                                         {"intermediate_size", 2880},
+                                         {"num_hidden_layers", 24},
+                                         {"num_attention_heads", 64},
+                                         {"num_key_value_heads", 8},
+                                         {"head_dim", 64},
+                                         {"num_local_experts", 32},
+                                         {"num_experts_per_tok", 4},
+                                         {"sliding_window", 128},
+                                         {"layer_types", SlidingPattern(24, 2)},
+                                         {"hidden_act", "silu"},
+                                         {"swiglu_limit", 7.0},
+                                         {"attention_bias", true},
+                                         {"max_position_embeddings", 131072},
+                                         {"rms_norm_eps", 1e-5},
+                                         {"rope_parameters",
+                                          {{"rope_type", "yarn"},
+                                           {"rope_theta", 150000.0},
+                                           {"factor", 32.0},
+                                           {"original_max_position_embeddings", 4096},
+                                           {"beta_fast", 32.0},
+                                           {"beta_slow", 1.0},
+                                           {"truncate", false}}},
+                                         {"tie_word_embeddings", false}}));
+  // deepseek-ai/DeepSeek-V2-Lite: multi-head latent attention (KV rank 512, no query low rank),
+  // 64 routed experts (top 6) + 2 shared from layer 1, YaRN RoPE.
+  v.push_back(FromConfig("deepseek-v2-lite", {{"architectures", {"DeepseekV2ForCausalLM"}},
+                                              {"model_type", "deepseek_v2"},
+                                              {"vocab_size", 102400},
+                                              {"hidden_size", 2048},
+                                              {"intermediate_size", 10944},
+                                              {"moe_intermediate_size", 1408},
+                                              {"num_hidden_layers", 27},
+                                              {"num_attention_heads", 16},
+                                              {"num_key_value_heads", 16},
+                                              {"n_routed_experts", 64},
+                                              {"n_shared_experts", 2},
+                                              {"num_experts_per_tok", 6},
+                                              {"first_k_dense_replace", 1},
+                                              {"n_group", 1},
+                                              {"topk_group", 1},
+                                              {"topk_method", "greedy"},
+                                              {"norm_topk_prob", false},
+                                              {"routed_scaling_factor", 1.0},
+                                              {"kv_lora_rank", 512},
+                                              {"q_lora_rank", nullptr},
+                                              {"qk_nope_head_dim", 128},
+                                              {"qk_rope_head_dim", 64},
+                                              {"qk_head_dim", 192},
+                                              {"v_head_dim", 128},
+                                              {"head_dim", 64},
+                                              {"hidden_act", "silu"},
+                                              {"max_position_embeddings", 163840},
+                                              {"rms_norm_eps", 1e-6},
+                                              {"rope_parameters",
+                                               {{"rope_type", "yarn"},
+                                                {"rope_theta", 10000.0},
+                                                {"factor", 40.0},
+                                                {"original_max_position_embeddings", 4096},
+                                                {"beta_fast", 32.0},
+                                                {"beta_slow", 1.0},
+                                                {"mscale", 0.707},
+                                                {"mscale_all_dim", 0.707}}},
+                                              {"attention_bias", false},
+                                              {"mlp_bias", false},
+                                              {"tie_word_embeddings", false}}));
 
   // A small Gated DeltaNet hybrid (not a hub model; the decode-speed shape of the hybrid
   // mixers): qwen3_5_text's layers, three linear-attention layers to one output-gated full

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 
 #include "core/error.h"
@@ -26,6 +27,18 @@ TEST(SynthShapes, ParameterCountsMatchTheHubModels) {
       {"mixtral-8x7b", 46702792704}, {"mistral-7b", 7241732096},
   };
   for (const auto& [name, count] : want) EXPECT_EQ(ParamCount(FindSynthShape(name)), count) << name;
+}
+
+TEST(SynthShapes, SpecBuiltFamiliesNearTheirPublishedSizes) {
+  // The hub cards' totals (gemma-3-27b: its text model, without the vision tower): the layer
+  // spec's tensors must come within 1% (the cards round).
+  const std::map<std::string, double> want = {
+      {"gemma-3-27b", 27.0e9}, {"gpt-oss-20b", 20.9e9}, {"deepseek-v2-lite", 15.7e9}};
+  for (const auto& [name, count] : want) {
+    const double got = double(ParamCount(FindSynthShape(name)));
+    EXPECT_NEAR(got / count, 1.0, 0.01) << name << ": " << got;
+    std::printf("%s: %.4g parameters\n", name.c_str(), got);
+  }
 }
 
 TEST(SynthShapes, ConfigParsesBackToTheShape) {
