@@ -192,7 +192,7 @@ TQ_AVX2_INLINE __m256 GroupScale(const PackedMatrix& w, int64_t i) {
 // memory operand per row and step. The first version wrote step scales for the block to a buffer
 // first (StepScales: scalar table lookups, spread over the steps, reloaded 8 at a time): 27% of a
 // 1B decode's samples on an AVX2-only EPYC (perf, session 13).
-template <CodeFormat F, bool kAffine, bool kE8, int R, int N>
+template <CodeFormat F, bool kAffine, bool kLin, bool kE8, int R, int N>
 TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
                       float* y, int64_t ystride, const uint8_t* pf) {
   const int64_t groups = w.cols / w.group_size, spg = w.group_size / 64;
@@ -216,6 +216,9 @@ TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
         if constexpr (!kAffine && kSignW<F>) {
           wa = _mm256_shuffle_epi8(t.t16, ca);
           wb = _mm256_shuffle_epi8(t.t16, cb);
+        } else if constexpr (kLin) {
+          la = LookupLinear(ca);
+          lb = LookupLinear(cb);
         } else if constexpr (!kAffine) {
           la = Lookup<F>(ca, t);
           lb = Lookup<F>(cb, t);
@@ -244,7 +247,7 @@ TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
 
 // Groups of 16 or 32·k: rows r0 .. r0+R-1 × tokens tv[0 .. N-1], units of 32 codes. ws [R,
 // groups]: the group scales (· codebook scale). kG16: two groups per unit.
-template <CodeFormat F, bool kAffine, bool kG16, int R, int N>
+template <CodeFormat F, bool kAffine, bool kLin, bool kG16, int R, int N>
 TQ_AVX2 void UnitRows(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
                       float* y, int64_t ystride, const uint8_t* pf, const float* ws) {
   const int64_t g = w.group_size, groups = w.cols / g, units = w.cols / 32;
@@ -266,6 +269,8 @@ TQ_AVX2 void UnitRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
       __m256i wv;  // kSignW: signed centroids
       if constexpr (!kAffine && kSignW<F>) {
         wv = _mm256_shuffle_epi8(t.t16, code);
+      } else if constexpr (kLin) {
+        l = LookupLinear(code);
       } else if constexpr (!kAffine) {
         l = Lookup<F>(code, t);
       }
@@ -296,21 +301,21 @@ TQ_AVX2 void UnitRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
 
 // kGps: 0 = steps (groups of 64·k), 1 = units within one group (32·k), 2 = units of two
 // groups (16).
-template <CodeFormat F, bool kAffine, int kGps, int R, int N>
+template <CodeFormat F, bool kAffine, bool kLin, int kGps, int R, int N>
 TQ_AVX2_INLINE void RowsPass(const Tables& t, const PackedMatrix& w, int64_t r0,
                              const TokenView* tv, float* y, int64_t ystride, const uint8_t* pf,
                              const float* ws) {
   if constexpr (kGps == 0) {
-    if (w.e8_scales()) return StepRows<F, kAffine, true, R, N>(t, w, r0, tv, y, ystride, pf);
-    StepRows<F, kAffine, false, R, N>(t, w, r0, tv, y, ystride, pf);
+    if (w.e8_scales()) return StepRows<F, kAffine, kLin, true, R, N>(t, w, r0, tv, y, ystride, pf);
+    StepRows<F, kAffine, kLin, false, R, N>(t, w, r0, tv, y, ystride, pf);
   } else {
-    UnitRows<F, kAffine, kGps == 2, R, N>(t, w, r0, tv, y, ystride, pf, ws);
+    UnitRows<F, kAffine, kLin, kGps == 2, R, N>(t, w, r0, tv, y, ystride, pf, ws);
   }
 }
 
 // Rows r0 .. r0+R-1 for all n tokens, 1 or 2 tokens per pass (R·N ymm accumulators stay in
 // registers); the first pass prefetches the next block, the others find this one in L1/L2.
-template <CodeFormat F, bool kAffine, int kGps, int R>
+template <CodeFormat F, bool kAffine, bool kLin, int kGps, int R>
 TQ_AVX2 void RowsAllTokens(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
                            int64_t n, float* y, int64_t ystride, const uint8_t* pf) {
   const float* ws = nullptr;
@@ -325,14 +330,14 @@ TQ_AVX2 void RowsAllTokens(const Tables& t, const PackedMatrix& w, int64_t r0, c
     const uint8_t* f = t0 == 0 ? pf : nullptr;
     float* yp = y + t0 * ystride + r0;
     if (n - t0 == 1) {
-      RowsPass<F, kAffine, kGps, R, 1>(t, w, r0, tv + t0, yp, ystride, f, ws);
+      RowsPass<F, kAffine, kLin, kGps, R, 1>(t, w, r0, tv + t0, yp, ystride, f, ws);
     } else {
-      RowsPass<F, kAffine, kGps, R, 2>(t, w, r0, tv + t0, yp, ystride, f, ws);
+      RowsPass<F, kAffine, kLin, kGps, R, 2>(t, w, r0, tv + t0, yp, ystride, f, ws);
     }
   }
 }
 
-template <CodeFormat F, bool kAffine, int kGps>
+template <CodeFormat F, bool kAffine, bool kLin, int kGps>
 void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
                const Tables& t) {
   const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
@@ -347,9 +352,9 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
     int64_t r = b;
     for (; r + 4 <= e; r += 4) {
       const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
-      RowsAllTokens<F, kAffine, kGps, 4>(t, w, r, tv, n, y, rows, pf);
+      RowsAllTokens<F, kAffine, kLin, kGps, 4>(t, w, r, tv, n, y, rows, pf);
     }
-    for (; r < e; ++r) RowsAllTokens<F, kAffine, kGps, 1>(t, w, r, tv, n, y, rows, nullptr);
+    for (; r < e; ++r) RowsAllTokens<F, kAffine, kLin, kGps, 1>(t, w, r, tv, n, y, rows, nullptr);
     if (bias != nullptr)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
@@ -357,18 +362,24 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
   ForRowBlocks(rows, cols, body);
 }
 
+// kLin: q8 with a linear codebook (Tables::q8_linear), its codes read as int8 without a lookup.
+template <CodeFormat F, bool kAffine, bool kLin>
+void DispatchGroups(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
+                    const Tables& t) {
+  const int64_t g = w.group_size;
+  if (g % 64 == 0) return RunFormat<F, kAffine, kLin, 0>(x, n, w, bias, y, t);
+  g == 16 ? RunFormat<F, kAffine, kLin, 2>(x, n, w, bias, y, t)
+          : RunFormat<F, kAffine, kLin, 1>(x, n, w, bias, y, t);
+}
+
 template <CodeFormat F>
 void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
               const Tables& t) {
-  const int64_t g = w.group_size;
-  if (w.method == QuantMethod::kAffine) {
-    if (g % 64 == 0) return RunFormat<F, true, 0>(x, n, w, bias, y, t);
-    return g == 16 ? RunFormat<F, true, 2>(x, n, w, bias, y, t)
-                   : RunFormat<F, true, 1>(x, n, w, bias, y, t);
+  if (w.method == QuantMethod::kAffine) return DispatchGroups<F, true, false>(x, n, w, bias, y, t);
+  if constexpr (F == CodeFormat::kQ8) {
+    if (t.q8_linear) return DispatchGroups<F, false, true>(x, n, w, bias, y, t);
   }
-  if (g % 64 == 0) return RunFormat<F, false, 0>(x, n, w, bias, y, t);
-  g == 16 ? RunFormat<F, false, 2>(x, n, w, bias, y, t)
-          : RunFormat<F, false, 1>(x, n, w, bias, y, t);
+  DispatchGroups<F, false, false>(x, n, w, bias, y, t);
 }
 
 }  // namespace
