@@ -192,6 +192,12 @@ TQ_AVX2_INLINE __m256 GroupScale(const PackedMatrix& w, int64_t i) {
 // memory operand per row and step. The first version wrote step scales for the block to a buffer
 // first (StepScales: scalar table lookups, spread over the steps, reloaded 8 at a time): 27% of a
 // 1B decode's samples on an AVX2-only EPYC (perf, session 13).
+// One token (N = 1): a group's steps accumulate Σ cvt(dot) · step scale in their own registers
+// and the group scale multiplies that once per group (one fma per step instead of vmulps + fma);
+// with two tokens the 2·R extra accumulators would not fit in the 16 ymm registers.
+template <int N>
+constexpr bool kGroupSums = N == 1;
+
 template <CodeFormat F, bool kAffine, bool kLin, bool kE8, int R, int N>
 TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
                       float* y, int64_t ystride, const uint8_t* pf) {
@@ -204,8 +210,14 @@ TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
   }
   if (pf != nullptr) PrefetchScales(w, r0 + R, R);
   for (int64_t j = 0; j < groups; ++j) {
-    __m256 ws[R];
-    for (int r = 0; r < R; ++r) ws[r] = GroupScale<kE8>(w, (r0 + r) * groups + j);
+    __m256 ws[R], ag[R][N];
+    for (int r = 0; r < R; ++r) {
+      if constexpr (kGroupSums<N>) {
+        for (int k = 0; k < N; ++k) ag[r][k] = _mm256_setzero_ps();
+      } else {
+        ws[r] = GroupScale<kE8>(w, (r0 + r) * groups + j);
+      }
+    }
     for (int64_t s = j * spg; s < (j + 1) * spg; ++s) {
       PrefetchShare<R * kStepBytes<F>>(pf, s);
       for (int r = 0; r < R; ++r) {
@@ -236,9 +248,19 @@ TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
           } else {
             d = _mm256_add_epi32(DotSigned(la, xa), DotSigned(lb, xb));
           }
-          const __m256 f = _mm256_mul_ps(ws[r], _mm256_load_ps(tv[k].xsb + s * 8));
-          acc[r][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), f, acc[r][k]);
+          const __m256 xs = _mm256_load_ps(tv[k].xsb + s * 8);
+          if constexpr (kGroupSums<N>) {
+            ag[r][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), xs, ag[r][k]);
+          } else {
+            acc[r][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(ws[r], xs), acc[r][k]);
+          }
         }
+      }
+    }
+    if constexpr (kGroupSums<N>) {
+      for (int r = 0; r < R; ++r) {
+        const __m256 g = GroupScale<kE8>(w, (r0 + r) * groups + j);
+        for (int k = 0; k < N; ++k) acc[r][k] = _mm256_fmadd_ps(ag[r][k], g, acc[r][k]);
       }
     }
   }
