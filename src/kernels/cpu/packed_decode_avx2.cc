@@ -8,7 +8,11 @@
 //   8-bit LM head: a third of a 4-bit 1B model's bytes), left decode at 0.47x llama.cpp's AVX2
 //   build; session 13: step scales written to a buffer per row block (StepScales) took 27% of a
 //   1B decode on an AVX2-only EPYC, the in-register group scale doubled q4's speed
-//   (bench_packed_kernels BM_DecodeHot q4 n=1: 7.8 -> 16.8 Gweights/s per thread).
+//   (bench_packed_kernels BM_DecodeHot q4 n=1: 7.8 -> 16.8 Gweights/s per thread). One token:
+//   a group's steps sum cvt(dot) · step scale in their own registers, the group scale multiplies
+//   once per group (kGroupSums). q8 with convert's linear codebook reads codes as int8 without a
+//   lookup (kLin, avx2_codes.h's LookupLinear: 5 ops per 32 codes instead of 27). Measured on the
+//   1B shape, 2 threads: docs/BENCHMARKS.md "AVX2 decode (issue 23, session 13)".
 // - Other groups (16, 32·k): units of 32 codes, activations per 32 (natural order), one factor per
 //   unit (groups of 16: two, in the low and high four dword lanes).
 // Group scales (fp16 or e8 codes into a per-tensor table): steps read them once per group and row
