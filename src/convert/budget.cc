@@ -199,6 +199,8 @@ std::vector<BudgetChoice> AllocateBitBudget(
         spec.group_size = g;
         spec.scale.mode = opts.scale;
         spec.scale_format = csf;
+        if (spec.format == quant::CodeFormat::kQ8)
+          spec.codebook = &quant::LinearQ8Codebook();  // as convert
         Candidate c;
         c.bits = b;
         c.group = g;

@@ -110,6 +110,9 @@ quant::QuantSpec SpecFor(const TensorDecision& d, const ConvertOptions& o) {
   s.group_size = d.group_size;
   s.scale.mode = o.scale;
   s.scale_format = d.scale_format;
+  // q8: the int8 grid (the int8 kernels read its codes without a lookup; quant/codebook.h).
+  if (s.method == quant::QuantMethod::kCodebook && s.format == quant::CodeFormat::kQ8)
+    s.codebook = &quant::LinearQ8Codebook();
   return s;
 }
 

@@ -324,6 +324,15 @@ const Codebook& TernaryCodebook() {
   return book;
 }
 
+const Codebook& LinearQ8Codebook() {
+  static const Codebook book = [] {
+    std::vector<float> levels(256);
+    for (int c = 0; c < 256; ++c) levels[size_t(c)] = float(c - 128) * (7.0f / 256.0f);
+    return CodebookFromLevels(std::move(levels));
+  }();
+  return book;
+}
+
 const Codebook& GaussianCodebook(CodeFormat format) {
   if (format == CodeFormat::kTernary) return TernaryCodebook();
   return GaussianCodebook(Traits(format).code_bits);

@@ -11,9 +11,12 @@
 // antisymmetric (table[255 - i] = -table[i], as every codebook for a symmetric density is), the
 // magnitude of code c is entry |c - 127.5| - 0.5 of a 128-entry half table (8 vpshufb and a
 // 3-level vpblendvb tree on bits 4-6) and its sign is c's top bit: 22 ops per 32 codes instead of
-// the 64 of 16 masked vpshufb over the whole table (the fallback kept for other tables).
+// the 64 of 16 masked vpshufb over the whole table (the fallback kept for other tables). A
+// linear q8 codebook (levels[c] = (c - 128) · step, convert's q8 tier: quant::LinearQ8Codebook)
+// needs no table: w = c ^ 0x80 as int8, centroid = w · step (IsLinearQ8, LookupLinear).
 // vpmaddubsw multiplies unsigned by signed bytes, so a product is |w| · (x with w's sign): pair
-// sums stay <= 2·127·127 (no int16 saturation). Affine codes (0..15) are already unsigned.
+// sums stay <= 2·128·127 (no int16 saturation; |w| = 128 only for the linear grid's code 0).
+// Affine codes (0..15) are already unsigned.
 // Include only in x86-64 translation units whose functions carry TQ_AVX2.
 #pragma once
 
@@ -92,13 +95,24 @@ TQ_AVX2_INLINE void ExpandStep(const uint8_t* p, __m256i* a, __m256i* b) {
   }
 }
 
+// True when a 256-level codebook is the int8 grid times one step: levels[c] = (c - 128) · step,
+// within 1e-6 of a step (convert's q8 tier: quant::LinearQ8Codebook).
+inline bool IsLinearQ8(const float* levels) {
+  const float step = levels[129];
+  if (!(step > 0.0f)) return false;
+  for (int c = 0; c < 256; ++c)
+    if (std::fabs(levels[c] - float(c - 128) * step) > 1e-6f * step) return false;
+  return true;
+}
+
 // The codebook scaled to int8, in the forms the lookups need.
 struct Tables {
-  __m256i t16;          // <= 16 levels: signed centroids in both 128-bit lanes
-  __m256i half[8];      // q8, antisymmetric: |centroid of code 128 + 16k + j| at byte j
-  __m256i slices[16];   // q8, other tables: centroids 16k .. 16k+15 in both lanes
-  bool q8_sym = false;  // q8 takes the half-table lookup
-  float cb_scale = 1;   // centroid = table · cb_scale
+  __m256i t16;             // <= 16 levels: signed centroids in both 128-bit lanes
+  __m256i half[8];         // q8, antisymmetric: |centroid of code 128 + 16k + j| at byte j
+  __m256i slices[16];      // q8, other tables: centroids 16k .. 16k+15 in both lanes
+  bool q8_sym = false;     // q8 takes the half-table lookup
+  bool q8_linear = false;  // q8, levels[c] = (c - 128) · step: centroid = int8(c ^ 0x80) · step
+  float cb_scale = 1;      // centroid = table · cb_scale
 };
 
 // 16 bytes at p in both 128-bit lanes.
@@ -119,6 +133,11 @@ TQ_AVX2 inline void BuildTables(const PackedMatrix& w, Tables* t) {
     t->t16 = BothLanes(tab);
     return;
   }
+  if (IsLinearQ8(w.codebook)) {
+    t->q8_linear = true;
+    t->cb_scale = w.codebook[129];
+    return;
+  }
   t->q8_sym = true;
   for (int i = 0; i < 128; ++i) t->q8_sym = t->q8_sym && tab[255 - i] == -tab[i];
   alignas(16) int8_t mag[128];  // |centroid of code 128 + i|
@@ -132,6 +151,7 @@ struct Looked {
   __m256i abs, sign;
 };
 
+// Not for q8_linear tables (their half tables are not built): LookupLinear.
 template <CodeFormat F>
 TQ_AVX2_INLINE Looked Lookup(__m256i code, const Tables& t) {
   if constexpr (F == CodeFormat::kQ8) {
@@ -164,9 +184,19 @@ TQ_AVX2_INLINE Looked Lookup(__m256i code, const Tables& t) {
   }
 }
 
+// A linear q8 codebook's half step: w = c - 128 is the code with its top bit flipped; |w| <= 128
+// fits vpmaddubsw's unsigned operand, so the pair sums stay <= 2·128·127 (no int16 saturation).
+TQ_AVX2_INLINE Looked LookupLinear(__m256i code) {
+  const __m256i wv = _mm256_xor_si256(code, _mm256_set1_epi8(char(0x80)));
+  return {_mm256_abs_epi8(wv), wv};
+}
+
 // Signed int8 centroids of 32 codes (for buffers that store them: the GEMM's panels).
 template <CodeFormat F>
 TQ_AVX2_INLINE __m256i Centroids(__m256i code, const Tables& t) {
+  if constexpr (F == CodeFormat::kQ8) {
+    if (t.q8_linear) return LookupLinear(code).sign;
+  }
   const Looked l = Lookup<F>(code, t);
   return _mm256_sign_epi8(l.abs, l.sign);
 }

@@ -2,15 +2,22 @@
 // AVX-512 VNNI; the code expansion and lookups are avx2_codes.h's.
 // - Groups of 64+ (the default g128): steps of 64 codes, activations quantized per step in the
 //   step's byte order, so a step is expand, look up, two vpmaddubsw + vpmaddwd, one int32 add,
-//   one convert and one fma with a factor (group scale × activation scale) computed 8 steps at a
-//   time. Measured (perf, session 6): the per-32-code scalar factor multiply and broadcast of the
-//   first version, and q8's 16-slice lookup (the 8-bit LM head: a third of a 4-bit 1B model's
-//   bytes), left decode at 0.47x llama.cpp's AVX2 build.
+//   one convert, and one vmulps (the row's group scale, held in a register for the group, times
+//   the token's pre-broadcast step scale) and one fma. Measured (perf, session 6): the per-32-code
+//   scalar factor multiply and broadcast of the first version, and q8's 16-slice lookup (the
+//   8-bit LM head: a third of a 4-bit 1B model's bytes), left decode at 0.47x llama.cpp's AVX2
+//   build; session 13: step scales written to a buffer per row block (StepScales) took 27% of a
+//   1B decode on an AVX2-only EPYC, the in-register group scale doubled q4's speed
+//   (bench_packed_kernels BM_DecodeHot q4 n=1: 7.8 -> 16.8 Gweights/s per thread). One token:
+//   a group's steps sum cvt(dot) · step scale in their own registers, the group scale multiplies
+//   once per group (kGroupSums). q8 with convert's linear codebook reads codes as int8 without a
+//   lookup (kLin, avx2_codes.h's LookupLinear: 5 ops per 32 codes instead of 27). Measured on the
+//   1B shape, 2 threads: docs/BENCHMARKS.md "AVX2 decode (issue 23, session 13)".
 // - Other groups (16, 32·k): units of 32 codes, activations per 32 (natural order), one factor per
 //   unit (groups of 16: two, in the low and high four dword lanes).
-// Group scales (fp16 or e8 codes into a per-tensor table) are converted to fp32 once per row block
-// (RowScales). Affine q8 codes (0..255) are not taken: vpmaddubsw's int16 pair sums would
-// saturate.
+// Group scales (fp16 or e8 codes into a per-tensor table): steps read them once per group and row
+// (GroupScale); units convert them to fp32 once per row block (RowScales). Affine q8 codes (0..255)
+// are not taken: vpmaddubsw's int16 pair sums would saturate.
 #if defined(__x86_64__)
 // GCC 12 warns about the _mm*_undefined_* inside its own intrinsic headers.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -41,6 +48,7 @@ struct TokenView {
   const int8_t* xa;  // |xq|, same layout (kSignW)
   const float* xs;
   const float* gsum;
+  const float* xsb;  // steps: [steps, 8], xs[s] · codebook scale in all 8 lanes
 };
 
 // Codebooks of <= 16 levels take the product as vpmaddubsw(|x|, w with x's sign): |x| is made
@@ -54,20 +62,22 @@ constexpr bool kSignW = F != CodeFormat::kQ8;
 // Floats of one token's prepared data (each part 32-byte aligned).
 int64_t TokenFloats(int64_t cols, int64_t groups) {
   const int64_t units = cols / 32;
-  return 2 * units * 8 + (units + 7) / 8 * 8 + (groups + 7) / 8 * 8;
+  return 2 * units * 8 + (units + 7) / 8 * 8 + (groups + 7) / 8 * 8 + cols / 64 * 8;
 }
 
 template <CodeFormat F>
-TQ_AVX2 void PrepareToken(const float* x, int64_t cols, int64_t g, bool steps, float* base,
-                          TokenView* tv) {
+TQ_AVX2 void PrepareToken(const float* x, int64_t cols, int64_t g, bool steps, float cb_scale,
+                          float* base, TokenView* tv) {
   const int64_t units = cols / 32, groups = cols / g;
   auto* xq = reinterpret_cast<int8_t*>(base);
   auto* xa = reinterpret_cast<int8_t*>(base + units * 8);
   float* xs = base + 2 * units * 8;
   float* gsum = xs + (units + 7) / 8 * 8;
+  float* xsb = gsum + (groups + 7) / 8 * 8;
   if (steps) {
     QuantizeSteps<F>(x, cols, xq, xs, nullptr);
-    for (int64_t s = cols / 64; s < (units + 7) / 8 * 8; ++s) xs[s] = 0.0f;
+    for (int64_t s = 0; s < cols / 64; ++s)
+      _mm256_store_ps(xsb + s * 8, _mm256_set1_ps(xs[s] * cb_scale));
   } else {
     for (int64_t u = 0; u < units; ++u) {
       float amax = 0.0f;
@@ -86,7 +96,7 @@ TQ_AVX2 void PrepareToken(const float* x, int64_t cols, int64_t g, bool steps, f
     for (int64_t c = j * g; c < (j + 1) * g; ++c) sum += x[c];
     gsum[j] = sum;
   }
-  *tv = {xq, xa, xs, gsum};
+  *tv = {xq, xa, xs, gsum, xsb};
 }
 
 // The 32 codes of one unit in natural order.
@@ -131,26 +141,6 @@ TQ_AVX2 void RowScales(const PackedMatrix& w, int64_t r0, float mul, float* ws) 
   for (; i < n; ++i) ws[i] = _cvtsh_ss(h[i]) * mul;
 }
 
-// ss [R, sp] = the fp32 scale of each 64-code step of rows r0 .. r0+R-1 (its group's), times
-// `mul`; sp >= steps, the pad 0. A scalar loop: a row has only cols / group_size groups (16 for
-// 2048 columns in groups of 128), and the gathers and a second pass that spread group scales over
-// steps cost 14% of a 1B decode (perf, session 6).
-template <int R>
-TQ_AVX2 void StepScales(const PackedMatrix& w, int64_t r0, float mul, int64_t sp, float* ss) {
-  const int64_t groups = w.cols / w.group_size, spg = w.group_size / 64;
-  for (int r = 0; r < R; ++r) {
-    const int64_t i0 = (r0 + r) * groups;
-    float* o = ss + r * sp;
-    for (int64_t j = 0; j < groups; ++j) {
-      const float v = (w.scale_codes != nullptr ? w.scale_table[w.scale_codes[i0 + j]]
-                                                : _cvtsh_ss(w.scales[i0 + j])) *
-                      mul;
-      for (int64_t k = 0; k < spg; ++k) o[j * spg + k] = v;
-    }
-    for (int64_t s = groups * spg; s < sp; ++s) o[s] = 0.0f;
-  }
-}
-
 // Prefetch of the next R-row block (see packed_decode_avx512.cc): each step of `bytes` bytes per
 // row prefetches its share of the block's R·row_bytes bytes.
 template <int kBytes>
@@ -189,12 +179,33 @@ TQ_AVX2_INLINE void Finish(const PackedMatrix& w, int64_t r0, const TokenView* t
   }
 }
 
-// Groups of 64+: rows r0 .. r0+R-1 × tokens tv[0 .. N-1], steps of 64 codes. wss [R, sp]: the
-// step scales (group scale · codebook scale), sp = steps rounded up to 8 (pad 0).
-template <CodeFormat F, bool kAffine, int R, int N>
+// The fp32 scale of flat group i (row · groups + group) in all 8 lanes: e8 codes look up the
+// per-tensor table (one vbroadcastss from it), fp16 is converted.
+template <bool kE8>
+TQ_AVX2_INLINE __m256 GroupScale(const PackedMatrix& w, int64_t i) {
+  if constexpr (kE8) {
+    return _mm256_broadcast_ss(w.scale_table + w.scale_codes[i]);
+  } else {
+    return _mm256_set1_ps(_cvtsh_ss(w.scales[i]));
+  }
+}
+
+// Groups of 64+: rows r0 .. r0+R-1 × tokens tv[0 .. N-1], steps of 64 codes. A step's fp32 factor
+// is its row's group scale (read once per group, kept in a register) times the token's
+// pre-broadcast step scale (TokenView::xsb, which carries the codebook scale): one vmulps with a
+// memory operand per row and step. The first version wrote step scales for the block to a buffer
+// first (StepScales: scalar table lookups, spread over the steps, reloaded 8 at a time): 27% of a
+// 1B decode's samples on an AVX2-only EPYC (perf, session 13).
+// One token (N = 1): a group's steps accumulate Σ cvt(dot) · step scale in their own registers
+// and the group scale multiplies that once per group (one fma per step instead of vmulps + fma);
+// with two tokens the 2·R extra accumulators would not fit in the 16 ymm registers.
+template <int N>
+constexpr bool kGroupSums = N == 1;
+
+template <CodeFormat F, bool kAffine, bool kLin, bool kE8, int R, int N>
 TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
-                      float* y, int64_t ystride, const uint8_t* pf, const float* wss, int64_t sp) {
-  const int64_t steps = w.cols / 64;
+                      float* y, int64_t ystride, const uint8_t* pf) {
+  const int64_t groups = w.cols / w.group_size, spg = w.group_size / 64;
   const uint8_t* p[R];
   __m256 acc[R][N];
   for (int r = 0; r < R; ++r) {
@@ -202,16 +213,16 @@ TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
     for (int k = 0; k < N; ++k) acc[r][k] = _mm256_setzero_ps();
   }
   if (pf != nullptr) PrefetchScales(w, r0 + R, R);
-  alignas(32) float f[R][N][8];
-  for (int64_t s0 = 0; s0 < steps; s0 += 8) {
+  for (int64_t j = 0; j < groups; ++j) {
+    __m256 ws[R], ag[R][N];
     for (int r = 0; r < R; ++r) {
-      const __m256 wv = _mm256_load_ps(wss + r * sp + s0);
-      for (int k = 0; k < N; ++k)
-        _mm256_store_ps(f[r][k], _mm256_mul_ps(wv, _mm256_load_ps(tv[k].xs + s0)));
+      if constexpr (kGroupSums<N>) {
+        for (int k = 0; k < N; ++k) ag[r][k] = _mm256_setzero_ps();
+      } else {
+        ws[r] = GroupScale<kE8>(w, (r0 + r) * groups + j);
+      }
     }
-    const int sn = int(std::min<int64_t>(8, steps - s0));
-    for (int i = 0; i < sn; ++i) {
-      const int64_t s = s0 + i;
+    for (int64_t s = j * spg; s < (j + 1) * spg; ++s) {
       PrefetchShare<R * kStepBytes<F>>(pf, s);
       for (int r = 0; r < R; ++r) {
         __m256i ca, cb;
@@ -221,6 +232,9 @@ TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
         if constexpr (!kAffine && kSignW<F>) {
           wa = _mm256_shuffle_epi8(t.t16, ca);
           wb = _mm256_shuffle_epi8(t.t16, cb);
+        } else if constexpr (kLin) {
+          la = LookupLinear(ca);
+          lb = LookupLinear(cb);
         } else if constexpr (!kAffine) {
           la = Lookup<F>(ca, t);
           lb = Lookup<F>(cb, t);
@@ -238,9 +252,19 @@ TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
           } else {
             d = _mm256_add_epi32(DotSigned(la, xa), DotSigned(lb, xb));
           }
-          acc[r][k] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_broadcast_ss(&f[r][k][i]), acc[r][k]);
+          const __m256 xs = _mm256_load_ps(tv[k].xsb + s * 8);
+          if constexpr (kGroupSums<N>) {
+            ag[r][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), xs, ag[r][k]);
+          } else {
+            acc[r][k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(ws[r], xs), acc[r][k]);
+          }
         }
+      }
+    }
+    if constexpr (kGroupSums<N>) {
+      for (int r = 0; r < R; ++r) {
+        const __m256 g = GroupScale<kE8>(w, (r0 + r) * groups + j);
+        for (int k = 0; k < N; ++k) acc[r][k] = _mm256_fmadd_ps(ag[r][k], g, acc[r][k]);
       }
     }
   }
@@ -249,7 +273,7 @@ TQ_AVX2 void StepRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
 
 // Groups of 16 or 32·k: rows r0 .. r0+R-1 × tokens tv[0 .. N-1], units of 32 codes. ws [R,
 // groups]: the group scales (· codebook scale). kG16: two groups per unit.
-template <CodeFormat F, bool kAffine, bool kG16, int R, int N>
+template <CodeFormat F, bool kAffine, bool kLin, bool kG16, int R, int N>
 TQ_AVX2 void UnitRows(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
                       float* y, int64_t ystride, const uint8_t* pf, const float* ws) {
   const int64_t g = w.group_size, groups = w.cols / g, units = w.cols / 32;
@@ -271,6 +295,8 @@ TQ_AVX2 void UnitRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
       __m256i wv;  // kSignW: signed centroids
       if constexpr (!kAffine && kSignW<F>) {
         wv = _mm256_shuffle_epi8(t.t16, code);
+      } else if constexpr (kLin) {
+        l = LookupLinear(code);
       } else if constexpr (!kAffine) {
         l = Lookup<F>(code, t);
       }
@@ -301,44 +327,43 @@ TQ_AVX2 void UnitRows(const Tables& t, const PackedMatrix& w, int64_t r0, const 
 
 // kGps: 0 = steps (groups of 64·k), 1 = units within one group (32·k), 2 = units of two
 // groups (16).
-template <CodeFormat F, bool kAffine, int kGps, int R, int N>
+template <CodeFormat F, bool kAffine, bool kLin, int kGps, int R, int N>
 TQ_AVX2_INLINE void RowsPass(const Tables& t, const PackedMatrix& w, int64_t r0,
                              const TokenView* tv, float* y, int64_t ystride, const uint8_t* pf,
-                             const float* ws, int64_t sp) {
+                             const float* ws) {
   if constexpr (kGps == 0) {
-    StepRows<F, kAffine, R, N>(t, w, r0, tv, y, ystride, pf, ws, sp);
+    if (w.e8_scales()) return StepRows<F, kAffine, kLin, true, R, N>(t, w, r0, tv, y, ystride, pf);
+    StepRows<F, kAffine, kLin, false, R, N>(t, w, r0, tv, y, ystride, pf);
   } else {
-    UnitRows<F, kAffine, kGps == 2, R, N>(t, w, r0, tv, y, ystride, pf, ws);
+    UnitRows<F, kAffine, kLin, kGps == 2, R, N>(t, w, r0, tv, y, ystride, pf, ws);
   }
 }
 
 // Rows r0 .. r0+R-1 for all n tokens, 1 or 2 tokens per pass (R·N ymm accumulators stay in
 // registers); the first pass prefetches the next block, the others find this one in L1/L2.
-template <CodeFormat F, bool kAffine, int kGps, int R>
+template <CodeFormat F, bool kAffine, bool kLin, int kGps, int R>
 TQ_AVX2 void RowsAllTokens(const Tables& t, const PackedMatrix& w, int64_t r0, const TokenView* tv,
                            int64_t n, float* y, int64_t ystride, const uint8_t* pf) {
-  const int64_t groups = w.cols / w.group_size, steps = w.cols / 64, sp = (steps + 7) / 8 * 8;
-  thread_local AlignedBuffer<float> buf;  // [R, sp] step scales, or [R, groups] group scales
-  const int64_t need = kGps == 0 ? R * sp : R * groups;
-  if (buf.size() < size_t(need)) buf.resize(size_t(need));
-  if constexpr (kGps == 0) {
-    StepScales<R>(w, r0, t.cb_scale, sp, buf.data());
-  } else {
+  const float* ws = nullptr;
+  if constexpr (kGps != 0) {
+    thread_local AlignedBuffer<float> buf;  // [R, groups] group scales
+    const int64_t need = R * (w.cols / w.group_size);
+    if (buf.size() < size_t(need)) buf.resize(size_t(need));
     RowScales<R>(w, r0, t.cb_scale, buf.data());
+    ws = buf.data();
   }
-  const float* ws = buf.data();
   for (int64_t t0 = 0; t0 < n; t0 += 2) {
     const uint8_t* f = t0 == 0 ? pf : nullptr;
     float* yp = y + t0 * ystride + r0;
     if (n - t0 == 1) {
-      RowsPass<F, kAffine, kGps, R, 1>(t, w, r0, tv + t0, yp, ystride, f, ws, sp);
+      RowsPass<F, kAffine, kLin, kGps, R, 1>(t, w, r0, tv + t0, yp, ystride, f, ws);
     } else {
-      RowsPass<F, kAffine, kGps, R, 2>(t, w, r0, tv + t0, yp, ystride, f, ws, sp);
+      RowsPass<F, kAffine, kLin, kGps, R, 2>(t, w, r0, tv + t0, yp, ystride, f, ws);
     }
   }
 }
 
-template <CodeFormat F, bool kAffine, int kGps>
+template <CodeFormat F, bool kAffine, bool kLin, int kGps>
 void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
                const Tables& t) {
   const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
@@ -347,14 +372,15 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
   if (buf.size() < size_t(per_token * n)) buf.resize(size_t(per_token * n));
   TokenView tv[kFastDecodeMaxTokens];
   for (int64_t i = 0; i < n; ++i)
-    PrepareToken<F>(x + i * cols, cols, g, kGps == 0, buf.data() + i * per_token, &tv[i]);
+    PrepareToken<F>(x + i * cols, cols, g, kGps == 0, t.cb_scale, buf.data() + i * per_token,
+                    &tv[i]);
   auto body = [&](int64_t b, int64_t e) {
     int64_t r = b;
     for (; r + 4 <= e; r += 4) {
       const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
-      RowsAllTokens<F, kAffine, kGps, 4>(t, w, r, tv, n, y, rows, pf);
+      RowsAllTokens<F, kAffine, kLin, kGps, 4>(t, w, r, tv, n, y, rows, pf);
     }
-    for (; r < e; ++r) RowsAllTokens<F, kAffine, kGps, 1>(t, w, r, tv, n, y, rows, nullptr);
+    for (; r < e; ++r) RowsAllTokens<F, kAffine, kLin, kGps, 1>(t, w, r, tv, n, y, rows, nullptr);
     if (bias != nullptr)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
@@ -362,18 +388,24 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
   ForRowBlocks(rows, cols, body);
 }
 
+// kLin: q8 with a linear codebook (Tables::q8_linear), its codes read as int8 without a lookup.
+template <CodeFormat F, bool kAffine, bool kLin>
+void DispatchGroups(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
+                    const Tables& t) {
+  const int64_t g = w.group_size;
+  if (g % 64 == 0) return RunFormat<F, kAffine, kLin, 0>(x, n, w, bias, y, t);
+  g == 16 ? RunFormat<F, kAffine, kLin, 2>(x, n, w, bias, y, t)
+          : RunFormat<F, kAffine, kLin, 1>(x, n, w, bias, y, t);
+}
+
 template <CodeFormat F>
 void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
               const Tables& t) {
-  const int64_t g = w.group_size;
-  if (w.method == QuantMethod::kAffine) {
-    if (g % 64 == 0) return RunFormat<F, true, 0>(x, n, w, bias, y, t);
-    return g == 16 ? RunFormat<F, true, 2>(x, n, w, bias, y, t)
-                   : RunFormat<F, true, 1>(x, n, w, bias, y, t);
+  if (w.method == QuantMethod::kAffine) return DispatchGroups<F, true, false>(x, n, w, bias, y, t);
+  if constexpr (F == CodeFormat::kQ8) {
+    if (t.q8_linear) return DispatchGroups<F, false, true>(x, n, w, bias, y, t);
   }
-  if (g % 64 == 0) return RunFormat<F, false, 0>(x, n, w, bias, y, t);
-  g == 16 ? RunFormat<F, false, 2>(x, n, w, bias, y, t)
-          : RunFormat<F, false, 1>(x, n, w, bias, y, t);
+  DispatchGroups<F, false, false>(x, n, w, bias, y, t);
 }
 
 }  // namespace
