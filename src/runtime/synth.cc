@@ -118,7 +118,10 @@ std::vector<OutTensor> PackedOutputs(const std::vector<SynthTensor>& tensors,
              "'{}': synth writes fp16-scaled 2/3/4/8-bit codes only", d.name);
     const int64_t rows = d.shape[0], cols = d.shape[1], groups = cols / d.group_size;
     const std::string p = ModulePrefix(d.name);
-    const quant::Codebook& cb = quant::GaussianCodebook(*d.format);
+    // convert's codebooks: Lloyd-Max for N(0, 1), the int8 grid for q8 (convert.cc SpecFor).
+    const quant::Codebook& cb = *d.format == quant::CodeFormat::kQ8
+                                    ? quant::LinearQ8Codebook()
+                                    : quant::GaussianCodebook(*d.format);
     // Uniform random codes: E[level²] over the levels; scale so each weight has src's stddev.
     double ms = 0;
     for (float v : cb.levels) ms += double(v) * v;
