@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
+#include "io/tqmlx_import.h"
 #include "runtime/plan/plan_report.h"
 
 namespace tq::cli {
@@ -68,6 +69,7 @@ nlohmann::ordered_json Describe(const std::string& dir, bool with_tensors) {
   using ojson = nlohmann::ordered_json;
   ojson j;
   j["model_dir"] = dir;
+  if (tqmlx::IsTqMlxDir(dir)) j["source_format"] = tqmlx::kFormatName;  // repacked at load
   j["architecture"] = c.architecture;
   j["model_type"] = c.model_type;
   j["num_layers"] = c.num_layers;
@@ -205,6 +207,10 @@ void PrintHuman(const nlohmann::ordered_json& j) {
   };
   const auto yn = [](const nlohmann::ordered_json& b) { return b.get<bool>() ? "yes" : "no"; };
   row("model", j["model_dir"].get<std::string>());
+  if (j.contains("source_format"))
+    row("format", fmt::format("{} checkpoint (repacked into turboquant's format at load; "
+                              "`convert --repack` writes it)",
+                              j["source_format"].get<std::string>()));
   row("architecture", fmt::format("{} (model_type {})", j["architecture"].get<std::string>(),
                                   j["model_type"].get<std::string>()));
   row("layers", j["num_layers"].dump());

@@ -22,6 +22,7 @@
 #include "kernels/cpu/isa.h"
 #include "model/model.h"
 #include "runtime/perplexity.h"
+#include "runtime/plan/memory_plan.h"
 #include "testutil/testutil.h"
 #include "tokenizer/tokenizer.h"
 #include "tqmlx_writer.h"
@@ -340,6 +341,12 @@ TEST(TqMlxImport, RepackIsLosslessAndAtomic) {
   EXPECT_TRUE(fs::exists(r.out_dir + "/model.safetensors.index.json"));
   EXPECT_TRUE(fs::exists(r.out_dir + "/tokenizer.json"));
   EXPECT_EQ(Checkpoint::Open(r.out_dir)->source_format(), "");
+  // plan names the source format (its startup line and --json), and not for the repacked copy.
+  PlanOptions po;
+  po.model_dir = r.model_dir;
+  EXPECT_EQ(MakeMemoryPlan(po).source_format, "turboquant-mlx");
+  po.model_dir = r.out_dir;
+  EXPECT_EQ(MakeMemoryPlan(po).source_format, "");
   const std::vector<int32_t> ids = test::GoldenIds(ModelDir(kLlama));
   // Same tensors, same kernels: bit-identical logits.
   EXPECT_EQ(test::PrefillLogits(r.out_dir, ids), test::PrefillLogits(r.model_dir, ids));

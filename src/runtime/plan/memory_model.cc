@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/sysinfo.h"
 #include "io/checkpoint.h"
+#include "io/tqmlx_import.h"
 #include "kv/kv_cache_bytes.h"
 #include "model/architecture.h"
 #include "model/layer_spec.h"
@@ -330,6 +331,7 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& options, const PlanInputs& in) {
   FindArchitecture(p.config.model_type);  // throws listing the supported ones
   const std::vector<TensorInfo>& tensors = in.tensors;
   p.checkpoint_kind = HasQuantizationBlock(p.config) ? "turboquant" : "hf";
+  if (tqmlx::IsTqMlxDir(opts.model_dir)) p.source_format = tqmlx::kFormatName;
   if (opts.recipe && p.checkpoint_kind == "turboquant")
     throw UsageError("--bits",
                      "this is a TurboQuant checkpoint already: plan it as stored "

@@ -75,7 +75,9 @@ struct MemoryPlan {
   std::string model_dir;
   ModelConfig config;
   std::string checkpoint_kind;  // "hf" or "turboquant"
-  std::string weights_source;   // "stored", or the recipe ("projected: turboquant 4-bit g64")
+  // "turboquant-mlx" when the directory is one (repacked into our format at load); else "".
+  std::string source_format;
+  std::string weights_source;  // "stored", or the recipe ("projected: turboquant 4-bit g64")
   int64_t context = 0;
   int64_t prefill_step = 0;
   int64_t effective_step = 0;  // rows per forward pass (the model chunks prompts)

@@ -58,8 +58,10 @@ std::string PlanToText(const MemoryPlan& p) {
     row(key, fmt::format("{:>10}  {}", HumanBytes(bytes), detail));
   };
   row("model",
-      fmt::format("{} ({}, {} layers{}, {} checkpoint)", p.model_dir, c.model_type, c.num_layers,
-                  c.is_moe() ? fmt::format(", {} experts", c.num_experts) : "", p.checkpoint_kind));
+      fmt::format("{} ({}, {} layers{}, {})", p.model_dir, c.model_type, c.num_layers,
+                  c.is_moe() ? fmt::format(", {} experts", c.num_experts) : "",
+                  p.source_format.empty() ? p.checkpoint_kind + " checkpoint"
+                                          : p.source_format + " checkpoint, repacked at load"));
   std::string w = p.weights_source;
   if (p.lookup_table_bytes > 0)
     w += fmt::format("; embedding {} mapped, resident by row", HumanBytes(p.lookup_table_bytes));
@@ -110,6 +112,7 @@ nlohmann::ordered_json PlanToJson(const MemoryPlan& p) {
   j["model_dir"] = p.model_dir;
   j["model_type"] = p.config.model_type;
   j["checkpoint_kind"] = p.checkpoint_kind;
+  if (!p.source_format.empty()) j["source_format"] = p.source_format;
   j["weights_source"] = p.weights_source;
   j["device"] = p.device;
   j["context"] = p.context;
