@@ -88,13 +88,13 @@ void BM_Sample(benchmark::State& state) {
   tq::SamplingParams p;
   p.temperature = 1.0f;
   const std::vector<int32_t> eos = {2};  // </s> of tq-llama-21m
-  std::vector<std::unique_ptr<tq::server::TokenSampler>> samplers(static_cast<size_t>(streams));
-  auto make = [&](int i) -> std::unique_ptr<tq::server::TokenSampler> {
+  std::vector<std::unique_ptr<tq::TokenSampler>> samplers(static_cast<size_t>(streams));
+  auto make = [&](int i) -> std::unique_ptr<tq::TokenSampler> {
     p.seed = uint64_t(i) * 7919 + 1;
     if (constrained)
       return std::make_unique<tq::server::ConstrainedSampler>(masker, p, v,
                                                               std::span<const int32_t>(), eos);
-    return std::make_unique<tq::server::RuntimeSampler>(p, v, std::span<const int32_t>());
+    return std::make_unique<tq::RuntimeSampler>(p, v, std::span<const int32_t>());
   };
   for (int i = 0; i < streams; ++i) samplers[size_t(i)] = make(i);
   std::mt19937 rng(5);

@@ -51,7 +51,7 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::string text;             // everything streamed
-  std::vector<int32_t> tokens;  // generated ids
+  std::vector<int32_t> tokens;  // generated ids (an eos id that ended the generation not included)
   std::string finish_reason;    // "eos", "stop", "length", "cancelled"
   int64_t prompt_tokens = 0;
   double prefill_tokens_per_second = 0, decode_tokens_per_second = 0;

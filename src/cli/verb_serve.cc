@@ -14,10 +14,11 @@
 #include "core/error.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "runtime/model_engine.h"
+#include "runtime/scheduler.h"
 #include "server/http_server.h"
 #include "server/listen_socket.h"
-#include "server/model_engine.h"
-#include "server/scheduler.h"
+#include "server/model_text_model.h"
 
 namespace {
 
@@ -126,8 +127,8 @@ int Run(int argc, char** argv) {
     kv.max_tokens = ctx;
     // Sliding-window layers keep window + max_append positions: room for a whole prompt chunk.
     kv.max_append = std::max(kv.max_append, prefill_chunk);
-    tq::server::ModelEngine engine(*model, parallel + keep, kv);
-    tq::server::Scheduler scheduler(
+    tq::ModelEngine engine(*model, parallel + keep, kv);
+    tq::Scheduler scheduler(
         engine, {.parallel = parallel, .max_queue = max_queue, .prefill_chunk = prefill_chunk});
 
     tq::server::ServerOptions so;

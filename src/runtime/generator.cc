@@ -7,92 +7,67 @@
 #include "io/model_config.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "runtime/model_engine.h"
+#include "runtime/scheduler.h"
+#include "runtime/text_sink.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tq {
 
-const char* FinishReasonName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kNone:
-      return "none";
-    case FinishReason::kEos:
-      return "eos";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "cancelled";
+namespace {
+
+// The Generator's sink: streamed text to the callback, the generated ids, the end's reason and
+// stats, an exception to rethrow.
+class CallbackSink : public TextSink {
+ public:
+  CallbackSink(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
+               const GenerateOptions& opts, const Generator::TextCallback& on_text)
+      : TextSink([&tokenizer, skip = opts.skip_special_tokens](
+                     std::span<const int32_t> ids) { return tokenizer.Decode(ids, skip); },
+                 opts.stop, prompt),
+        on_text_(on_text) {}
+
+  bool Cancelled() const override { return cancelled_; }
+  void OnException(std::exception_ptr e) override { exception_ = e; }
+
+  std::vector<int32_t> tokens;
+  FinishReason reason = FinishReason::kNone;
+  SequenceStats stats;
+  std::string error;
+  std::exception_ptr exception_;
+
+ protected:
+  bool OnText(int32_t token, std::string_view text, const TokenLogprobs*) override {
+    tokens.push_back(token);
+    if (text.empty() || !on_text_ || on_text_(text)) return true;
+    cancelled_ = true;
+    return false;
   }
-  return "none";
-}
-
-Sequence::Sequence(const Tokenizer& tokenizer, std::span<const int32_t> prompt,
-                   const GenerateOptions& opts, std::span<const int32_t> eos_ids,
-                   int64_t vocab_size)
-    : prompt_tokens_(int64_t(prompt.size())),
-      max_tokens_(opts.max_tokens),
-      eos_ids_(eos_ids.begin(), eos_ids.end()),
-      sampler_(opts.sampling, vocab_size),
-      text_([&tokenizer, skip = opts.skip_special_tokens](
-                std::span<const int32_t> ids) { return tokenizer.Decode(ids, skip); },
-            opts.stop, prompt) {
-  sampler_.AddPrompt(prompt);
-  generated_.reserve(size_t(std::max<int64_t>(0, std::min<int64_t>(max_tokens_, 1 << 16))));
-  if (max_tokens_ <= 0) reason_ = FinishReason::kLength;
-}
-
-int32_t Sequence::Sample(float* logits) { return sampler_.Sample(logits); }
-
-void Sequence::FlushInto(std::string* out) {
-  if (text_.Finish(out)) reason_ = FinishReason::kStop;
-}
-
-std::string_view Sequence::Append(int32_t token) {
-  out_.clear();
-  if (finished()) return out_;
-  generated_.push_back(token);
-  sampler_.Accept(token);
-  if (std::find(eos_ids_.begin(), eos_ids_.end(), token) != eos_ids_.end()) {
-    reason_ = FinishReason::kEos;
-    FlushInto(&out_);
-    if (reason_ == FinishReason::kStop) return out_;
-    reason_ = FinishReason::kEos;
-    return out_;
+  void OnEnd(FinishReason r, std::string_view tail, const SequenceStats& st,
+             const std::string& err) override {
+    if (!tail.empty() && on_text_) on_text_(tail);  // the end: nothing left to cancel
+    reason = r;
+    stats = st;
+    error = err;
   }
-  const auto r = text_.Push(token);
-  out_.append(r.text);
-  if (r.stopped) {
-    reason_ = FinishReason::kStop;
-    return out_;
-  }
-  if (int64_t(generated_.size()) >= max_tokens_) {
-    reason_ = FinishReason::kLength;
-    FlushInto(&out_);
-  }
-  return out_;
-}
 
-std::string_view Sequence::Finish(FinishReason reason) {
-  out_.clear();
-  if (finished()) return out_;
-  reason_ = reason;
-  if (reason == FinishReason::kCancelled) return out_;
-  FlushInto(&out_);
-  return out_;
-}
+ private:
+  const Generator::TextCallback& on_text_;
+  bool cancelled_ = false;
+};
+
+}  // namespace
 
 Generator::Generator(Model& model, const Tokenizer& tokenizer, std::vector<int32_t> eos_ids)
-    : model_(model), tokenizer_(tokenizer), eos_ids_(std::move(eos_ids)) {
-  logits_.resize(size_t(model.vocab_size()));
-}
+    : model_(model), tokenizer_(tokenizer), eos_ids_(std::move(eos_ids)) {}
 
 GenerateStats Generator::Generate(std::span<const int32_t> prompt, const GenerateOptions& opts,
                                   KvCache& cache, const TextCallback& on_text,
                                   std::vector<int32_t>* tokens_out) {
   TQ_CHECK(!prompt.empty(), "generate", "the prompt is empty (no tokens)");
-  TQ_CHECK(int64_t(prompt.size()) <= cache.capacity(), "generate",
-           "the prompt is {} tokens but the KV cache holds {}", prompt.size(), cache.capacity());
+  TQ_CHECK(int64_t(prompt.size()) < cache.capacity(), "generate",
+           "the prompt is {} tokens but the KV cache holds {} (no room for a generated token)",
+           prompt.size(), cache.capacity());
   const int64_t vocab = model_.vocab_size();
   for (int32_t t : prompt) {
     TQ_CHECK(t >= 0 && t < vocab, "generate",
@@ -100,39 +75,41 @@ GenerateStats Generator::Generate(std::span<const int32_t> prompt, const Generat
   }
   GenerateStats st;
   st.prompt_tokens = int64_t(prompt.size());
-  Sequence seq(tokenizer_, prompt, opts, eos_ids_, vocab);
+  if (tokens_out) tokens_out->clear();
+  if (opts.max_tokens <= 0) {
+    st.finish = FinishReason::kLength;
+    return st;
+  }
   cache.Truncate(0);
 
-  Timer timer;
-  for (size_t b = 0; b < prompt.size(); b += size_t(prefill_chunk_)) {
-    const size_t n = std::min(prompt.size() - b, size_t(prefill_chunk_));
-    model_.Forward(prompt.subspan(b, n), cache, logits_.data());
-  }
-  st.prefill_seconds = timer.Seconds();
+  // The server's scheduler with one slot, driven on this thread.
+  ModelEngine engine(model_, cache);
+  Scheduler scheduler(
+      engine, {.parallel = 1,
+               .max_queue = 1,
+               .prefill_chunk = std::max<int64_t>(1, std::min(prefill_chunk_, cache.max_append())),
+               .own_thread = false});
+  auto sink = std::make_shared<CallbackSink>(tokenizer_, prompt, opts, on_text);
+  SequenceRequest req;
+  req.prompt.assign(prompt.begin(), prompt.end());
+  req.max_tokens = opts.max_tokens;
+  req.sampler = std::make_unique<RuntimeSampler>(opts.sampling, vocab, prompt);
+  req.eos_tokens = eos_ids_;
+  req.sink = sink;
+  std::vector<SequenceRequest> reqs;
+  reqs.push_back(std::move(req));
+  TQ_CHECK(scheduler.Submit(std::move(reqs)), "generate", "the scheduler refused the sequence");
+  scheduler.RunUntilIdle();
 
-  auto emit = [&](std::string_view text) {
-    if (text.empty() || !on_text) return true;
-    return on_text(text);
-  };
-  timer.Reset();
-  while (!seq.finished()) {
-    const int32_t token = seq.Sample(logits_.data());
-    if (!emit(seq.Append(token))) {
-      seq.Finish(FinishReason::kCancelled);
-      break;
-    }
-    if (seq.finished()) break;
-    if (cache.size() >= cache.capacity()) {
-      emit(seq.Finish(FinishReason::kLength));
-      break;
-    }
-    model_.Forward(std::span<const int32_t>(&token, 1), cache, logits_.data());
-    st.decode_steps++;
-  }
-  st.decode_seconds = timer.Seconds();
-  st.generated_tokens = int64_t(seq.generated().size());
-  st.finish = seq.finish_reason();
-  if (tokens_out) *tokens_out = seq.generated();
+  if (sink->exception_) std::rethrow_exception(sink->exception_);
+  if (sink->reason == FinishReason::kError) throw Error("generate", sink->error);
+  const SequenceStats& s = sink->stats;
+  st.generated_tokens = s.completion_tokens;
+  st.decode_steps = s.decode_steps;
+  st.prefill_seconds = std::max(0.0, s.ttft_seconds - s.queue_seconds);
+  st.decode_seconds = std::max(0.0, s.total_seconds - s.ttft_seconds);
+  st.finish = sink->reason;
+  if (tokens_out) *tokens_out = std::move(sink->tokens);
   return st;
 }
 

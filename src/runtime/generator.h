@@ -1,6 +1,7 @@
-// The generation loop. A Sequence is one generation's state apart from the model and its cache:
-// sampler, streaming detokenizer, stop strings, limits. Generator drives one Sequence with
-// Model::Forward; the server can drive many with Model::DecodeBatch.
+// The CLI's and the library's generation: one sequence run through the same stack as the
+// server (runtime/scheduler.h on the caller's thread, runtime/model_engine.h over the caller's
+// KV cache, runtime/text_sink.h for text and stop strings), so that eos, length, stop strings,
+// sampling and finish reasons are one piece of code.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/engine.h"
 #include "runtime/sampler.h"
-#include "runtime/text_stream.h"
 
 namespace tq {
 
@@ -22,10 +23,6 @@ class Tokenizer;
 struct ModelConfig;
 struct GenerationConfig;
 
-enum class FinishReason { kNone, kEos, kStop, kLength, kCancelled };
-// "eos", "stop", "length", "cancelled" ("none" while running).
-const char* FinishReasonName(FinishReason r);
-
 struct GenerateOptions {
   int64_t max_tokens = 256;
   SamplingParams sampling;
@@ -33,41 +30,10 @@ struct GenerateOptions {
   bool skip_special_tokens = true;  // in the streamed text
 };
 
-class Sequence {
- public:
-  Sequence(const Tokenizer& tokenizer, std::span<const int32_t> prompt, const GenerateOptions& opts,
-           std::span<const int32_t> eos_ids, int64_t vocab_size);
-
-  // Picks the next token from the last position's logits [vocab] (modified in place).
-  int32_t Sample(float* logits);
-  // Records a generated token; returns the text that may be shown now (valid until the next
-  // call). Sets finished() on an eos id, a completed stop string or max_tokens.
-  std::string_view Append(int32_t token);
-  // Ends the sequence from outside (cache full, client gone); returns the held-back text.
-  std::string_view Finish(FinishReason reason);
-
-  bool finished() const { return reason_ != FinishReason::kNone; }
-  FinishReason finish_reason() const { return reason_; }
-  const std::vector<int32_t>& generated() const { return generated_; }
-  int64_t prompt_tokens() const { return prompt_tokens_; }
-
- private:
-  void FlushInto(std::string* out);
-
-  int64_t prompt_tokens_;
-  int64_t max_tokens_;
-  std::vector<int32_t> eos_ids_;
-  Sampler sampler_;
-  TextStream text_;  // detokenizer + stop strings
-  std::vector<int32_t> generated_;
-  std::string out_;
-  FinishReason reason_ = FinishReason::kNone;
-};
-
 struct GenerateStats {
   int64_t prompt_tokens = 0;
-  int64_t generated_tokens = 0;
-  int64_t decode_steps = 0;  // forward passes after the prefill
+  int64_t generated_tokens = 0;  // an eos id that ended the generation not counted
+  int64_t decode_steps = 0;      // forward passes after the prefill
   double prefill_seconds = 0, decode_seconds = 0;
   FinishReason finish = FinishReason::kNone;
   double prefill_tok_s() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
@@ -80,8 +46,10 @@ class Generator {
 
   // Called with each piece of text as it becomes final; returning false cancels.
   using TextCallback = std::function<bool(std::string_view text)>;
-  // Runs `prompt` from an empty `cache` and generates until a stop condition. The generation
-  // also ends ("length") when the cache is full. The prompt must fit: see FitToContext.
+  // Runs `prompt` from an empty `cache` and generates until a stop condition: an eos id, a stop
+  // string, max_tokens, or the cache full ("length": prompt + generated <= its capacity). The
+  // prompt must leave room for one token: see FitToContext. `tokens_out`: the generated ids (an
+  // eos id that ended it not included). An exception in the model or the callback is rethrown.
   GenerateStats Generate(std::span<const int32_t> prompt, const GenerateOptions& opts,
                          KvCache& cache, const TextCallback& on_text,
                          std::vector<int32_t>* tokens_out = nullptr);
@@ -93,7 +61,6 @@ class Generator {
   Model& model_;
   const Tokenizer& tokenizer_;
   std::vector<int32_t> eos_ids_;
-  std::vector<float> logits_;  // [vocab]
   int64_t prefill_chunk_ = 512;
 };
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/engine.h"
 #include "runtime/grammar/token_mask.h"
 #include "runtime/sampler.h"
-#include "server/engine.h"
 #include "server/text_model.h"
 
 namespace tq::server {

@@ -5,24 +5,26 @@
 namespace tq::server {
 
 // Runs on the scheduler thread.
-class ChoiceSink : public SequenceSink {
+class ChoiceSink : public TextSink {
  public:
   ChoiceSink(std::shared_ptr<Generation> gen, size_t index, std::span<const int32_t> prompt,
              const Generation::SinkOptions& opts)
-      : gen_(std::move(gen)),
-        index_(index),
-        stream_(
-            [text = &gen_->text_, keep = opts.tools != ToolFamily::kNone](
+      : TextSink(
+            [text = &gen->text_, keep = opts.tools != ToolFamily::kNone](
                 std::span<const int32_t> ids) { return text->Decode(ids, /*skip_special=*/!keep); },
             opts.stop, prompt),
+        gen_(std::move(gen)),
+        index_(index),
         logprobs_(opts.logprobs),
         family_(opts.tools),
         parallel_(opts.parallel_tool_calls),
         tools_(opts.tools) {}
 
-  bool OnToken(int32_t token, const TokenLogprobs* lp) override {
-    const StopStringMatcher::Result r = stream_.Push(token);
-    std::string text(r.text);
+  bool Cancelled() const override { return gen_->cancelled(); }
+
+ protected:
+  bool OnText(int32_t token, std::string_view piece, const TokenLogprobs* lp) override {
+    std::string text(piece);
     std::vector<ToolCallOut> calls;
     if (family_ != ToolFamily::kNone) {
       ToolCallStream::Delta d = tools_.Push(text);
@@ -44,13 +46,12 @@ class ChoiceSink : public SequenceSink {
       gen_->news_ = true;
     }
     gen_->cv_.notify_all();
-    return !r.stopped;
+    return true;
   }
 
-  void OnFinish(FinishReason reason, const SequenceStats& stats,
-                const std::string& error) override {
-    std::string tail;
-    if (reason != FinishReason::kError && stream_.Finish(&tail)) reason = FinishReason::kStop;
+  void OnEnd(FinishReason reason, std::string_view end, const SequenceStats& stats,
+             const std::string& error) override {
+    std::string tail(end);
     std::vector<ToolCallOut> calls;
     if (family_ != ToolFamily::kNone) {
       ToolCallStream::Delta d = tools_.Push(tail);
@@ -73,8 +74,6 @@ class ChoiceSink : public SequenceSink {
     gen_->cv_.notify_all();
   }
 
-  bool Cancelled() const override { return gen_->cancelled(); }
-
  private:
   // Gives calls their ids; drops those beyond the first when parallel calls are off.
   std::vector<ToolCallOut> Release(std::vector<ToolCall> calls) {
@@ -89,7 +88,6 @@ class ChoiceSink : public SequenceSink {
 
   std::shared_ptr<Generation> gen_;
   size_t index_;
-  TextStream stream_;  // detokenizer + stop strings
   bool logprobs_;
   ToolFamily family_;
   bool parallel_;
@@ -138,18 +136,6 @@ std::vector<ChoiceOutput> Generation::WaitAll() {
     return true;
   });
   return choices_;
-}
-
-RuntimeSampler::RuntimeSampler(const SamplingParams& params, int64_t vocab,
-                               std::span<const int32_t> prompt)
-    : sampler_(params, vocab) {
-  sampler_.AddPrompt(prompt);
-}
-
-int32_t RuntimeSampler::Sample(std::span<float> logits) {
-  const int32_t t = sampler_.Sample(logits.data());
-  sampler_.Accept(t);
-  return t;
 }
 
 }  // namespace tq::server

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/engine.h"
 #include "runtime/sampler.h"
-#include "runtime/text_stream.h"
-#include "server/engine.h"
+#include "runtime/text_sink.h"
 #include "server/text_model.h"
 #include "server/token_text.h"
 #include "server/tool_calls.h"
@@ -39,7 +39,7 @@ struct ChoiceOutput {
   std::vector<ToolCallOut> tool_calls;  // calls released since the last Take
   std::vector<LogprobEntry> logprobs;   // new entries since the last Take
   bool finished = false;
-  FinishReason reason = FinishReason::kStop;
+  FinishReason reason = FinishReason::kNone;
   SequenceStats stats;
   std::string error;
 };
@@ -90,16 +90,6 @@ class Generation : public std::enable_shared_from_this<Generation> {
   std::vector<ChoiceOutput> choices_;  // pending output, guarded by mu_
   bool news_ = false;
   std::atomic<bool> cancelled_{false};
-};
-
-// tq::Sampler as the scheduler's TokenSampler (prompt tokens count for repetition penalty).
-class RuntimeSampler : public TokenSampler {
- public:
-  RuntimeSampler(const SamplingParams& params, int64_t vocab, std::span<const int32_t> prompt);
-  int32_t Sample(std::span<float> logits) override;
-
- private:
-  Sampler sampler_;
 };
 
 }  // namespace tq::server

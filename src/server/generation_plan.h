@@ -8,9 +8,9 @@
 #include <span>
 #include <vector>
 
+#include "runtime/engine.h"
 #include "runtime/grammar/token_mask.h"
 #include "server/api_request.h"
-#include "server/engine.h"
 #include "server/text_model.h"
 #include "server/tool_calls.h"
 

@@ -8,9 +8,9 @@
 #include <memory>
 #include <string>
 
+#include "runtime/scheduler.h"
 #include "server/metrics.h"
 #include "server/request_log.h"
-#include "server/scheduler.h"
 #include "server/text_model.h"
 
 namespace httplib {

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "model/expert_cache.h"
-#include "server/scheduler.h"
+#include "runtime/scheduler.h"
 
 namespace tq::server {
 

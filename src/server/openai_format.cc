@@ -30,7 +30,7 @@ const char* OpenAiFinishReason(FinishReason r) {
 }
 
 const char* ChatFinishReason(FinishReason r, bool made_tool_calls) {
-  if (r == FinishReason::kStop && made_tool_calls) return "tool_calls";
+  if ((r == FinishReason::kStop || r == FinishReason::kEos) && made_tool_calls) return "tool_calls";
   return OpenAiFinishReason(r);
 }
 

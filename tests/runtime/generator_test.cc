@@ -15,6 +15,8 @@
 #include "model/model.h"
 #include "runtime/chat.h"
 #include "runtime/detokenizer.h"
+#include "runtime/scheduler.h"
+#include "runtime/text_sink.h"
 #include "testutil/testutil.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_config.h"
@@ -26,24 +28,83 @@ const char* kModels[] = {"tq-llama-21m", "tq-qwen3moe-17m"};
 
 struct Streamed {
   std::string text;
-  std::vector<std::string> pieces;  // what each Append showed
+  std::vector<std::string> pieces;  // what each token showed
   FinishReason reason = FinishReason::kNone;
 };
 
-// Feeds `ids` to a Sequence as if the model had generated them.
+// A "model" that writes `script`: the logits after the prompt and after each generated token are
+// a one-hot on the script's next id (then on id 0), so greedy sampling generates the script.
+class ScriptedEngine : public Engine {
+ public:
+  ScriptedEngine(int64_t vocab, std::span<const int32_t> script)
+      : vocab_(vocab), script_(script.begin(), script.end()) {}
+  int64_t vocab_size() const override { return vocab_; }
+  int64_t context_length() const override { return 1 << 20; }
+  int num_caches() const override { return 1; }
+  int64_t kv_bytes_per_token() const override { return 0; }
+  void Truncate(int, int64_t) override {}
+  void Prefill(int, std::span<const int32_t>, float* logits) override { Next(logits); }
+  void Decode(std::span<const int32_t> tokens, std::span<const int>, float* logits) override {
+    for (size_t b = 0; b < tokens.size(); ++b) Next(logits + b * size_t(vocab_));
+  }
+
+ private:
+  void Next(float* logits) {
+    std::fill(logits, logits + vocab_, 0.0f);
+    logits[next_ < script_.size() ? script_[next_] : 0] = 1.0f;
+    ++next_;
+  }
+  int64_t vocab_;
+  std::vector<int32_t> script_;
+  size_t next_ = 0;
+};
+
+class RecordingTextSink : public TextSink {
+ public:
+  RecordingTextSink(const Tokenizer& tok, std::span<const int32_t> prompt,
+                    const GenerateOptions& opts, Streamed* out)
+      : TextSink([&tok](std::span<const int32_t> ids) { return tok.Decode(ids, true); }, opts.stop,
+                 prompt),
+        out_(out) {}
+  bool Cancelled() const override { return false; }
+
+ protected:
+  bool OnText(int32_t, std::string_view text, const TokenLogprobs*) override {
+    out_->pieces.emplace_back(text);
+    out_->text += text;
+    return true;
+  }
+  void OnEnd(FinishReason r, std::string_view tail, const SequenceStats&,
+             const std::string&) override {
+    out_->text += tail;
+    out_->reason = r;
+  }
+
+ private:
+  Streamed* out_;
+};
+
+// Runs the scheduler (as the Generator does: one slot, this thread) on a model that generates
+// `ids`; the generation ends at the script's end ("length") unless something ends it sooner.
 Streamed FeedTokens(const Tokenizer& tok, std::span<const int32_t> prompt,
                     std::span<const int32_t> ids, GenerateOptions opts,
                     std::vector<int32_t> eos = {}) {
-  Sequence seq(tok, prompt, opts, eos, tok.vocab_size());
+  ScriptedEngine engine(tok.vocab_size(), ids);
+  Scheduler sched(engine,
+                  {.parallel = 1, .max_queue = 1, .prefill_chunk = 64, .own_thread = false});
   Streamed s;
-  for (int32_t id : ids) {
-    const std::string piece(seq.Append(id));
-    s.pieces.push_back(piece);
-    s.text += piece;
-    if (seq.finished()) break;
-  }
-  if (!seq.finished()) s.text += seq.Finish(FinishReason::kLength);
-  s.reason = seq.finish_reason();
+  SequenceRequest req;
+  req.prompt.assign(prompt.begin(), prompt.end());
+  req.max_tokens = std::min<int64_t>(opts.max_tokens, int64_t(ids.size()));
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  req.sampler = std::make_unique<RuntimeSampler>(greedy, tok.vocab_size(), prompt);
+  req.eos_tokens = std::move(eos);
+  req.sink = std::make_shared<RecordingTextSink>(tok, prompt, opts, &s);
+  std::vector<SequenceRequest> reqs;
+  reqs.push_back(std::move(req));
+  EXPECT_TRUE(sched.Submit(std::move(reqs)));
+  sched.RunUntilIdle();
   return s;
 }
 
@@ -212,11 +273,12 @@ TEST(Generation, CancelStopsEarly) {
       gen.Generate(prompt, opts, *cache, [&](std::string_view) { return ++calls < 3; });
   EXPECT_EQ(st.finish, FinishReason::kCancelled);
   EXPECT_EQ(calls, 3);
-  // A cache smaller than prompt + budget ends the generation at "length" instead of overflowing.
+  // A cache smaller than prompt + budget ends the generation at "length" instead of overflowing:
+  // the context counts prompt + generated tokens, as the server's does.
   auto small = model->NewCache(KvCacheOptions{int64_t(prompt.size()) + 4, KvDType::kF16});
   const GenerateStats st2 = gen.Generate(prompt, opts, *small, nullptr);
   EXPECT_EQ(st2.finish, FinishReason::kLength);
-  EXPECT_EQ(st2.generated_tokens, 5);
+  EXPECT_EQ(st2.generated_tokens, 4);
 }
 
 }  // namespace

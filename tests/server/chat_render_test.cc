@@ -5,8 +5,9 @@
 #include <filesystem>
 
 #include "io/model_config.h"
+#include "runtime/model_engine.h"
 #include "server/api_request.h"
-#include "server/model_engine.h"
+#include "server/model_text_model.h"
 #include "testutil/testutil.h"
 
 namespace tq::server {

@@ -10,8 +10,9 @@
 #include "kv/kv_cache.h"
 #include "model/model.h"
 #include "recording_sink.h"
-#include "server/model_engine.h"
-#include "server/scheduler.h"
+#include "runtime/model_engine.h"
+#include "runtime/scheduler.h"
+#include "server/model_text_model.h"
 #include "testutil/testutil.h"
 
 namespace tq::server {

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/engine.h"
+#include "runtime/engine.h"
 
 namespace tq::server::test {
 

@@ -50,6 +50,18 @@ TEST(OpenAiFormat, ChatCompletion) {
   EXPECT_EQ(j["usage"]["prompt_tokens_details"]["cached_tokens"], 1);
 }
 
+// The runtime's reasons as OpenAI names them: an eos id and a stop string are both "stop", and a
+// reply that made tool calls and then ended (either way) is "tool_calls".
+TEST(OpenAiFormat, FinishReasons) {
+  EXPECT_STREQ(OpenAiFinishReason(FinishReason::kEos), "stop");
+  EXPECT_STREQ(OpenAiFinishReason(FinishReason::kStop), "stop");
+  EXPECT_STREQ(OpenAiFinishReason(FinishReason::kLength), "length");
+  EXPECT_STREQ(ChatFinishReason(FinishReason::kEos, true), "tool_calls");
+  EXPECT_STREQ(ChatFinishReason(FinishReason::kStop, true), "tool_calls");
+  EXPECT_STREQ(ChatFinishReason(FinishReason::kEos, false), "stop");
+  EXPECT_STREQ(ChatFinishReason(FinishReason::kLength, true), "length");
+}
+
 TEST(OpenAiFormat, ChatChunks) {
   ResponseMeta meta{"chatcmpl-1", 100, "m"};
   json first = ChatChunkJson(meta, 0, true, "", nullptr, nullptr, true);

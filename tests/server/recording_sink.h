@@ -7,11 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "server/scheduler.h"
+#include "runtime/scheduler.h"
 
 namespace tq::server::test {
 
@@ -27,12 +29,17 @@ class RecordingSink : public SequenceSink {
   void OnFinish(FinishReason r, const SequenceStats& s, const std::string& e) override {
     std::lock_guard lk(mu_);
     ++finish_calls;
+    finish_thread = std::this_thread::get_id();
     reason = r;
     stats = s;
     error = e;
     cv_.notify_all();
   }
   bool Cancelled() const override { return cancelled; }
+  void OnException(std::exception_ptr e) override {
+    std::lock_guard lk(mu_);
+    exception = e;
+  }
   // Waits for OnFinish; the timeout only matters when a test is failing (real-model tests
   // decode for seconds on a loaded machine).
   void Wait(std::chrono::seconds timeout = std::chrono::seconds(120)) {
@@ -46,6 +53,8 @@ class RecordingSink : public SequenceSink {
   FinishReason reason = FinishReason::kError;
   SequenceStats stats;
   std::string error;
+  std::exception_ptr exception;   // OnException's
+  std::thread::id finish_thread;  // where OnFinish ran
   int32_t stop_at = -1;
   int cancel_after = 0;
   std::atomic<bool> cancelled{false};

@@ -1,4 +1,4 @@
-#include "server/scheduler.h"
+#include "runtime/scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -62,10 +62,45 @@ TEST(Scheduler, StopsOnEosAndOnSinkStop) {
   ASSERT_TRUE(sched.Submit(std::move(v)));
   a->Wait();
   b->Wait();
-  EXPECT_EQ(a->reason, FinishReason::kStop);
+  EXPECT_EQ(a->reason, FinishReason::kEos);              // OpenAI's "stop" (openai_format.cc)
   EXPECT_EQ(a->tokens, (std::vector<int32_t>{11, 12}));  // EOS itself is not emitted
   EXPECT_EQ(b->reason, FinishReason::kStop);
   EXPECT_EQ(b->tokens, (std::vector<int32_t>{21, 22}));
+}
+
+// Without its own thread (the Generator's mode) the scheduler runs on the caller's thread until
+// idle, stops and cancels the same way, and hands an engine failure's exception to the sink.
+TEST(Scheduler, RunsOnTheCallersThreadWithoutOwnThread) {
+  FakeEngine engine(100, 64, 1);
+  Scheduler sched(engine, {.parallel = 1, .max_queue = 1, .prefill_chunk = 2, .own_thread = false});
+  auto a = std::make_shared<RecordingSink>();
+  auto r = Req({1, 2, 3}, 10, a);
+  r.eos_tokens = {6};
+  ASSERT_TRUE(sched.Submit(One(std::move(r))));
+  auto b = std::make_shared<RecordingSink>();
+  EXPECT_FALSE(sched.Submit(One(Req({1}, 4, b))));  // max_queue 1: the queue is full
+  sched.RunUntilIdle();
+  EXPECT_EQ(a->finish_calls, 1);
+  EXPECT_EQ(a->finish_thread, std::this_thread::get_id());
+  EXPECT_EQ(a->reason, FinishReason::kEos);
+  EXPECT_EQ(a->tokens, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(a->stats.decode_steps, 2);  // 4 and 5 fed back; the eos id is not
+  EXPECT_EQ(b->finish_calls, 0);
+
+  auto c = std::make_shared<RecordingSink>();
+  c->cancel_after = 2;  // the sink's OnToken returns true; the next step drops it
+  ASSERT_TRUE(sched.Submit(One(Req({10}, 20, c))));
+  sched.RunUntilIdle();
+  EXPECT_EQ(c->reason, FinishReason::kCancelled);
+
+  auto d = std::make_shared<RecordingSink>();
+  engine.fail_decode = true;
+  ASSERT_TRUE(sched.Submit(One(Req({30, 31}, 5, d))));
+  sched.RunUntilIdle();
+  EXPECT_EQ(d->reason, FinishReason::kError);
+  ASSERT_TRUE(d->exception);
+  EXPECT_THROW(std::rethrow_exception(d->exception), std::runtime_error);
+  EXPECT_NE(d->error.find("fake: decode failed"), std::string::npos) << d->error;
 }
 
 TEST(Scheduler, ClampsToContext) {

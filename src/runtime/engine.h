@@ -1,10 +1,12 @@
-// The interfaces between the scheduler and the rest: what it needs from a model (Engine: a pool
-// of KV caches and two compute calls), how it samples (TokenSampler), and where a sequence's
-// tokens go (SequenceSink). The server implements them over Model/Tokenizer/runtime
-// (model_engine.h); tests implement them with fakes.
+// The interfaces between the scheduler (runtime/scheduler.h) and the rest: what it needs from a
+// model (Engine: a pool of KV caches and two compute calls), how it samples (TokenSampler), and
+// where a sequence's tokens go (SequenceSink). One generation stack: the server's continuous
+// batching and the CLI's / library's Generator both run sequences through them
+// (runtime/model_engine.h over a Model; tests implement them with fakes).
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -12,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace tq::server {
+namespace tq {
 
 class Engine {
  public:
@@ -80,15 +82,19 @@ struct TokenLogprobs {
   std::vector<std::pair<int32_t, float>> top;  // most likely tokens, best first
 };
 
-enum class FinishReason { kStop, kLength, kCancelled, kError };
-const char* FinishReasonName(FinishReason r);  // "stop", "length", "cancelled", "error"
+// Why a sequence ended: an eos id was sampled, a stop string completed (or the sink said stop),
+// max_tokens or the context was reached, nobody waits any more, or a failure.
+enum class FinishReason { kNone, kEos, kStop, kLength, kCancelled, kError };
+// "none" (still running), "eos", "stop", "length", "cancelled", "error".
+const char* FinishReasonName(FinishReason r);
 
 struct SequenceStats {
   int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;  // prompt tokens whose KV was reused from an earlier sequence
-  int64_t completion_tokens = 0;
-  double queue_seconds = 0;  // submit -> prefill start
-  double ttft_seconds = 0;   // submit -> first token
+  int64_t cached_tokens = 0;      // prompt tokens whose KV was reused from an earlier sequence
+  int64_t completion_tokens = 0;  // generated tokens (an eos id that ended it not counted)
+  int64_t decode_steps = 0;       // engine steps that fed this sequence a generated token
+  double queue_seconds = 0;       // submit -> prefill start
+  double ttft_seconds = 0;        // submit -> first token
   double total_seconds = 0;
 };
 
@@ -97,14 +103,17 @@ class SequenceSink {
  public:
   virtual ~SequenceSink() = default;
   // A generated token (EOS tokens are not passed). Returning false finishes the sequence now
-  // with reason kStop (a stop string matched).
+  // with reason kStop (a stop string matched), or kCancelled when Cancelled() is then true.
   virtual bool OnToken(int32_t token, const TokenLogprobs* logprobs) = 0;
   // Called exactly once per submitted sequence. `error` is set for kError.
   virtual void OnFinish(FinishReason reason, const SequenceStats& stats,
                         const std::string& error) = 0;
+  // Before OnFinish(kError, ...) when an exception caused it (an engine call, the sampler):
+  // the Generator rethrows it so that a CLI error keeps its type and message.
+  virtual void OnException(std::exception_ptr) {}
   // True once nobody waits for the output any more (client gone): the scheduler then drops the
   // sequence at its next step. Called from the scheduler thread; make it thread-safe.
   virtual bool Cancelled() const = 0;
 };
 
-}  // namespace tq::server
+}  // namespace tq

@@ -1,4 +1,4 @@
-#include "server/scheduler.h"
+#include "runtime/scheduler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,21 +8,7 @@
 #include "core/thread_pool.h"
 #include "runtime/perplexity.h"
 
-namespace tq::server {
-
-const char* FinishReasonName(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kCancelled:
-      return "cancelled";
-    case FinishReason::kError:
-      return "error";
-  }
-  return "error";
-}
+namespace tq {
 
 namespace {
 
@@ -69,7 +55,7 @@ Scheduler::Scheduler(Engine& engine, const SchedulerOptions& opts)
   dead_.reserve(size_t(opts_.parallel));
   stats_.kv_capacity_tokens = int64_t(caches_.size()) * context_;
   stats_.kv_bytes_per_token = engine.kv_bytes_per_token();
-  thread_ = std::thread([this] { Loop(); });
+  if (opts_.own_thread) thread_ = std::thread([this] { Loop(); });
 }
 
 Scheduler::~Scheduler() { Stop(); }
@@ -77,10 +63,26 @@ Scheduler::~Scheduler() { Stop(); }
 void Scheduler::Stop() {
   {
     std::lock_guard lk(mu_);
+    if (stop_) return;
     stop_ = true;
   }
   wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  if (thread_.joinable()) {
+    thread_.join();
+  } else {
+    Drain();
+  }
+}
+
+void Scheduler::RunUntilIdle() {
+  TQ_CHECK(!opts_.own_thread, "scheduler", "RunUntilIdle needs own_thread = false");
+  for (;;) {
+    {
+      std::lock_guard lk(mu_);
+      if (stop_ || (queue_.empty() && active_.empty())) return;
+    }
+    GuardedStep();
+  }
 }
 
 bool Scheduler::Submit(std::vector<SequenceRequest> reqs) {
@@ -121,22 +123,31 @@ void Scheduler::Loop() {
       wake_.wait(lk, [&] { return stop_ || !queue_.empty() || !active_.empty(); });
       if (stop_) break;
     }
-    try {
-      Step();
-    } catch (const std::exception& e) {
-      // Nothing a request does may take the server down: whatever escaped (an engine call
-      // outside the guarded ones, say) fails the running sequences and empties their caches.
-      for (size_t i = active_.size(); i-- > 0;) {
-        const int c = active_[i]->cache;
-        caches_[size_t(c)].tokens.clear();
-        try {
-          engine_.Truncate(c, 0);
-        } catch (...) {
-        }
-        Finish(i, FinishReason::kError, std::string("scheduler: ") + e.what());
+    GuardedStep();
+  }
+  Drain();
+}
+
+void Scheduler::GuardedStep() {
+  try {
+    Step();
+  } catch (const std::exception& e) {
+    // Nothing a request does may take the server down: whatever escaped (an engine call
+    // outside the guarded ones, say) fails the running sequences and empties their caches.
+    const std::exception_ptr why = std::current_exception();
+    for (size_t i = active_.size(); i-- > 0;) {
+      const int c = active_[i]->cache;
+      caches_[size_t(c)].tokens.clear();
+      try {
+        engine_.Truncate(c, 0);
+      } catch (...) {
       }
+      Finish(i, FinishReason::kError, std::string("scheduler: ") + e.what(), why);
     }
   }
+}
+
+void Scheduler::Drain() {
   // Shutting down: nobody will run what is left.
   for (size_t i = active_.size(); i-- > 0;) Finish(i, FinishReason::kCancelled);
   std::deque<Pending> left;
@@ -223,10 +234,12 @@ void Scheduler::Step() {
 void Scheduler::RunStep(bool decoding, int64_t prompt_tokens) {
   const auto t0 = Clock::now();
   std::string error;
+  std::exception_ptr exception;
   try {
     engine_.Step(batch_tokens_, batch_parts_, logits_.data());
   } catch (const std::exception& e) {
     error = e.what();
+    exception = std::current_exception();
   }
   {
     // Steps that decode count as decode steps (with any prompt chunk batched into them).
@@ -253,6 +266,7 @@ void Scheduler::RunStep(bool decoding, int64_t prompt_tokens) {
       batch_alive_[b] = 0;
       seq.reason = FinishReason::kError;
       seq.error = error;
+      seq.exception = exception;
     }
   } else {
     batch_rows_.clear();  // part of each logits row
@@ -268,6 +282,7 @@ void Scheduler::RunStep(bool decoding, int64_t prompt_tokens) {
         seq.prefilled += part.count;
       } else {
         seq.next_token = -1;
+        ++seq.stats.decode_steps;
       }
       batch_alive_[b] = 1;
       if (part.logits) batch_rows_.push_back(b);
@@ -285,7 +300,7 @@ void Scheduler::RunStep(bool decoding, int64_t prompt_tokens) {
   for (size_t b = 0; b < parts; ++b)
     if (!batch_alive_[b]) dead_.push_back(batch_seqs_[b]);
   std::sort(dead_.rbegin(), dead_.rend());
-  for (size_t i : dead_) Finish(i, active_[i]->reason, active_[i]->error);
+  for (size_t i : dead_) Finish(i, active_[i]->reason, active_[i]->error, active_[i]->exception);
 }
 
 void Scheduler::Admit(Pending p) {
@@ -378,6 +393,8 @@ bool Scheduler::SampleAndEmit(Sequence& seq, float* logits, size_t scratch) {
   auto done = [&](FinishReason r, std::string error = "") {
     seq.reason = r;
     seq.error = std::move(error);
+    if (r == FinishReason::kError)
+      seq.exception = std::current_exception();  // null outside a catch
     return false;
   };
   TokenLogprobs lp;
@@ -403,7 +420,7 @@ bool Scheduler::SampleAndEmit(Sequence& seq, float* logits, size_t scratch) {
   }
   if (std::find(seq.req.eos_tokens.begin(), seq.req.eos_tokens.end(), tok) !=
       seq.req.eos_tokens.end()) {
-    return done(FinishReason::kStop);
+    return done(FinishReason::kEos);
   }
   if (want_lp) {
     ComputeLogprobs(lp_tmp, vocab_, seq.req.top_logprobs, tok, lp_tmp, index_tmp, lp);
@@ -420,13 +437,15 @@ bool Scheduler::SampleAndEmit(Sequence& seq, float* logits, size_t scratch) {
   } catch (const std::exception& e) {
     return done(FinishReason::kError, e.what());
   }
-  if (!more) return done(FinishReason::kStop);
+  if (!more)
+    return done(seq.req.sink->Cancelled() ? FinishReason::kCancelled : FinishReason::kStop);
   if (seq.generated >= seq.req.max_tokens) return done(FinishReason::kLength);
   seq.next_token = tok;
   return true;
 }
 
-void Scheduler::Finish(size_t index, FinishReason reason, const std::string& error) {
+void Scheduler::Finish(size_t index, FinishReason reason, const std::string& error,
+                       std::exception_ptr exception) {
   std::unique_ptr<Sequence> seq = std::move(active_[index]);
   active_.erase(active_.begin() + std::ptrdiff_t(index));
   CacheSlot& slot = caches_[size_t(seq->cache)];
@@ -440,6 +459,11 @@ void Scheduler::Finish(size_t index, FinishReason reason, const std::string& err
     // Counted before the sink hears of it: whoever sees the response sees it in the stats.
     std::lock_guard lk(mu_);
     switch (reason) {
+      case FinishReason::kNone:  // not a reason to finish; counted as the error it would be
+      case FinishReason::kError:
+        ++stats_.finished_error;
+        break;
+      case FinishReason::kEos:
       case FinishReason::kStop:
         ++stats_.finished_stop;
         break;
@@ -449,13 +473,11 @@ void Scheduler::Finish(size_t index, FinishReason reason, const std::string& err
       case FinishReason::kCancelled:
         ++stats_.finished_cancelled;
         break;
-      case FinishReason::kError:
-        ++stats_.finished_error;
-        break;
     }
     stats_.active = int(active_.size());
   }
   try {
+    if (reason == FinishReason::kError && exception) seq->req.sink->OnException(exception);
     seq->req.sink->OnFinish(reason, seq->stats, why);
   } catch (...) {
   }
@@ -480,4 +502,4 @@ void Scheduler::UpdateGauges() {
   }
 }
 
-}  // namespace tq::server
+}  // namespace tq

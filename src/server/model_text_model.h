@@ -1,5 +1,5 @@
-// The real Engine and TextModel: a tq::Model with a pool of KV caches, and the model directory's
-// tokenizer, chat template and generation defaults.
+// The real TextModel: the model directory's tokenizer, chat template, eos ids and generation
+// defaults. (The real Engine is runtime/model_engine.h.)
 #pragma once
 
 #include <map>
@@ -8,44 +8,12 @@
 #include <vector>
 
 #include "io/model_config.h"
-#include "kv/kv_cache.h"
-#include "model/model.h"
-#include "server/engine.h"
 #include "server/text_model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace tq::server {
-
-class ModelEngine : public Engine {
- public:
-  // `num_caches` caches of opts.max_tokens tokens each, allocated on first use.
-  ModelEngine(Model& model, int num_caches, const KvCacheOptions& opts);
-
-  int64_t vocab_size() const override { return model_.vocab_size(); }
-  int64_t context_length() const override { return opts_.max_tokens; }
-  int num_caches() const override { return int(caches_.size()); }
-  int64_t kv_bytes_per_token() const override { return bytes_per_token_; }
-  int64_t kv_bytes_held() const override;  // KvCache::MemoryBytes over the caches
-  std::optional<DeviceMemory> device_memory() const override;
-  void Truncate(int cache, int64_t n) override;
-  int64_t ReusablePrefix(int cache, int64_t n) override;
-  void Prefill(int cache, std::span<const int32_t> tokens, float* logits) override;
-  void Decode(std::span<const int32_t> tokens, std::span<const int> caches, float* logits) override;
-  // Model::ForwardBatch: decode rows and prompt chunks in one pass over the weights.
-  void Step(std::span<const int32_t> tokens, std::span<const Part> parts, float* logits) override;
-
- private:
-  KvCache& Cache(int c);
-
-  Model& model_;
-  const KvCacheOptions opts_;
-  std::vector<std::unique_ptr<KvCache>> caches_;
-  std::vector<KvCache*> batch_;                // scratch for Decode
-  std::vector<Model::BatchPart> batch_parts_;  // scratch for Step
-  int64_t bytes_per_token_ = 0;
-};
 
 class ModelTextModel : public TextModel {
  public:

@@ -1,10 +1,28 @@
-#include "server/engine.h"
+#include "runtime/engine.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 
-namespace tq::server {
+namespace tq {
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kEos:
+      return "eos";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "error";
+}
 
 void Engine::Step(std::span<const int32_t> tokens, std::span<const Part> parts, float* logits) {
   const size_t vocab = size_t(vocab_size());
@@ -43,4 +61,4 @@ void Engine::Step(std::span<const int32_t> tokens, std::span<const Part> parts, 
   }
 }
 
-}  // namespace tq::server
+}  // namespace tq

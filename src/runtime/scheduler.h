@@ -4,7 +4,9 @@
 // Engine::Step (one pass over the weights) holding a token for every sequence past its prompt
 // and up to `prefill_chunk` prompt tokens of the others, oldest first (so a long prompt never
 // stalls the others for long, and prompts that arrive together are prefilled together).
-// Requests beyond the running ones wait in a bounded FIFO queue.
+// Requests beyond the running ones wait in a bounded FIFO queue. The server runs it on its own
+// thread; the Generator (one sequence, the CLI and the library) drives it on the caller's thread
+// with RunUntilIdle, so both share admission, sampling, eos / length / stop handling and stats.
 #pragma once
 
 #include <atomic>
@@ -18,14 +20,16 @@
 #include <thread>
 #include <vector>
 
-#include "server/engine.h"
+#include "runtime/engine.h"
 
-namespace tq::server {
+namespace tq {
 
 struct SchedulerOptions {
   int parallel = 4;             // sequences decoded together (<= engine.num_caches())
   int max_queue = 64;           // waiting sequences beyond those; more -> Submit fails
   int64_t prefill_chunk = 256;  // prompt tokens prefilled per step
+  // false: no thread; the caller runs the queued sequences with RunUntilIdle().
+  bool own_thread = true;
 };
 
 struct SequenceRequest {
@@ -40,6 +44,7 @@ struct SequenceRequest {
 // Counters for /metrics (monotonic totals and current gauges).
 struct SchedulerStats {
   int64_t sequences_total = 0;  // admitted to a slot
+  // finished_stop counts eos ids and stop strings (both are OpenAI's "stop").
   int64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
   int64_t rejected_total = 0;        // Submit refused (queue full)
   int64_t prompt_tokens_total = 0;   // of admitted sequences
@@ -78,6 +83,9 @@ class Scheduler {
   std::optional<Engine::DeviceMemory> DeviceMemory() const { return engine_.device_memory(); }
   const SchedulerOptions& options() const { return opts_; }
 
+  // Without own_thread: runs steps on this thread until nothing is queued or running.
+  void RunUntilIdle();
+
   // Finishes every queued and running sequence as kCancelled and joins the thread.
   void Stop();
 
@@ -96,6 +104,7 @@ class Scheduler {
     int32_t next_token = -1;                    // sampled, not yet in the cache
     FinishReason reason = FinishReason::kStop;  // set when SampleAndEmit returns false
     std::string error;
+    std::exception_ptr exception;  // what caused a kError, when an exception did
     SequenceStats stats;
   };
   struct CacheSlot {
@@ -105,6 +114,10 @@ class Scheduler {
   };
 
   void Loop();
+  // Step() with a guard: whatever escapes fails the running sequences, never the caller.
+  void GuardedStep();
+  // Finishes what is running and queued as kCancelled (the thread's end, or Stop without one).
+  void Drain();
   void Step();
   // Runs batch_parts_ in one Engine::Step, then samples and finishes sequences.
   void RunStep(bool decoding, int64_t prompt_tokens);
@@ -112,7 +125,8 @@ class Scheduler {
   // Samples from `logits` [vocab] for seq; emits the token; false when the sequence finished.
   // `scratch` picks a row of the logprob buffers: calls with distinct rows may run at once.
   bool SampleAndEmit(Sequence& seq, float* logits, size_t scratch);
-  void Finish(size_t index, FinishReason reason, const std::string& error = "");
+  void Finish(size_t index, FinishReason reason, const std::string& error = "",
+              std::exception_ptr exception = nullptr);
   void UpdateGauges();
 
   Engine& engine_;
@@ -144,4 +158,4 @@ class Scheduler {
   std::thread thread_;
 };
 
-}  // namespace tq::server
+}  // namespace tq
