@@ -61,6 +61,24 @@ GroupOutputs MakeGroupOutputs(Backend& gpu, const std::vector<DevicePacked>& dev
   return g;
 }
 
+// A group's matrices: random on the host (the oracle reads them) and their copies on the device.
+struct PackedGroup {
+  std::vector<test::Owned> host;
+  std::vector<DevicePacked> dev;
+  void Add(Backend& gpu, quant::QuantMethod method, quant::CodeFormat format, int64_t rows,
+           int64_t cols, int64_t group, uint32_t seed, test::Scales scales) {
+    host.push_back(test::RandomPacked(method, format, rows, cols, group, seed, scales));
+    dev.push_back(ToDevice(gpu, host.back()));
+  }
+  size_t size() const { return host.size(); }
+  // The oracle's product [n, rows] of member i over x [n, cols] (+ bias when given).
+  std::vector<float> Want(size_t i, const float* x, int64_t n, const float* bias) const {
+    std::vector<float> want(size_t(n * host[i].view.rows));
+    ref::PackedMatMul(x, n, host[i].view, bias, want.data());
+    return want;
+  }
+};
+
 struct PackedKind {
   quant::QuantMethod method;
   quant::CodeFormat format;
@@ -159,12 +177,9 @@ TEST_P(CudaConformance, PackedMatMulGroup) {
        {QuantMethod::kCodebook, CodeFormat::kQ2, 20, 256, 32}}};  // mixed: one by one
   uint32_t seed = 100;
   for (const auto& members : groups) {
-    std::vector<test::Owned> host;
-    std::vector<DevicePacked> dev;
-    for (const M& m : members) {
-      host.push_back(test::RandomPacked(m.method, m.format, m.rows, m.cols, m.group, ++seed));
-      dev.push_back(ToDevice(*gpu, host.back()));
-    }
+    PackedGroup grp;
+    for (const M& m : members)
+      grp.Add(*gpu, m.method, m.format, m.rows, m.cols, m.group, ++seed, test::Scales::kF16);
     const int64_t cols = members[0].cols;
     const auto bias = Random(300, 31);
     auto db = Up(*gpu, bias);
@@ -175,13 +190,12 @@ TEST_P(CudaConformance, PackedMatMulGroup) {
       // One token: each kernel of TURBOQUANT_CUDA_MATVEC (mma, the default, where it applies).
       for (const char* kind : {"rows", "tiles", "async", "mma"}) {
         if (n != 1 && kind[0] != 'r') break;
-        const GroupOutputs o = MakeGroupOutputs(*gpu, dev, n, db.as<float>(), 1);
+        const GroupOutputs o = MakeGroupOutputs(*gpu, grp.dev, n, db.as<float>(), 1);
         setenv("TURBOQUANT_CUDA_MATVEC", kind, 1);
         gpu->PackedMatMulGroup(dx.as<float>(), n, o.outs);
         unsetenv("TURBOQUANT_CUDA_MATVEC");
         for (size_t i = 0; i < members.size(); ++i) {
-          std::vector<float> want(size_t(n * members[i].rows));
-          ref::PackedMatMul(x.data(), n, host[i].view, i == 1 ? bias.data() : nullptr, want.data());
+          const std::vector<float> want = grp.Want(i, x.data(), n, i == 1 ? bias.data() : nullptr);
           Expect("PackedMatMulGroup",
                  fmt::format("{} of {}: {} [{}, {}] n={}{}", i, members.size(),
                              KindName({members[i].method, members[i].format, test::Scales::kF16},
@@ -229,13 +243,9 @@ TEST_P(CudaConformance, PackedMatVecOnTheTensorCores) {
   }
   uint32_t seed = 700;
   for (const S& sh : shapes) {
-    std::vector<test::Owned> host;
-    std::vector<DevicePacked> dev;
-    for (int64_t r : sh.rows) {
-      host.push_back(test::RandomPacked(QuantMethod::kCodebook, sh.format, r, sh.cols, sh.group,
-                                        ++seed, sh.scales));
-      dev.push_back(ToDevice(*gpu, host.back()));
-    }
+    PackedGroup grp;
+    for (int64_t r : sh.rows)
+      grp.Add(*gpu, QuantMethod::kCodebook, sh.format, r, sh.cols, sh.group, ++seed, sh.scales);
     const auto x = Random(sh.cols, seed + 1, 3.0f);
     const auto bias = Random(sh.rows[0], seed + 2);
     auto dx = Up(*gpu, x);
@@ -243,20 +253,19 @@ TEST_P(CudaConformance, PackedMatVecOnTheTensorCores) {
     std::vector<std::vector<float>> got[2];  // [rows kernel, mma kernel][member]
     for (int k = 0; k < 2; ++k) {
       setenv("TURBOQUANT_CUDA_MATVEC", k == 0 ? "rows" : "mma", 1);
-      const GroupOutputs o = MakeGroupOutputs(*gpu, dev, 1, db.as<float>(), 0);
+      const GroupOutputs o = MakeGroupOutputs(*gpu, grp.dev, 1, db.as<float>(), 0);
       if (o.outs.size() == 1)
-        gpu->PackedMatMul(dx.as<float>(), 1, dev[0].view, db.as<float>(), o.dy[0].as<float>());
+        gpu->PackedMatMul(dx.as<float>(), 1, grp.dev[0].view, db.as<float>(), o.dy[0].as<float>());
       else
         gpu->PackedMatMulGroup(dx.as<float>(), 1, o.outs);
       unsetenv("TURBOQUANT_CUDA_MATVEC");
-      for (size_t i = 0; i < host.size(); ++i)
+      for (size_t i = 0; i < grp.size(); ++i)
         got[k].push_back(Down<float>(*gpu, o.dy[i], size_t(sh.rows[i])));
     }
-    for (size_t i = 0; i < host.size(); ++i) {
-      std::vector<float> want(size_t(sh.rows[i]));
-      ref::PackedMatMul(x.data(), 1, host[i].view, i == 0 ? bias.data() : nullptr, want.data());
+    for (size_t i = 0; i < grp.size(); ++i) {
+      const std::vector<float> want = grp.Want(i, x.data(), 1, i == 0 ? bias.data() : nullptr);
       const std::string what =
-          fmt::format("{} of {}: {} g{} {} [{}, {}]", i, host.size(), quant::Traits(sh.format).name,
+          fmt::format("{} of {}: {} g{} {} [{}, {}]", i, grp.size(), quant::Traits(sh.format).name,
                       sh.group, sh.scales == test::Scales::kE8 ? "e8" : "f16", sh.rows[i], sh.cols);
       Expect("PackedMatVec mma", what, got[1][i], want, kMatVecMmaBound);
       EXPECT_NE(got[0][i], got[1][i]) << what
@@ -294,26 +303,22 @@ TEST_P(CudaConformance, RotatedPackedMatMulGroup) {
     std::vector<int8_t> signs(rot.signs().data(), rot.signs().data() + sh.cols);
     auto ds = Up(*gpu, signs);
     const RotationView view{ds.as<int8_t>(), sh.cols, rot.block()};
-    std::vector<test::Owned> host;
-    std::vector<DevicePacked> dev;
-    for (int64_t r : sh.rows) {
-      host.push_back(test::RandomPacked(QuantMethod::kCodebook, sh.format, r, sh.cols, sh.group,
-                                        ++seed, test::Scales::kE8));
-      dev.push_back(ToDevice(*gpu, host.back()));
-    }
+    PackedGroup grp;
+    for (int64_t r : sh.rows)
+      grp.Add(*gpu, QuantMethod::kCodebook, sh.format, r, sh.cols, sh.group, ++seed,
+              test::Scales::kE8);
     const auto x = Random(sh.n * sh.cols, seed + 1, 2.0f);
     std::vector<float> xr(x);
     for (int64_t t = 0; t < sh.n; ++t) rot.Forward(xr.data() + t * sh.cols);
     const auto bias = Random(sh.rows[0], seed + 2);
     auto dx = Up(*gpu, x);
     auto db = Up(*gpu, bias);
-    const GroupOutputs o = MakeGroupOutputs(*gpu, dev, sh.n, db.as<float>(), 0);
+    const GroupOutputs o = MakeGroupOutputs(*gpu, grp.dev, sh.n, db.as<float>(), 0);
     gpu->RotatedPackedMatMulGroup(view, dx.as<float>(), sh.n, o.outs);
-    for (size_t i = 0; i < host.size(); ++i) {
-      std::vector<float> want(size_t(sh.n * sh.rows[i]));
-      ref::PackedMatMul(xr.data(), sh.n, host[i].view, i == 0 ? bias.data() : nullptr, want.data());
+    for (size_t i = 0; i < grp.size(); ++i) {
+      const std::vector<float> want = grp.Want(i, xr.data(), sh.n, i == 0 ? bias.data() : nullptr);
       Expect("RotatedPackedMatMulGroup",
-             fmt::format("{} of {}: {} g{} [{}, {}] block {} n={}", i, host.size(),
+             fmt::format("{} of {}: {} g{} [{}, {}] block {} n={}", i, grp.size(),
                          quant::Traits(sh.format).name, sh.group, sh.rows[i], sh.cols, rot.block(),
                          sh.n),
              Down<float>(*gpu, o.dy[i], want.size()), want, kMatVecMmaBound);
