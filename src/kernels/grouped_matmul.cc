@@ -31,8 +31,34 @@ int64_t Work(const GroupedMatMulItem& it) {
 
 void GroupedMatMul(Backend& be, std::span<const GroupedMatMulItem> items) {
   ThreadPool& pool = ThreadPool::Global();
-  if (be.memory_space() != MemorySpace::kHost || pool.size() < 2 ||
-      items.size() < 2 * size_t(pool.size())) {
+  if (be.memory_space() != MemorySpace::kHost) {
+    // A device: packed items over the same input (a MoE layer's gate / up products of one token)
+    // as one PackedMatMulGroup each (a few launches instead of one a matrix); the rest in turn.
+    std::vector<uint8_t> done(items.size(), 0);
+    std::vector<PackedMatMulOutput> outs;
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (done[i]) continue;
+      const GroupedMatMulItem& a = items[i];
+      if (!a.packed || a.rows <= 0) {
+        RunItem(be, a);
+        continue;
+      }
+      outs.clear();
+      for (size_t j = i; j < items.size(); ++j) {
+        const GroupedMatMulItem& b = items[j];
+        if (done[j] || !b.packed || b.x != a.x || b.rows != a.rows) continue;
+        outs.push_back({b.packed, b.bias, b.y});
+        done[j] = 1;
+      }
+      if (outs.size() == 1) {
+        RunItem(be, a);
+      } else {
+        be.PackedMatMulGroup(a.x, a.rows, outs);
+      }
+    }
+    return;
+  }
+  if (pool.size() < 2 || items.size() < 2 * size_t(pool.size())) {
     for (const GroupedMatMulItem& it : items) RunItem(be, it);
     return;
   }

@@ -5,8 +5,10 @@
 //            more: MatMulGroup(x, rows, dense)
 // so each item's y is bit for bit what its own call gives. On a host backend the items run side
 // by side on the thread pool (an item's kernels then run on its thread alone; largest items
-// first), when there are at least two per thread; otherwise, and on device backends, one after
-// another through the backend's ops. A free function over the Backend interface, not a virtual
+// first), when there are at least two per thread; otherwise one after another. On a device,
+// packed items over the same x and rows go to one PackedMatMulGroup (the backend's grouped
+// launches; a member's y as its own call computes it, within the group kernel's bounds), the rest
+// one after another. A free function over the Backend interface, not a virtual
 // (backend.h stays as it is): a device backend with a grouped kernel would make it one.
 #pragma once
 

@@ -149,9 +149,12 @@ void AddItems(std::span<const Linear* const> ls, std::span<float* const> ys, con
 
 // Experts [e0, e1) (their slots [b0, b1) of slot_row / slot_weight) as two GroupedMatMuls:
 // gather -> rotate -> every gate/up -> act per expert -> rotate -> every down -> scatter-add.
+// `one_token`: every slot is the same row of h, so every gate / up product reads the first
+// gathered row (one input: a device runs them as grouped launches).
 void GroupedChunk(Backend& be, const MoeBlock& moe, const float* h, int64_t hidden, int64_t ffn,
                   int64_t e0, int64_t e1, const StageInputs& in1, const StageInputs& in2,
-                  const int32_t* slot_row, const float* slot_weight, float* x, Buf& ws) {
+                  const int32_t* slot_row, const float* slot_weight, float* x, Buf& ws,
+                  bool one_token) {
   const int64_t b0 = ws.expert_begin[size_t(e0)], S = ws.expert_begin[size_t(e1)] - b0;
   float* xg = Buf::Need(be, ws.expert_in, S * hidden, "the MoE workspace");   // [S, hidden]
   float* g = Buf::Need(be, ws.gate, S * ffn, "the MLP workspace");            // [S, ffn]
@@ -171,13 +174,11 @@ void GroupedChunk(Backend& be, const MoeBlock& moe, const float* h, int64_t hidd
     const GatedMlp& m = moe.experts[size_t(e)];
     const Linear* ls[] = {m.gate.get(), m.up.get()};
     float* ys[] = {g + b * ffn, u + b * ffn};
-    AddItems(ls, ys, xg, c, ws, in1, rot, b);
+    AddItems(ls, ys, xg, c, ws, in1, rot, one_token ? 0 : b);
   }
   kernels::GroupedMatMul(be, ws.grouped_items);
-  for (int64_t e = e0; e < e1; ++e) {  // per expert, as one expert after another does
-    const int64_t b = ws.expert_begin[size_t(e)] - b0, c = ws.expert_begin[size_t(e) + 1] - b0 - b;
-    if (c > 0) GatedAct(be, moe.act, g + b * ffn, u + b * ffn, c * ffn);
-  }
+  // Elementwise over the chunk's [S, ffn] rows at once: what expert after expert computes.
+  GatedAct(be, moe.act, g, u, S * ffn);
   RotateStage(be, in2, g, S, ffn, ws, rot);
   ws.grouped_items.clear();
   ws.grouped_outs.clear();
@@ -216,7 +217,7 @@ bool GroupedExperts(Backend& be, const MoeBlock& moe, const float* h, int64_t n,
     while (e1 < num_experts && ws.expert_begin[size_t(e1) + 1] - ws.expert_begin[size_t(e0)] <= cap)
       ++e1;
     if (ws.expert_begin[size_t(e1)] > ws.expert_begin[size_t(e0)])
-      GroupedChunk(be, moe, h, hidden, ffn, e0, e1, in1, in2, slot_row, slot_weight, x, ws);
+      GroupedChunk(be, moe, h, hidden, ffn, e0, e1, in1, in2, slot_row, slot_weight, x, ws, n == 1);
     e0 = e1;
   }
   return true;

@@ -370,7 +370,8 @@ TEST_P(CudaConformance, MoeRoute) {
     int64_t n, experts, top_k;
     bool renorm;
   };
-  for (const S s : {S{1, 8, 2, true}, S{9, 60, 4, false}, S{257, 128, 8, true}, S{3, 5, 5, true}}) {
+  for (const S s : {S{1, 8, 2, true}, S{9, 60, 4, false}, S{257, 128, 8, true}, S{3, 5, 5, true},
+                    S{2, 512, 10, true}, S{1, 64, 6, true}, S{4, 33, 3, false}}) {
     auto logits = Random(s.n * s.experts, 14, 2.0f);
     if (s.experts >= 8) logits[3] = logits[5];  // a tie: the lower id first
     std::vector<int32_t> want_ids(size_t(s.n * s.top_k));

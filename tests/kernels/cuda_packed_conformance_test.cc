@@ -4,6 +4,7 @@
 // kernel and its in-kernel rotation, the GEMM modes of prompts. The fixture, bounds and helpers are
 // cuda_conformance.h's; the suite is instantiated in cuda_conformance_test.cc.
 #include "cuda_conformance.h"
+#include "kernels/grouped_matmul.h"
 
 namespace tq::kernels {
 namespace {
@@ -272,6 +273,42 @@ TEST_P(CudaConformance, PackedMatVecOnTheTensorCores) {
                                       << ": equal to the fp32 row kernel's result, so the "
                                          "tensor-core kernel did not run";
     }
+  }
+}
+
+// GroupedMatMul on the device (a MoE layer's experts over one token): the packed items over one
+// input run as PackedMatMulGroup launches of up to 4 members (10 here: 4 + 4 + 2), the items with
+// inputs of their own one by one; each against the oracle.
+TEST_P(CudaConformance, GroupedMatMulSharedInput) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
+  const int64_t cols = 256;
+  PackedGroup grp;
+  for (uint32_t e = 0; e < 12; ++e)
+    grp.Add(*gpu, quant::QuantMethod::kCodebook,
+            e % 3 ? quant::CodeFormat::kQ4 : quant::CodeFormat::kQ2, 32 + 16 * (e % 2), cols, 64,
+            1200 + e, test::Scales::kE8);
+  const auto x = Random(cols, 1300, 2.0f), x2 = Random(2 * cols, 1301, 2.0f);
+  auto dx = Up(*gpu, x);
+  auto dx2 = Up(*gpu, x2);
+  std::vector<DeviceBuffer> dy;
+  std::vector<GroupedMatMulItem> items;
+  for (size_t i = 0; i < grp.size(); ++i) {
+    const bool own = i >= 10;  // the last two: two rows of their own
+    const int64_t rows = own ? 2 : 1;
+    dy.push_back(Poisoned<float>(*gpu, size_t(rows * grp.dev[i].view.rows)));
+    items.push_back({own ? dx2.as<float>() : dx.as<float>(),
+                     rows,
+                     &grp.dev[i].view,
+                     nullptr,
+                     dy.back().as<float>(),
+                     {}});
+  }
+  GroupedMatMul(*gpu, items);
+  for (size_t i = 0; i < grp.size(); ++i) {
+    const bool own = i >= 10;
+    const std::vector<float> want = grp.Want(i, own ? x2.data() : x.data(), own ? 2 : 1, nullptr);
+    Expect("GroupedMatMul", fmt::format("item {} of {}{}", i, grp.size(), own ? " (own x)" : ""),
+           Down<float>(*gpu, dy[i], want.size()), want, kMatVecMmaBound);
   }
 }
 

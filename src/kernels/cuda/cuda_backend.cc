@@ -291,6 +291,12 @@ class CudaBackend final : public Backend {
                          std::span<const PackedMatMulOutput> outs) override {
     const std::string where = name_ + " packed matmul group";
     if (n <= 0 || outs.empty()) return;
+    if (n <= kMaxMatVecTokens && outs.size() > kMaxGroupViews) {
+      // A MoE layer's experts over one token: launches of kMaxGroupViews members each.
+      for (size_t i = 0; i < outs.size(); i += kMaxGroupViews)
+        PackedMatMulGroup(x, n, outs.subspan(i, std::min(kMaxGroupViews, outs.size() - i)));
+      return;
+    }
     if (outs.size() <= kMaxGroupViews) {
       GroupViews v;
       ToDev(outs, v, where);

@@ -177,32 +177,52 @@ __global__ void KvStoreKernel(const float* src, const float* src2, int64_t n, in
 
 // One thread per row of logits [n, experts]: fp32 softmax, then top_k passes each picking the
 // best (probability, lower id) strictly after the previous pick in that order.
-__global__ void MoeRouteKernel(const float* logits, int64_t n, int64_t experts, int64_t top_k,
+// One warp a row (p [experts] in shared memory): the softmax once — the max
+// by a warp reduction (order-free), the exponentials per lane, their sum by lane 0 in expert order
+// (as one thread summed before) — then top_k rounds of a warp argmax: larger p first, ties to the
+// smaller expert id, the picked one removed. The same p values, picks and weights as one thread
+// walking every expert top_k times (55 µs for 64 experts top-6 on the H200; now a few).
+__global__ void MoeRouteKernel(const float* logits, int64_t experts, int64_t top_k,
                                bool renormalize, int32_t* chosen, float* weight) {
-  const int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r >= n) return;
+  GridLaunchDependents();
+  float* p = DynamicShared();  // [experts]
+  const int64_t r = blockIdx.x;
+  const int lane = int(threadIdx.x);
   const float* x = logits + r * experts;
   float mx = -INFINITY;
-  for (int64_t e = 0; e < experts; ++e) mx = fmaxf(mx, x[e]);
+  for (int64_t e = lane; e < experts; e += 32) mx = fmaxf(mx, x[e]);
+  mx = WarpMax(mx);
+  for (int64_t e = lane; e < experts; e += 32) p[e] = expf(x[e] - mx);
+  __syncthreads();  // the block is this one warp
   float sum = 0.0f;
-  for (int64_t e = 0; e < experts; ++e) sum += expf(x[e] - mx);
-  float prev_p = INFINITY, picked = 0.0f;
-  int64_t prev_e = -1;
+  if (lane == 0)
+    for (int64_t e = 0; e < experts; ++e) sum += p[e];
+  sum = __shfl_sync(0xffffffffu, sum, 0);
+  for (int64_t e = lane; e < experts; e += 32) p[e] = p[e] / sum;
+  __syncthreads();
+  float picked = 0.0f;
   for (int64_t k = 0; k < top_k; ++k) {
-    float best_p = -1.0f;
-    int64_t best_e = -1;
-    for (int64_t e = 0; e < experts; ++e) {
-      const float pe = expf(x[e] - mx) / sum;
-      const bool after_prev = pe < prev_p || (pe == prev_p && e > prev_e);
-      if (after_prev && (pe > best_p || best_e < 0)) best_p = pe, best_e = e;
+    float best_p = -1.0f;  // every p >= 0; removed ones are -2
+    int best_e = -1;
+    for (int64_t e = lane; e < experts; e += 32)  // ascending e: strict > keeps the first of ties
+      if (p[e] > best_p || best_e < 0) best_p = p[e], best_e = int(e);
+    for (int o = 16; o > 0; o >>= 1) {  // ids travel as floats (exact below 2^24)
+      const float op = __shfl_xor_sync(0xffffffffu, best_p, o);
+      const int oe = int(__shfl_xor_sync(0xffffffffu, float(best_e), o));
+      const bool take =
+          oe >= 0 && (best_e < 0 || op > best_p || (op == best_p && oe < best_e));
+      if (take) best_p = op, best_e = oe;
     }
-    chosen[r * top_k + k] = int32_t(best_e);
-    weight[r * top_k + k] = best_p;
+    if (lane == 0) {
+      chosen[r * top_k + k] = int32_t(best_e);
+      weight[r * top_k + k] = best_p;
+    }
     picked += best_p;
-    prev_p = best_p;
-    prev_e = best_e;
+    __syncthreads();
+    if (lane == 0) p[best_e] = -2.0f;
+    __syncthreads();
   }
-  if (renormalize && picked > 0.0f)
+  if (renormalize && picked > 0.0f && lane == 0)
     for (int64_t k = 0; k < top_k; ++k) weight[r * top_k + k] /= picked;
 }
 
@@ -325,8 +345,8 @@ void LaunchKvStore(const float* src, const float* src2, int64_t n, int64_t heads
 
 void LaunchMoeRoute(const float* logits, int64_t n, int64_t experts, int64_t top_k,
                     bool renormalize, int32_t* chosen, float* weight, cudaStream_t s) {
-  TQ_LAUNCH(MoeRouteKernel, Blocks(n, 64), 64, s, logits, n, experts, top_k, renormalize, chosen,
-            weight);
+  TQ_LAUNCH_SMEM(MoeRouteKernel, unsigned(n), 32, size_t(experts) * sizeof(float), s, logits,
+                 experts, top_k, renormalize, chosen, weight);
 }
 
 void LaunchGatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim, float* dst,
