@@ -51,7 +51,7 @@ struct ConvertOptions {
   // by error-feedback rounding against it (quant/error_feedback.h; same format). 0: nearest
   // rounding, no data of any kind (the default).
   int64_t self_calibrate_tokens = 0;
-  double calibration_damp = 0.01;        // λ of the error feedback: H + λ·mean(diag H)·I
+  double calibration_damp = 0.1;         // λ of the error feedback: H + λ·mean(diag H)·I
   bool calibration_lazy_scales = false;  // quant::ErrorFeedbackOptions::lazy_scales
   uint64_t seed = 0;                     // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
   bool streaming = false;  // one source tensor in memory at a time (else the whole model)

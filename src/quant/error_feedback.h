@@ -29,7 +29,7 @@ namespace tq::quant {
 struct ErrorFeedbackOptions {
   // λ: Hd = H + λ·mean(diag H)·I. If Hd is still not positive definite (rounding on a singular
   // H), λ is raised tenfold until it is (at most 4 times; then an error).
-  double damp = 0.01;
+  double damp = 0.1;
   // false: every group's scale is fitted to the original weights before any feedback (the
   // default). true: fitted when the column loop reaches the group, to the weights as the
   // feedback has updated them (GPTQ's grouping); e8 scales come from the same table either way.
