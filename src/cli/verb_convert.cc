@@ -147,7 +147,8 @@ int Run(int argc, char** argv) {
                  "N > 0: the model samples N tokens of its own text (no external data; "
                  "deterministic for --seed), records each decoder linear's input second moment "
                  "on it, and rounds the codes with error feedback (GPTQ/LDLQ in the rotated "
-                 "domain; same file format); 0 = off (nearest rounding). E.g. 2048")
+                 "domain; same file format); 0 = off (nearest rounding). e.g. 8192 (N several "
+                 "times the widest linear input)")
       ->capture_default_str();
   app.add_option("--calibration-damp", o.calibration_damp,
                  "with --self-calibrate: dampening λ of the error feedback (H + λ·mean(diag H)·I)")
@@ -176,7 +177,7 @@ int Run(int argc, char** argv) {
                        "turboquant convert -m ~/hf/Llama-3-8B -o out/l3-q3 --bits 3 "
                        "--protect-layers 0,31 --embed-bits 8",
                        "turboquant convert -m models/tq-llama-21m -o out/q3c --bits 3 "
-                       "--self-calibrate 2048",
+                       "--self-calibrate 8192",
                    });
   return RunApp(app, argc, argv, [&] {
     o.model_dir = ResolveModelDir(o.model_dir, &fetch);
