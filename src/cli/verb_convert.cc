@@ -143,6 +143,19 @@ int Run(int argc, char** argv) {
   app.add_option("--budget-edge", o.budget_edge_weight,
                  "budget: error weight multiplier of the first and last layer (default: 4 for e8 "
                  "scales at >= 3 bits, else 2)");
+  app.add_option("--self-calibrate", o.self_calibrate_tokens,
+                 "N > 0: the model samples N tokens of its own text (no external data; "
+                 "deterministic for --seed), records each decoder linear's input second moment "
+                 "on it, and rounds the codes with error feedback (GPTQ/LDLQ in the rotated "
+                 "domain; same file format); 0 = off (nearest rounding). e.g. 8192 (N several "
+                 "times the widest linear input)")
+      ->capture_default_str();
+  app.add_option("--calibration-damp", o.calibration_damp,
+                 "with --self-calibrate: dampening λ of the error feedback (H + λ·mean(diag H)·I)")
+      ->capture_default_str();
+  app.add_flag("--calibration-lazy-scales", o.calibration_lazy_scales,
+               "with --self-calibrate: fit each group's scale when the error feedback reaches it "
+               "(to the updated weights) instead of before");
   app.add_option("--rotation", rotation, "hadamard | none")->capture_default_str();
   app.add_option("-s,--seed", seed, "seed of the sign vectors")
       ->capture_default_str()
@@ -163,6 +176,8 @@ int Run(int argc, char** argv) {
                        "--streaming",
                        "turboquant convert -m ~/hf/Llama-3-8B -o out/l3-q3 --bits 3 "
                        "--protect-layers 0,31 --embed-bits 8",
+                       "turboquant convert -m models/tq-llama-21m -o out/q3c --bits 3 "
+                       "--self-calibrate 8192",
                    });
   return RunApp(app, argc, argv, [&] {
     o.model_dir = ResolveModelDir(o.model_dir, &fetch);

@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "convert/budget.h"
+#include "convert/calibration.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/mapped_file.h"
@@ -26,6 +27,7 @@
 #include "io/crc32c.h"
 #include "io/model_config.h"
 #include "model/packed_linear.h"
+#include "quant/error_feedback.h"
 #include "quant/group_quantizer.h"
 #include "quant/hadamard.h"
 #include "quant/packing.h"
@@ -164,7 +166,8 @@ void ForEachRotatedChunk(const TensorDecision& d, int64_t chunk_floats, const Re
 std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& o, bool signs_first,
                                  bool table_first, const ReadFn* read,
                                  const quant::HadamardRotation* rot,
-                                 const quant::E8ScaleTable* table) {
+                                 const quant::E8ScaleTable* table,
+                                 const quant::ErrorFeedback* feedback = nullptr) {
   const bool data = read != nullptr;
   std::vector<OutTensor> outs;
   if (!d.quantize) {
@@ -192,7 +195,8 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
     }
     ForEachRotatedChunk(
         d, o.chunk_floats, *read, rot, [&](int64_t r0, int64_t count, const float* w) {
-          quant::QuantizedMatrix part = quant::Quantize(w, count, cols, spec, d.name);
+          quant::QuantizedMatrix part = feedback ? feedback->Quantize(w, count, cols, spec, d.name)
+                                                 : quant::Quantize(w, count, cols, spec, d.name);
           if (r0 == 0) {
             q = std::move(part);
             q.rows = rows;
@@ -238,7 +242,8 @@ std::vector<OutTensor> OutputsOf(const TensorDecision& d, const ConvertOptions& 
 
 nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRecipe& r,
                                          double linear_bpw,
-                                         const std::map<std::string, double>& alpha) {
+                                         const std::map<std::string, double>& alpha,
+                                         const CalibrationResult& calib) {
   const QuantRecipeOptions& ro = o.recipe;
   nlohmann::ordered_json q;
   q["mode"] = "turboquant";
@@ -269,6 +274,16 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
         {"noise", o.sensitivity.noise},
         {"seed", o.sensitivity.seed},
         {"text", o.sensitivity.text == SensitivityOptions::Text::kSelf ? "self" : "random"}};
+  }
+  if (o.self_calibrate_tokens > 0) {
+    q["self_calibrate"] = {{"tokens", calib.tokens},
+                           {"sequence_tokens", CalibrationOptions{}.sequence_tokens},
+                           {"temperatures", kCalibrationTemperatures},
+                           {"damp", o.calibration_damp},
+                           {"scales", o.calibration_lazy_scales ? "lazy" : "before"},
+                           {"linears", calib.moments.size()},
+                           {"experts_pooled", calib.pooled_experts},
+                           {"seconds", calib.seconds}};
   }
   if (o.budget_bpw > 0) q["budget_bpw"] = o.budget_bpw;
   if ((o.budget_bpw > 0 || o.target_bytes > 0) && alpha.empty()) {
@@ -452,6 +467,20 @@ ConvertSummary Convert(const ConvertOptions& o) {
     throw UsageError("--out " + o.out_dir, "already exists (use --force to replace it)");
   TQ_CHECK(out != src, "convert", "--out must differ from --model");
 
+  if (o.self_calibrate_tokens != 0) {
+    if (o.self_calibrate_tokens < kMinCalibrationTokens ||
+        o.self_calibrate_tokens > kMaxCalibrationTokens)
+      throw UsageError(fmt::format("--self-calibrate {}", o.self_calibrate_tokens),
+                       fmt::format("the token count must be 0 (off) or in [{}, {}]",
+                                   kMinCalibrationTokens, kMaxCalibrationTokens));
+    if (o.recipe.method != quant::QuantMethod::kCodebook)
+      throw UsageError("--self-calibrate",
+                       "needs --method turboquant (error feedback rounds to "
+                       "the codebook)");
+    if (!(o.calibration_damp >= 0 && o.calibration_damp <= 10))
+      throw UsageError(fmt::format("--calibration-damp {}", o.calibration_damp),
+                       "must be in [0, 10]");
+  }
   const ModelConfig config = LoadModelConfig(o.model_dir);
   std::vector<std::string> shard_files;
   const std::vector<TensorInfo> infos = Checkpoint::ReadHeaders(o.model_dir, &shard_files);
@@ -509,6 +538,33 @@ ConvertSummary Convert(const ConvertOptions& o) {
   }
   const double linear_bpw = LinearBitsPerWeight(recipe);
   Rotations rotations(o.seed);
+
+  // Self-calibration: input moments of the linears as the allocator left them (their final
+  // rotations), then one error-feedback factor per (input, rotation), shared by q/k/v etc.
+  CalibrationResult calib;
+  if (o.self_calibrate_tokens > 0) {
+    CalibrationOptions co;
+    co.tokens = o.self_calibrate_tokens;
+    co.seed = o.seed;
+    co.progress = o.progress;
+    calib = SelfCalibrate(o.model_dir, recipe, co, [&](size_t i) { return reader.Read(infos[i]); });
+  }
+  std::map<std::tuple<const InputMoments*, std::string, int64_t>,
+           std::shared_ptr<const quant::ErrorFeedback>>
+      feedbacks;
+  auto feedback_for = [&](const TensorDecision& d) -> std::shared_ptr<const quant::ErrorFeedback> {
+    const auto m = calib.moments.find(d.name);
+    if (m == calib.moments.end() || !d.quantize) return nullptr;
+    const quant::HadamardRotation* rot = d.rotation_block > 0 ? rotations.Get(d) : nullptr;
+    auto& f = feedbacks[{m->second.get(), d.rotation_group, d.rotation_block}];
+    if (!f) {
+      const std::vector<double> h = RotatedMoment(*m->second, rot);
+      f = std::make_shared<const quant::ErrorFeedback>(
+          h.data(), m->second->dim,
+          quant::ErrorFeedbackOptions{o.calibration_damp, o.calibration_lazy_scales}, d.name);
+    }
+    return f;
+  };
 
   // e8 scale tables: one per table group (the linears of a rotation group), from the range of the
   // group RMS values of all its members — a pass over those tensors before any is quantized.
@@ -615,8 +671,10 @@ ConvertSummary Convert(const ConvertOptions& o) {
     const quant::HadamardRotation* rot = nullptr;
     if (d.quantize && d.rotation_block > 0) rot = rotations.Get(d);
     const auto table = tables.find(d.scale_table);
-    std::vector<OutTensor> outs = OutputsOf(d, o, signs_first[i], table_first[i], &read, rot,
-                                            table == tables.end() ? nullptr : &table->second);
+    const std::shared_ptr<const quant::ErrorFeedback> feedback = feedback_for(d);
+    std::vector<OutTensor> outs =
+        OutputsOf(d, o, signs_first[i], table_first[i], &read, rot,
+                  table == tables.end() ? nullptr : &table->second, feedback.get());
     if (!o.streaming) all_source[i] = {};
     if (d.quantize) ++sum.quantized_tensors;
     if (o.streaming) {
@@ -640,7 +698,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
     WriteFileAtomic((tmp / "model.safetensors.index.json").string(), index.dump(2) + "\n");
   }
   nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(config.raw_json);
-  cfg["quantization"] = QuantizationBlock(o, recipe, linear_bpw, alpha);
+  cfg["quantization"] = QuantizationBlock(o, recipe, linear_bpw, alpha, calib);
   // Size and CRC-32C of every shard, for doctor (a byte changed anywhere is found).
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
   for (int s = 0; s < sum.num_shards; ++s) {

@@ -46,7 +46,14 @@ struct ConvertOptions {
   // Reuse the sensitivities recorded in another converted checkpoint of the same source (its
   // config.json "sensitivity" per tensor) instead of measuring them again.
   std::string sensitivity_from;
-  uint64_t seed = 0;       // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
+  // --self-calibrate N: > 0 = the model samples N tokens of its own text, the input second moment
+  // of every decoder linear is recorded on them (calibration.h), and the linears' codes are chosen
+  // by error-feedback rounding against it (quant/error_feedback.h; same format). 0: nearest
+  // rounding, no data of any kind (the default).
+  int64_t self_calibrate_tokens = 0;
+  double calibration_damp = 0.1;         // λ of the error feedback: H + λ·mean(diag H)·I
+  bool calibration_lazy_scales = false;  // quant::ErrorFeedbackOptions::lazy_scales
+  uint64_t seed = 0;                     // sign vectors: group g uses SplitMix64(seed ^ FNV-1a(g))
   bool streaming = false;  // one source tensor in memory at a time (else the whole model)
   bool force = false;      // replace an existing out_dir
   bool progress = true;

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "convert/convert.h"
+#include "convert/self_text.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "io/safetensors.h"
@@ -67,35 +68,6 @@ std::vector<float> LogProbs(Model& model, const std::vector<std::vector<int32_t>
     LogSoftmaxRows(lp, len, vocab);
   }
   return out;
-}
-
-// Replaces s[1..] by the model's own continuation of s[0], sampled at `temperature` (> 0).
-void SampleContinuation(Model& model, std::vector<int32_t>& s, double temperature,
-                        quant::SplitMix64& rng) {
-  const int64_t vocab = model.vocab_size();
-  KvCacheOptions kv;
-  kv.max_tokens = int64_t(s.size());
-  kv.dtype = KvDType::kF32;
-  auto cache = model.NewCache(kv);
-  std::vector<float> logits(static_cast<size_t>(vocab));
-  std::vector<double> p(static_cast<size_t>(vocab));
-  for (size_t i = 0; i + 1 < s.size(); ++i) {
-    model.Forward(std::span<const int32_t>(&s[i], 1), *cache, logits.data());
-    const float mx = *std::max_element(logits.begin(), logits.end());
-    double sum = 0;
-    for (int64_t v = 0; v < vocab; ++v)
-      sum += p[size_t(v)] = std::exp(double(logits[size_t(v)] - mx) / temperature);
-    double u = rng.Uniform() * sum;
-    int32_t next = int32_t(vocab - 1);
-    for (int64_t v = 0; v < vocab; ++v) {
-      u -= p[size_t(v)];
-      if (u <= 0) {
-        next = int32_t(v);
-        break;
-      }
-    }
-    s[i + 1] = next;
-  }
 }
 
 // Mean over positions of KL(p || q) from log-probabilities [positions, vocab].
