@@ -33,6 +33,8 @@ def parse_benchmarks(path):
         if line.startswith("## "):
             in_section = line.startswith("## Weight quantization")
             model = None
+        elif line.startswith("### "):
+            model = None  # each subsection names its model again
         if not in_section:
             continue
         m = re.match(r"\*\*(tq-llama-21m|tq-qwen3moe-17m)\*\*", line.strip())
@@ -56,12 +58,18 @@ def parse_benchmarks(path):
         if brown is None or other is None or cells[0].startswith("bf16"):
             continue
         label = cells[0]
+        row_model = model
+        for name in rows:  # a row that names its model belongs to it
+            if label.startswith(name):
+                row_model = name
         kind = "plain"
-        if "measured" in label:
+        if "self-calibrate" in label:
+            kind = "calibrated"
+        elif "measured" in label:
             kind = "measured"
         elif "budget" in label or "target-size" in label:
             kind = "budget"
-        rows[model].append((label, mb, brown, other, kind))
+        rows[row_model].append((label, mb, brown, other, kind))
     return rows
 
 
@@ -77,7 +85,8 @@ def parse_anchors(path):
     return pts
 
 
-COLORS = {"plain": "#888888", "budget": "#1f77b4", "measured": "#d62728", "llama.cpp": "#2ca02c"}
+COLORS = {"plain": "#888888", "budget": "#1f77b4", "measured": "#d62728", "calibrated": "#9467bd",
+          "llama.cpp": "#2ca02c"}
 
 
 def panel(x0, y0, w, h, title, series):
@@ -155,9 +164,10 @@ def main():
     for i, (kind, text) in enumerate((("plain", "TurboQuant, one width"),
                                       ("budget", "budget, role/depth priors"),
                                       ("measured", "budget, measured sensitivities"),
+                                      ("calibrated", "+ --self-calibrate"),
                                       ("llama.cpp", "llama.cpp (ANCHORS.md)"))):
-        svg.append(f'<circle cx="{30 + i * 260}" cy="{y}" r="5" fill="{COLORS[kind]}"/>'
-                   f'<text x="{40 + i * 260}" y="{y + 4}" font-size="12">{text}</text>')
+        svg.append(f'<circle cx="{30 + i * 210}" cy="{y}" r="5" fill="{COLORS[kind]}"/>'
+                   f'<text x="{40 + i * 210}" y="{y + 4}" font-size="12">{text}</text>')
     svg.append("</svg>")
     with open(args.out, "w", encoding="utf-8") as f:
         f.write("\n".join(svg) + "\n")
