@@ -209,8 +209,7 @@ __global__ void MoeRouteKernel(const float* logits, int64_t experts, int64_t top
     for (int o = 16; o > 0; o >>= 1) {  // ids travel as floats (exact below 2^24)
       const float op = __shfl_xor_sync(0xffffffffu, best_p, o);
       const int oe = int(__shfl_xor_sync(0xffffffffu, float(best_e), o));
-      const bool take =
-          oe >= 0 && (best_e < 0 || op > best_p || (op == best_p && oe < best_e));
+      const bool take = oe >= 0 && (best_e < 0 || op > best_p || (op == best_p && oe < best_e));
       if (take) best_p = op, best_e = oe;
     }
     if (lane == 0) {
