@@ -6,18 +6,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "gaussian.h"
 #include "quant/group_quantizer.h"
-#include "quant/rng.h"
 
 namespace tq::quant {
 namespace {
-
-std::vector<float> Gaussian(int64_t n, uint64_t seed) {
-  SplitMix64 rng(seed);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = float(rng.Normal());
-  return x;
-}
 
 // The sample second moment [dim, dim] of `samples` inputs x = A z (z ~ N(0, I)) with a mixing
 // A [dim, dim] whose columns decay (x strongly correlated: a few directions carry most energy),

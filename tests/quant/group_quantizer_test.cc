@@ -10,18 +10,11 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/thread_pool.h"
+#include "gaussian.h"
 #include "quant/packing.h"
-#include "quant/rng.h"
 
 namespace tq::quant {
 namespace {
-
-std::vector<float> Gaussian(int64_t n, uint64_t seed, double sigma = 1.0) {
-  SplitMix64 rng(seed);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = float(sigma * rng.Normal());
-  return x;
-}
 
 double RelErr(const std::vector<float>& w, const std::vector<float>& d) {
   double e = 0, n = 0;

@@ -8,18 +8,11 @@
 #include <vector>
 
 #include "core/error.h"
+#include "gaussian.h"
 #include "quant/hadamard_blocks.h"
-#include "quant/rng.h"
 
 namespace tq::quant {
 namespace {
-
-std::vector<float> RandomVector(int64_t n, uint64_t seed) {
-  SplitMix64 rng(seed);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = float(rng.Normal());
-  return x;
-}
 
 double Norm2(const std::vector<float>& x) {
   double s = 0;
@@ -43,7 +36,7 @@ TEST(HadamardTest, BlockSize) {
 // Against the explicit Sylvester matrix, entry (i, j) = (-1)^popcount(i & j).
 TEST(HadamardTest, FwhtMatchesSylvesterMatrix) {
   for (int64_t n : {1, 2, 4, 8, 64, 256}) {
-    const std::vector<float> x = RandomVector(n, uint64_t(n));
+    const std::vector<float> x = Gaussian(n, uint64_t(n));
     std::vector<float> y = x;
     Fwht(y.data(), n);
     for (int64_t i = 0; i < n; ++i) {
@@ -57,7 +50,7 @@ TEST(HadamardTest, FwhtMatchesSylvesterMatrix) {
 
 TEST(HadamardTest, FwhtOrthonormalKeepsNormAndIsInvolution) {
   for (int64_t n : {2, 32, 1024, 4096}) {
-    const std::vector<float> x = RandomVector(n, 7);
+    const std::vector<float> x = Gaussian(n, 7);
     std::vector<float> y = x;
     FwhtOrthonormal(y.data(), n);
     EXPECT_NEAR(Norm2(y), Norm2(x), 1e-5 * Norm2(x));
@@ -71,7 +64,7 @@ TEST(HadamardTest, RotationMatchesExplicitMatrix) {
   const int64_t n = 96, b = HadamardBlockSize(n);
   ASSERT_EQ(b, 32);
   const HadamardSigns s = HadamardSigns::Generate(n, 42);
-  const std::vector<float> x = RandomVector(n, 3);
+  const std::vector<float> x = Gaussian(n, 3);
   std::vector<float> y = x;
   RotateForward(s, b, y.data());
   for (int64_t i = 0; i < n; ++i) {
@@ -88,7 +81,7 @@ TEST(HadamardTest, RotationMatchesExplicitMatrix) {
 TEST(HadamardTest, ForwardInverseAndNorm) {
   for (int64_t n : {96, 512, 1408, 14336, 18944}) {
     const HadamardRotation rot = HadamardRotation::Make(n, 1234);
-    const std::vector<float> x = RandomVector(n, uint64_t(n) + 1);
+    const std::vector<float> x = Gaussian(n, uint64_t(n) + 1);
     std::vector<float> y = x;
     rot.Forward(y.data());
     EXPECT_NEAR(Norm2(y), Norm2(x), 1e-5 * Norm2(x)) << n;
@@ -100,8 +93,8 @@ TEST(HadamardTest, ForwardInverseAndNorm) {
 // W x == W' (R x) with W' = W Rᵀ (rows rotated forward), and InverseRows undoes ForwardRows.
 void ExpectRotatedWeightsPreserveMatvec(const HadamardRotation& rot, int64_t out) {
   const int64_t in = rot.dim();
-  const std::vector<float> w = RandomVector(out * in, 5);
-  const std::vector<float> x = RandomVector(in, 6);
+  const std::vector<float> w = Gaussian(out * in, 5);
+  const std::vector<float> x = Gaussian(in, 6);
   std::vector<float> w2 = w, x2 = x;
   rot.ForwardRows(w2.data(), out);
   rot.Forward(x2.data());
@@ -210,7 +203,7 @@ TEST(HadamardTest, BlockTransformIsTheKroneckerProduct) {
   for (int64_t b : {12, 24, 96, 20, 80, 28, 112}) {
     const int64_t m = HadamardBlockFactor(b), p = b / m;
     const std::span<const int8_t> h = SmallHadamard(m);
-    const std::vector<float> x = RandomVector(b, uint64_t(b));
+    const std::vector<float> x = Gaussian(b, uint64_t(b));
     for (bool transpose : {false, true}) {
       std::vector<float> y = x;
       HadamardBlockTransform(y.data(), b, transpose);
@@ -231,7 +224,7 @@ TEST(HadamardTest, BlockTransformIsTheKroneckerProduct) {
 TEST(HadamardTest, NonPowerOfTwoBlocksAreOrthogonalRotations) {
   for (auto [n, b] : {std::pair<int64_t, int64_t>{2880, 320}, {96, 96}, {1344, 448}, {96, 24}}) {
     const HadamardRotation rot(HadamardSigns::Generate(n, 5), b);
-    const std::vector<float> x = RandomVector(n, uint64_t(n) + 2);
+    const std::vector<float> x = Gaussian(n, uint64_t(n) + 2);
     std::vector<float> y = x;
     rot.Forward(y.data());
     EXPECT_NEAR(Norm2(y), Norm2(x), 1e-5 * Norm2(x)) << n;

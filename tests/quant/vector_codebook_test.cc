@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "gaussian.h"
 #include "quant/codebook.h"
 #include "quant/group_quantizer.h"
-#include "quant/rng.h"
 
 namespace tq::quant {
 namespace {
@@ -70,18 +70,11 @@ TEST(VectorCodebookTest, DISABLED_MeasureLargerBooks) {
 namespace tq::quant {
 namespace {
 
-std::vector<float> GaussianMatrix(int64_t n, uint64_t seed) {
-  SplitMix64 rng(seed);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = float(0.05 * rng.Normal());
-  return x;
-}
-
 // With the untrained product codebook, the vector method must reproduce the scalar method
 // exactly: same codes (so the field order is right), same scales, same dequantized values.
 TEST(VectorQuantizerTest, ProductBookEqualsScalarMethod) {
   const int64_t rows = 5, cols = 256;
-  const std::vector<float> w = GaussianMatrix(rows * cols, 3);
+  const std::vector<float> w = Gaussian(rows * cols, 3, 0.05);
   for (int dim : {2, 4}) {
     for (int bits : {1, 2, 3}) {
       if (dim * bits > 12) continue;
@@ -110,7 +103,7 @@ TEST(VectorQuantizerTest, ProductBookEqualsScalarMethod) {
 
 TEST(VectorQuantizerTest, TrainedBookLowersErrorAndRoundTrips) {
   const int64_t rows = 32, cols = 512;
-  const std::vector<float> w = GaussianMatrix(rows * cols, 4);
+  const std::vector<float> w = Gaussian(rows * cols, 4, 0.05);
   const VectorCodebook& vcb = GaussianVectorCodebook(2, 2);
   QuantSpec scalar;
   scalar.format = CodeFormat::kQ2;
