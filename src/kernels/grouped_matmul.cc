@@ -1,6 +1,8 @@
 #include "kernels/grouped_matmul.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -34,27 +36,35 @@ void GroupedMatMul(Backend& be, std::span<const GroupedMatMulItem> items) {
   if (be.memory_space() != MemorySpace::kHost) {
     // A device: packed items over the same input (a MoE layer's gate / up products of one token)
     // as one PackedMatMulGroup each (a few launches instead of one a matrix); the rest in turn.
-    std::vector<uint8_t> done(items.size(), 0);
+    // Items sorted by (x, rows) so that each such run is found in one pass.
+    std::vector<size_t> order(items.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    auto key = [&](size_t i) {
+      const GroupedMatMulItem& it = items[i];
+      const bool shareable = it.packed && it.rows > 0;
+      return std::make_tuple(!shareable, shareable ? reinterpret_cast<uintptr_t>(it.x) : 0, it.rows,
+                             i);
+    };
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
     std::vector<PackedMatMulOutput> outs;
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (done[i]) continue;
-      const GroupedMatMulItem& a = items[i];
-      if (!a.packed || a.rows <= 0) {
-        RunItem(be, a);
-        continue;
-      }
-      outs.clear();
-      for (size_t j = i; j < items.size(); ++j) {
-        const GroupedMatMulItem& b = items[j];
-        if (done[j] || !b.packed || b.x != a.x || b.rows != a.rows) continue;
-        outs.push_back({b.packed, b.bias, b.y});
-        done[j] = 1;
-      }
-      if (outs.size() == 1) {
+    for (size_t k = 0; k < order.size();) {
+      const GroupedMatMulItem& a = items[order[k]];
+      size_t end = k + 1;
+      if (a.packed && a.rows > 0)
+        while (end < order.size() && items[order[end]].packed && items[order[end]].x == a.x &&
+               items[order[end]].rows == a.rows)
+          ++end;
+      if (end - k == 1) {
         RunItem(be, a);
       } else {
+        outs.clear();
+        for (size_t j = k; j < end; ++j) {
+          const GroupedMatMulItem& b = items[order[j]];
+          outs.push_back({b.packed, b.bias, b.y});
+        }
         be.PackedMatMulGroup(a.x, a.rows, outs);
       }
+      k = end;
     }
     return;
   }
