@@ -208,6 +208,18 @@ class RecordingBackend final : public kernels::Backend {
                    int64_t slot0) override {
     in_.KvStorePair(k, v, n, heads, head_dim, k_dst, v_dst, dtype, head_stride, slot0);
   }
+  void KvEncode(const kernels::KvEncodeParams& p, const void* src, DType src_dtype, int64_t n,
+                int64_t heads, int64_t pos_stride, int64_t head_stride,
+                const kernels::KvCodeSlots& dst, int64_t slot0) override {
+    in_.KvEncode(p, src, src_dtype, n, heads, pos_stride, head_stride, dst, slot0);
+  }
+  void CenterRows(float* x, int64_t rows, int64_t width, float* mean, int64_t mean_rows) override {
+    in_.CenterRows(x, rows, width, mean, mean_rows);
+  }
+  void GatherColumns(const float* x, int64_t rows, int64_t dim, const int32_t* order,
+                     int64_t period, float* out) override {
+    in_.GatherColumns(x, rows, dim, order, period, out);
+  }
   void MoeRoute(const float* logits, int64_t n, const kernels::MoeRouting& r, int32_t* chosen,
                 float* weight) override {
     in_.MoeRoute(logits, n, r, chosen, weight);

@@ -42,6 +42,12 @@ std::string_view OpName(Op op) {
       return "compressed_attention";
     case Op::kKvStore:
       return "kv_store";
+    case Op::kKvEncode:
+      return "kv_encode";
+    case Op::kCenterRows:
+      return "center_rows";
+    case Op::kGatherColumns:
+      return "gather_columns";
     case Op::kMoeRoute:
       return "moe_route";
     case Op::kGatherRows:

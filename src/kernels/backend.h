@@ -49,6 +49,9 @@ enum class Op : uint8_t {
   kAttention,            // plain KV cache (F32/F16/BF16), GQA, sliding window
   kCompressedAttention,  // attention on TurboQuant-coded keys and values
   kKvStore,              // fp32 K/V rows -> a plain cache's slots
+  kKvEncode,             // rotated K/V rows -> TurboQuant codes, scales (+ QJL sketch)
+  kCenterRows,           // the TurboQuant cache's value centering (mean of the first rows)
+  kGatherColumns,        // per-row channel permutation (the outlier split's channel order)
   kMoeRoute,             // router logits -> top-k experts and their weights
   kGatherRows,           // dst[i] = src[rows[i]]
   kScatterAddRows,       // dst[rows[i]] += w[i] * src[i]
@@ -186,6 +189,24 @@ class Backend {
   virtual void KvStorePair(const float* k, const float* v, int64_t n, int64_t heads,
                            int64_t head_dim, void* k_dst, void* v_dst, DType dtype,
                            int64_t head_stride, int64_t slot0);
+  // The TurboQuant cache's encode (kv_ops.h): n positions × heads vectors of p.format.dim
+  // channels, vector (i, h) read from src + i * pos_stride + h * head_stride (elements of
+  // src_dtype: F32 or F16), coded as EncodeKvVector does (bit-exact on the host backends; a
+  // device may sum in another order: the same codes but for near-ties) into slot
+  // h * dst.head_stride + slot0 + i of dst; with p.qjl_matrix also the sketch of each vector's
+  // residual x - decode(codes) (EncodeQjlResidual).
+  virtual void KvEncode(const KvEncodeParams& p, const void* src, DType src_dtype, int64_t n,
+                        int64_t heads, int64_t pos_stride, int64_t head_stride,
+                        const KvCodeSlots& dst, int64_t slot0) = 0;
+  // x [rows, width]: when mean_rows > 0, first mean [width] = the mean of rows 0 .. mean_rows-1
+  // (summed in row order in fp32, then divided by mean_rows); then x[r, j] -= mean[j] for every
+  // row (mean_rows = 0: subtracts the mean as it is).
+  virtual void CenterRows(float* x, int64_t rows, int64_t width, float* mean,
+                          int64_t mean_rows) = 0;
+  // out[r, j] = x[r, order[(r % period) * dim + j]] for x, out [rows, dim] (not aliased), order
+  // [period, dim].
+  virtual void GatherColumns(const float* x, int64_t rows, int64_t dim, const int32_t* order,
+                             int64_t period, float* out) = 0;
   // logits [n, num_experts] -> chosen [n, top_k] (descending probability, ties: lower id) and
   // weight [n, top_k]: softmax over all experts in fp32, then top-k (renormalized when asked).
   virtual void MoeRoute(const float* logits, int64_t n, const MoeRouting& r, int32_t* chosen,

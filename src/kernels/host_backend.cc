@@ -1,5 +1,6 @@
 #include "kernels/host_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include "core/aligned_buffer.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/thread_pool.h"
 #include "kernels/activation_ops.h"
 #include "kernels/attention_variant_ops.h"
 #include "quant/hadamard.h"
@@ -93,6 +95,56 @@ void HostBackend::KvStore(const float* src, int64_t n, int64_t heads, int64_t he
           Fail(name(), "kv store: unsupported cache dtype {}", DTypeName(dtype));
       }
     }
+  }
+}
+
+void HostBackend::KvEncode(const KvEncodeParams& p, const void* src, DType src_dtype, int64_t n,
+                           int64_t heads, int64_t pos_stride, int64_t head_stride,
+                           const KvCodeSlots& dst, int64_t slot0) {
+  TQ_CHECK(src_dtype == DType::F32 || src_dtype == DType::F16, name(),
+           "kv encode: source dtype {} (expected f32 or f16)", DTypeName(src_dtype));
+  const KvCodeFormat& f = p.format;
+  TQ_CHECK(f.dim > 0 && f.dim <= 1024 && f.group > 0 && f.dim % f.group == 0, name(),
+           "kv encode: dim {} with group {}", f.dim, f.group);
+  // In parallel over (position, head) vectors, as the cache coded them before this op.
+  ThreadPool::Global().ParallelFor(n * heads, 8, [&](int64_t t0, int64_t t1) {
+    float x[1024], back[1024];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i = t / heads, h = t % heads, at = i * pos_stride + h * head_stride;
+      if (src_dtype == DType::F32)
+        std::memcpy(x, static_cast<const float*>(src) + at, size_t(f.dim) * sizeof(float));
+      else
+        F16ToF32(static_cast<const uint16_t*>(src) + at, x, size_t(f.dim));
+      const int64_t slot = h * dst.head_stride + slot0 + i;
+      uint8_t* codes = dst.codes + slot * f.code_bytes;
+      uint16_t* scales = dst.scales + slot * f.groups();
+      EncodeKvVector(f, p.scale, x, codes, scales);
+      if (!p.qjl_matrix) continue;
+      DecodeKvVector(f, codes, scales, back);
+      for (int64_t j = 0; j < f.dim; ++j) back[j] = x[j] - back[j];  // the residual
+      EncodeQjlResidual(p.qjl_matrix, p.qjl_m, f.dim, back,
+                        dst.qjl_bits + slot * QjlSignBytes(p.qjl_m), dst.qjl_norm + slot);
+    }
+  });
+}
+
+void HostBackend::CenterRows(float* x, int64_t rows, int64_t width, float* mean,
+                             int64_t mean_rows) {
+  if (mean_rows > 0) {
+    std::fill(mean, mean + width, 0.0f);
+    for (int64_t t = 0; t < mean_rows; ++t)
+      for (int64_t j = 0; j < width; ++j) mean[j] += x[t * width + j];
+    for (int64_t j = 0; j < width; ++j) mean[j] /= float(mean_rows);
+  }
+  for (int64_t t = 0; t < rows; ++t)
+    for (int64_t j = 0; j < width; ++j) x[t * width + j] -= mean[j];
+}
+
+void HostBackend::GatherColumns(const float* x, int64_t rows, int64_t dim, const int32_t* order,
+                                int64_t period, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* o = order + (r % period) * dim;
+    for (int64_t j = 0; j < dim; ++j) out[r * dim + j] = x[r * dim + o[j]];
   }
 }
 

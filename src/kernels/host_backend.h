@@ -1,8 +1,8 @@
 // What the ref and cpu backends share (internal to kernels/): host memory (Allocate is an
 // aligned allocation, Upload a view of the caller's bytes, Download/Copy are memcpy/memmove,
 // nothing to synchronize) and the ops whose host code is the same for both (embedding rows,
-// add, rotation, KV store, MoE routing, gather/scatter, argmax). The two differ in the compute
-// ops (matmuls, norms, RoPE, attention), which they override.
+// add, rotation, KV store and encode, MoE routing, gather/scatter, argmax). The two differ in the
+// compute ops (matmuls, norms, RoPE, attention), which they override.
 #pragma once
 
 #include <atomic>
@@ -33,6 +33,12 @@ class HostBackend : public Backend {
   void Rotate(const RotationView& r, const float* x, int64_t rows, float* out) override;
   void KvStore(const float* src, int64_t n, int64_t heads, int64_t head_dim, void* dst, DType dtype,
                int64_t head_stride, int64_t slot0) override;
+  void KvEncode(const KvEncodeParams& p, const void* src, DType src_dtype, int64_t n, int64_t heads,
+                int64_t pos_stride, int64_t head_stride, const KvCodeSlots& dst,
+                int64_t slot0) override;
+  void CenterRows(float* x, int64_t rows, int64_t width, float* mean, int64_t mean_rows) override;
+  void GatherColumns(const float* x, int64_t rows, int64_t dim, const int32_t* order,
+                     int64_t period, float* out) override;
   void MoeRoute(const float* logits, int64_t n, const MoeRouting& r, int32_t* chosen,
                 float* weight) override;
   void GatherRows(const float* src, const int32_t* rows, int64_t count, int64_t dim,

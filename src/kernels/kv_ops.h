@@ -23,12 +23,21 @@
 
 namespace tq::kernels {
 
+// How KvEncode picks a coded vector's per-group scale σ (kv/turboquant_codec.h): the group's RMS
+// ("norm"), the MSE-optimal scale ("mse": σ = ⟨x, c⟩/⟨c, c⟩ alternated with re-assignment, three
+// rounds, never worse than the RMS), or "unbiased" (the mse codes with σ = ‖x‖²/⟨x, c⟩).
+enum class KvScale { kNorm, kMse, kUnbiased };
+
 // One code segment of a vector: channels [begin, end) coded in `format` against `levels`.
 struct KvCodeSegment {
   int64_t begin = 0, end = 0;
   quant::CodeFormat format = quant::CodeFormat::kQ4;
   const float* levels = nullptr;  // [levels of format], ascending
-  int64_t byte_offset = 0;        // where the segment's packed codes start in a vector's bytes
+  // [levels - 1] the codebook's decision thresholds, ascending (the midpoints of the levels): a
+  // value x codes to #{t < x} (quant::Codebook::Encode). Read by KvEncode; attention needs only
+  // the levels.
+  const float* thresholds = nullptr;
+  int64_t byte_offset = 0;  // where the segment's packed codes start in a vector's bytes
   // Levels equally spaced (levels[c] = lo + c * step): decoded with a convert instead of a lookup.
   bool uniform = false;
   float lo = 0.0f, step = 0.0f;
@@ -117,6 +126,37 @@ void CpuCompressedAttention(const float* q, int64_t n, int64_t pos0, const Compr
 // On by default; off gives fp32 scores that match RefCompressedAttention to rounding (tests).
 void SetKvInt8Scoring(bool on);
 bool KvInt8Scoring();
+
+// What KvEncode writes (Backend::KvEncode): the format (levels and thresholds in the backend's
+// memory), the scale rule, and optionally the QJL residual sketch of each coded vector
+// (qjl_matrix S [qjl_m, dim], or null).
+struct KvEncodeParams {
+  KvCodeFormat format;
+  KvScale scale = KvScale::kMse;
+  const float* qjl_matrix = nullptr;
+  int64_t qjl_m = 0;
+};
+// Where KvEncode writes: slot s of a layer's coded positions holds codes + s * code_bytes, scales
+// + s * groups (fp16) and, with the sketch, qjl_bits + s * QjlSignBytes(m) and qjl_norm + s.
+// Kv head h, position i of an encode go to slot h * head_stride + slot0 + i.
+struct KvCodeSlots {
+  uint8_t* codes = nullptr;
+  uint16_t* scales = nullptr;
+  uint8_t* qjl_bits = nullptr;
+  uint16_t* qjl_norm = nullptr;
+  int64_t head_stride = 0;  // slots between kv heads
+};
+
+// The scalar codec of one rotated vector x [dim] -> codes [code_bytes], scales [groups] (fp16):
+// per group, σ by `scale` (the stored fp16 value is what codes are assigned against; sums in
+// double in channel order), codes = nearest level of x / σ, packed per segment
+// (quant/packing.h). The reference every backend's KvEncode matches.
+void EncodeKvVector(const KvCodeFormat& f, KvScale scale, const float* x, uint8_t* codes,
+                    uint16_t* scales);
+// The QJL sketch of a residual r [dim]: bits [QjlSignBytes(m)] = sign(S r) (bit j set: (S r)_j >=
+// 0, S r by QjlProject), *norm = ‖r‖ (fp16, 65504 when it overflows).
+void EncodeQjlResidual(const float* s, int64_t m, int64_t dim, const float* residual, uint8_t* bits,
+                       uint16_t* norm);
 
 // Decodes one coded vector into its rotated channels: out[i] = scale[i / group] * level(code_i).
 void DecodeKvVector(const KvCodeFormat& f, const uint8_t* codes, const uint16_t* scales,

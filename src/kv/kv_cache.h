@@ -36,8 +36,9 @@ std::optional<KvDType> ParseKvDType(std::string_view s);  // the same spellings
 
 // TurboQuant KV compression (DESIGN.md §3, kv/turboquant_codec.h).
 // Per-vector scale: RMS (‖x‖/√D), MSE-optimal, or MSE-optimal codes with the scale that makes the
-// reconstruction unbiased along x (x̂·x = ‖x‖²: no systematic shrink of q·k or of Σ p v).
-enum class KvScale { kNorm, kMse, kUnbiased };
+// reconstruction unbiased along x (x̂·x = ‖x‖²: no systematic shrink of q·k or of Σ p v). The
+// kernels' enum (KvEncode takes it).
+using KvScale = kernels::KvScale;
 enum class KvCodebook { kGaussian, kSphere };  // Lloyd-Max for N(0,1) or the rotated-sphere law
 
 std::string_view KvScaleName(KvScale s);  // "norm", "mse", "unbiased"

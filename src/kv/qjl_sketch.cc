@@ -40,15 +40,7 @@ void KvQjlSketch::Project(const float* q, float* sq) const {
 }
 
 void KvQjlSketch::Encode(const float* residual, uint8_t* bits, uint16_t* norm) const {
-  double rr = 0;
-  for (int64_t i = 0; i < dim_; ++i) rr += double(residual[i]) * residual[i];
-  float sr[1024];
-  Project(residual, sr);
-  std::memset(bits, 0, size_t(sign_bytes()));
-  for (int64_t j = 0; j < m_; ++j)
-    if (sr[j] >= 0) bits[j >> 3] = uint8_t(bits[j >> 3] | 1u << (j & 7));
-  *norm = F32ToF16(float(std::sqrt(rr)));
-  if (!std::isfinite(F16ToF32(*norm))) *norm = F32ToF16(65504.0f);
+  kernels::EncodeQjlResidual(s_.data(), m_, dim_, residual, bits, norm);
 }
 
 double KvQjlSketch::EstimateResidualDot(const float* sq, const uint8_t* bits, uint16_t norm) const {

@@ -146,6 +146,7 @@ void KvVectorCodec::Init(int64_t dim, int64_t group, int64_t cut, int hi, int lo
     seg.format = *quant::FormatForBits(b);
     segments_[s].book = KvCodebookFor(codebook, f.group, b);
     seg.levels = segments_[s].book->levels.data();
+    seg.thresholds = segments_[s].book->thresholds.data();
     seg.byte_offset = offset;
     seg.uniform = b == 8;
     seg.lo = seg.levels[0];
@@ -155,65 +156,8 @@ void KvVectorCodec::Init(int64_t dim, int64_t group, int64_t cut, int hi, int lo
   f.code_bytes = offset;
 }
 
-double KvVectorCodec::Assign(const float* x, int64_t c0, float s, uint8_t* codes) const {
-  const int64_t g = format_.group;
-  double err = 0;
-  const float inv = s > 0 ? 1.0f / s : 0.0f;
-  for (int64_t i = 0; i < g; ++i) {
-    const quant::Codebook& book = BookOf(c0 + i);
-    codes[i] = book.Encode(x[i] * inv);
-    const double e = double(x[i]) - double(s) * book.levels[codes[i]];
-    err += e * e;
-  }
-  return err;
-}
-
 void KvVectorCodec::Encode(const float* rotated, uint8_t* codes, uint16_t* scales) const {
-  const int64_t d = format_.dim, g = format_.group;
-  uint8_t idx[1024], trial[1024];
-  for (int64_t c0 = 0; c0 < d; c0 += g) {
-    const float* x = rotated + c0;
-    double ss = 0;
-    for (int64_t i = 0; i < g; ++i) ss += double(x[i]) * x[i];
-    // The stored fp16 scale is what decoding sees, so codes are assigned against it.
-    uint16_t best = F32ToF16(float(std::sqrt(ss / double(g))));
-    if (!std::isfinite(F16ToF32(best))) best = F32ToF16(65504.0f);
-    double best_err = Assign(x, c0, F16ToF32(best), idx + c0);
-    if (scale_ != KvScale::kNorm) {
-      uint16_t s = best;
-      for (int round = 0; round < 3; ++round) {
-        Assign(x, c0, F16ToF32(s), trial + c0);
-        double xc = 0, cc = 0;
-        for (int64_t i = 0; i < g; ++i) {
-          const double c = BookOf(c0 + i).levels[trial[c0 + i]];
-          xc += double(x[i]) * c;
-          cc += c * c;
-        }
-        if (cc <= 0 || xc <= 0) break;
-        const uint16_t next = F32ToF16(float(xc / cc));
-        if (next == s || !std::isfinite(F16ToF32(next))) break;
-        s = next;
-        const double err = Assign(x, c0, F16ToF32(s), trial + c0);
-        if (err < best_err) {
-          best_err = err;
-          best = s;
-          std::copy_n(trial + c0, g, idx + c0);
-        }
-      }
-    }
-    if (scale_ == KvScale::kUnbiased) {
-      // Keep the codes, rescale so that the projection of x̂ on x is x itself.
-      double xc = 0;
-      for (int64_t i = 0; i < g; ++i) xc += double(x[i]) * BookOf(c0 + i).levels[idx[c0 + i]];
-      const uint16_t s = F32ToF16(float(ss / xc));
-      if (xc > 0 && std::isfinite(F16ToF32(s))) best = s;
-    }
-    scales[c0 / g] = best;
-  }
-  for (int s = 0; s < format_.num_segments; ++s) {
-    const kernels::KvCodeSegment& seg = format_.segments[s];
-    quant::PackCodes(seg.format, idx + seg.begin, seg.end - seg.begin, codes + seg.byte_offset);
-  }
+  kernels::EncodeKvVector(format_, scale_, rotated, codes, scales);
 }
 
 }  // namespace tq

@@ -69,7 +69,7 @@ class KvVectorCodec {
   double bits() const { return bits_; }           // code bits per channel (scales not counted)
   int64_t outliers() const { return outliers_; }  // 0: no outlier split
 
-  // rotated [dim] -> codes [code_bytes], scales [groups] (fp16).
+  // rotated [dim] -> codes [code_bytes], scales [groups] (fp16): kernels::EncodeKvVector.
   void Encode(const float* rotated, uint8_t* codes, uint16_t* scales) const;
   // The inverse (up to the quantization error): codes, scales -> rotated [dim].
   void Decode(const uint8_t* codes, const uint16_t* scales, float* rotated) const {
@@ -80,12 +80,6 @@ class KvVectorCodec {
   struct Segment {
     std::shared_ptr<const quant::Codebook> book;
   };
-  // Codes of x[0..group) (channels c0 ..) at scale s; returns Σ (x - s·c)².
-  double Assign(const float* x, int64_t c0, float s, uint8_t* codes) const;
-  const quant::Codebook& BookOf(int64_t channel) const {
-    return *segments_[channel < format_.segments[0].end ? 0 : 1].book;
-  }
-
   // Segments: channels [0, cut) at hi bits, [cut, dim) at lo bits (one segment when cut == dim).
   void Init(int64_t dim, int64_t group, int64_t cut, int hi, int lo, KvCodebook codebook);
 

@@ -1,5 +1,7 @@
 #include "kv/turboquant_kv_cache.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -105,10 +107,30 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
       opts_(opts),
       kcodec_(MakeCodec((CheckOptions(layout, opts), layout), opts, KeyCodecBits(opts))),
       vcodec_(MakeCodec(layout, opts, opts.v_bits)) {
+  TQ_CHECK(!opts.roundtrip_stats || backend.memory_space() == MemorySpace::kHost, "kv cache",
+           "roundtrip statistics (perplexity --kv-stats) decode on the host: use --device cpu, "
+           "not {}",
+           backend.name());
   const int64_t H = layout_.num_kv_heads, D = layout_.head_dim, L = layout_.num_layers;
   sink_cap_ = std::min(opts.sink, capacity_);
   tail_cap_ = opts.window > 0 ? opts.window + kBlock : 0;
   code_cap_ = capacity_ - sink_cap_;
+  // The level and threshold tables where the backend's ops read them (on the host: views).
+  auto upload_format = [&](const kernels::KvCodeFormat& host) {
+    kernels::KvCodeFormat f = host;
+    for (int s = 0; s < f.num_segments; ++s) {
+      kernels::KvCodeSegment& g = f.segments[s];
+      const size_t levels = size_t(quant::Traits(g.format).levels);
+      tables_.push_back(backend.Upload(g.levels, levels * sizeof(float), "KV codebook levels"));
+      g.levels = tables_.back().as<float>();
+      tables_.push_back(
+          backend.Upload(g.thresholds, (levels - 1) * sizeof(float), "KV codebook thresholds"));
+      g.thresholds = tables_.back().as<float>();
+    }
+    return f;
+  };
+  kformat_ = upload_format(kcodec_.format());
+  vformat_ = upload_format(vcodec_.format());
   KvLayout dense_layout = layout_;
   dense_layout.num_layers = 0;
   dense_layout.window.clear();
@@ -128,22 +150,30 @@ TurboQuantKvCache::TurboQuantKvCache(const KvLayout& layout, const KvCacheOption
     const int64_t vblock = vcodec_.outliers() > 0 ? KvOutlierGroup(D, vcodec_.outliers()) : D;
     y.rk = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l), kblock);
     y.rv = quant::HadamardRotation::Make(D, opts.seed + uint64_t(2 * l + 1), vblock);
-    if (kcodec_.outliers() > 0) y.order_k.resize(size_t(H * D));
-    if (vcodec_.outliers() > 0) y.order_v.resize(size_t(H * D));
-    y.sink_k.resize(size_t(H * sink_cap_ * D));
-    y.sink_v.resize(size_t(H * sink_cap_ * D));
-    y.tail_k.resize(size_t(H * tail_cap_ * D));
-    y.tail_v.resize(size_t(H * tail_cap_ * D));
-    y.codes_k.resize(size_t(H * code_cap_ * kcodec_.code_bytes()));
-    y.codes_v.resize(size_t(H * code_cap_ * vcodec_.code_bytes()));
-    y.scales_k.resize(size_t(H * code_cap_ * kcodec_.groups()));
-    y.scales_v.resize(size_t(H * code_cap_ * vcodec_.groups()));
-    if (opts.center > 0) y.mean_v.resize(size_t(H * D));
+    y.rk_signs = backend.Upload(y.rk.signs().data(), size_t(D), "KV rotation signs");
+    y.rv_signs = backend.Upload(y.rv.signs().data(), size_t(D), "KV rotation signs");
+    const std::string what = fmt::format("the TurboQuant KV cache (layer {})", l);
+    auto alloc = [&](int64_t count, size_t elem) {
+      return backend.Allocate(size_t(count) * elem, what);
+    };
+    if (kcodec_.outliers() > 0) y.order_k = alloc(H * D, sizeof(int32_t));
+    if (vcodec_.outliers() > 0) y.order_v = alloc(H * D, sizeof(int32_t));
+    y.sink_k = alloc(H * sink_cap_ * D, 2);
+    y.sink_v = alloc(H * sink_cap_ * D, 2);
+    y.tail_k = alloc(H * tail_cap_ * D, 2);
+    y.tail_v = alloc(H * tail_cap_ * D, 2);
+    y.codes_k = alloc(H * code_cap_ * kcodec_.code_bytes(), 1);
+    y.codes_v = alloc(H * code_cap_ * vcodec_.code_bytes(), 1);
+    y.scales_k = alloc(H * code_cap_ * kcodec_.groups(), 2);
+    y.scales_v = alloc(H * code_cap_ * vcodec_.groups(), 2);
+    if (opts.center > 0) y.mean_v = alloc(H * D, sizeof(float));
     if (opts.qjl) {
       y.sketch =
           KvQjlSketch(D, opts.seed ^ (0x716a6c5f736b6574ull + uint64_t(l) * 0x9e3779b97f4a7c15ull));
-      y.qjl_bits.resize(size_t(H * code_cap_ * y.sketch.sign_bytes()));
-      y.qjl_norm.resize(size_t(H * code_cap_));
+      y.qjl_matrix =
+          backend.Upload(y.sketch.matrix(), size_t(D * D) * sizeof(float), "KV QJL sketch matrix");
+      y.qjl_bits = alloc(H * code_cap_ * y.sketch.sign_bytes(), 1);
+      y.qjl_norm = alloc(H * code_cap_, 2);
     }
   }
   if (dense_layout.num_layers > 0) {
@@ -188,39 +218,49 @@ void TurboQuantKvCache::RollBack(Layer& y, int64_t n) const {
   }
 }
 
-double TurboQuantKvCache::EncodeInto(Layer& y, bool key, int64_t h, int64_t slot,
-                                     const float* rotated) {
-  const KvVectorCodec& c = key ? kcodec_ : vcodec_;
-  const int64_t at = h * code_cap_ + slot;
-  uint8_t* codes = (key ? y.codes_k : y.codes_v).data() + at * c.code_bytes();
-  uint16_t* scales = (key ? y.scales_k : y.scales_v).data() + at * c.groups();
-  c.Encode(rotated, codes, scales);
-  const bool sketch = key && opts_.qjl;
-  // The reconstruction is needed only for the QJL residual and for measured statistics.
-  if (!sketch && !opts_.roundtrip_stats) return 1.0;
-  float back[1024];
-  c.Decode(codes, scales, back);
-  if (sketch) {  // the residual's sketch, in the same slot
-    float residual[1024];
-    for (int64_t i = 0; i < c.dim(); ++i) residual[i] = rotated[i] - back[i];
-    y.sketch.Encode(residual, y.qjl_bits.data() + at * y.sketch.sign_bytes(),
-                    y.qjl_norm.data() + at);
+kernels::KvCodeSlots TurboQuantKvCache::Slots(Layer& y, bool key) const {
+  kernels::KvCodeSlots d;
+  d.codes = (key ? y.codes_k : y.codes_v).as<uint8_t>();
+  d.scales = (key ? y.scales_k : y.scales_v).as<uint16_t>();
+  if (key && opts_.qjl) {
+    d.qjl_bits = y.qjl_bits.as<uint8_t>();
+    d.qjl_norm = y.qjl_norm.as<uint16_t>();
   }
-  return Cosine(rotated, back, c.dim());
+  d.head_stride = code_cap_;
+  return d;
+}
+
+void TurboQuantKvCache::RecordRoundtrip(const Layer& y, bool key, const void* src, bool f16,
+                                        int64_t n, int64_t pos_stride, int64_t head_stride,
+                                        int64_t slot0) {
+  const KvVectorCodec& c = key ? kcodec_ : vcodec_;
+  const int64_t H = layout_.num_kv_heads, D = layout_.head_dim;
+  float x[1024], back[1024];
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t at = i * pos_stride + h * head_stride, slot = h * code_cap_ + slot0 + i;
+      if (f16)
+        F16ToF32(static_cast<const uint16_t*>(src) + at, x, size_t(D));
+      else
+        std::copy_n(static_cast<const float*>(src) + at, D, x);
+      c.Decode((key ? y.codes_k : y.codes_v).as<uint8_t>() + slot * c.code_bytes(),
+               (key ? y.scales_k : y.scales_v).as<uint16_t>() + slot * c.groups(), back);
+      stats_.Add(key, Cosine(x, back, D));
+    }
+  }
 }
 
 void TurboQuantKvCache::CodeOldestTail(Layer& y, int64_t m) {
   const int64_t H = layout_.num_kv_heads, D = layout_.head_dim;
-  float x[1024];
-  for (int64_t h = 0; h < H; ++h) {
-    for (int kv = 0; kv < 2; ++kv) {
-      uint16_t* tail = (kv == 0 ? y.tail_k : y.tail_v).data() + h * tail_cap_ * D;
-      for (int64_t j = 0; j < m; ++j) {
-        F16ToF32(tail + j * D, x, size_t(D));
-        const double cos = EncodeInto(y, kv == 0, h, y.coded + j, x);
-        if (opts_.roundtrip_stats) stats_.Add(kv == 0, cos);
-      }
-      std::memmove(tail, tail + m * D, size_t((y.tail_len - m) * D) * sizeof(uint16_t));
+  for (int kv = 0; kv < 2; ++kv) {
+    const bool key = kv == 0;
+    const kernels::KvEncodeParams p = key ? EncodeParams(y, true) : EncodeParams(y, false);
+    uint16_t* tail = (key ? y.tail_k : y.tail_v).as<uint16_t>();
+    backend_->KvEncode(p, tail, DType::F16, m, H, D, tail_cap_ * D, Slots(y, key), y.coded);
+    if (opts_.roundtrip_stats) RecordRoundtrip(y, key, tail, true, m, D, tail_cap_ * D, y.coded);
+    for (int64_t h = 0; h < H; ++h) {  // the rest of each head's tail moves to its front
+      uint16_t* head = tail + h * tail_cap_ * D;
+      backend_->Copy(head, head + m * D, size_t((y.tail_len - m) * D) * sizeof(uint16_t));
     }
   }
   y.coded += m;
@@ -235,95 +275,94 @@ void TurboQuantKvCache::Append(int64_t layer, const float* k, const float* v, in
     return;
   }
   RollBack(y, size_);  // a re-append replaces uncommitted positions
+  if (n <= 0) return;
+  kernels::Backend& be = *backend_;
   const int64_t H = layout_.num_kv_heads, D = layout_.head_dim, rows = n * H;
-  // Rotated copies: [2, n, H, D] (keys then values).
-  if (scratch_.size() < size_t(2 * rows * D)) scratch_.resize(size_t(2 * rows * D));
-  float* rot = scratch_.data();
-  if (y.stored() == 0 && (y.order_k.size() > 0 || y.order_v.size() > 0)) SelectOutliers(y, k, v, n);
+  // Rotated copies: [2, n, H, D] (keys then values), in the backend's memory.
+  const size_t need = size_t(2 * std::max(rows, max_append_ * H) * D) * sizeof(float);
+  if (scratch_.bytes() < need) {
+    scratch_.Reset();  // the old one first: a device never holds both
+    scratch_ = be.Allocate(need, "the TurboQuant KV cache's rotated rows");
+  }
+  float* rot = scratch_.as<float>();
+  float* rot_v = rot + rows * D;
+  if (y.stored() == 0 && (y.order_k || y.order_v)) SelectOutliers(y, k, v, n);
   for (int kv = 0; kv < 2; ++kv) {
-    const float* src = kv == 0 ? k : v;
-    float* dst = rot + kv * rows * D;
-    const AlignedBuffer<int32_t>& order = kv == 0 ? y.order_k : y.order_v;
-    if (order.size() == 0) {
-      std::memcpy(dst, src, size_t(rows * D) * sizeof(float));
-      continue;
+    const bool key = kv == 0;
+    const float* src = key ? k : v;
+    float* dst = key ? rot : rot_v;
+    const DeviceBuffer& order = key ? y.order_k : y.order_v;
+    if (order) {  // outlier channels first (the view's k/v_order)
+      be.GatherColumns(src, rows, D, order.as<int32_t>(), H, dst);
+      src = dst;
     }
-    for (int64_t r = 0; r < rows; ++r) {  // outlier channels first (the view's k/v_order)
-      const int32_t* o = order.data() + (r % H) * D;
-      for (int64_t j = 0; j < D; ++j) dst[r * D + j] = src[r * D + o[j]];
-    }
+    const quant::HadamardRotation& r = key ? y.rk : y.rv;
+    be.Rotate({(key ? y.rk_signs : y.rv_signs).as<int8_t>(), D, r.block()}, src, rows, dst);
   }
-  ThreadPool::Global().ParallelFor(2 * rows, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) (r < rows ? y.rk : y.rv).Forward(rot + r * D);
-  });
+  // Values minus their mean over the first `center` positions (set when the layer is empty).
+  if (opts_.center > 0)
+    be.CenterRows(rot_v, n, H * D, y.mean_v.as<float>(),
+                  y.stored() == 0 ? std::min(n, opts_.center) : 0);
 
-  if (opts_.center > 0) Center(y, rot, n);
-
-  int64_t i = 0;
-  // Sink positions: fp16.
-  for (; i < n && size_ + i < sink_cap_; ++i) {
-    const int64_t pos = size_ + i;
-    for (int64_t h = 0; h < H; ++h) {
-      F32ToF16(rot + (i * H + h) * D, y.sink_k.data() + (h * sink_cap_ + pos) * D, size_t(D));
-      F32ToF16(rot + (rows + i * H + h) * D, y.sink_v.data() + (h * sink_cap_ + pos) * D,
-               size_t(D));
-    }
-    ++y.sink_len;
+  // Sink positions [size_, sink_cap_): fp16, position p in slot p.
+  const int64_t sink_n = std::clamp<int64_t>(sink_cap_ - size_, 0, n);
+  if (sink_n > 0) {
+    be.KvStorePair(rot, rot_v, sink_n, H, D, y.sink_k.data(), y.sink_v.data(), DType::F16,
+                   sink_cap_ * D, size_);
+    y.sink_len += sink_n;
   }
+  int64_t i = sink_n;
   if (i == n) return;
   if (opts_.window == 0) {
-    // Every remaining position is coded now, in parallel over (position, head, K|V).
-    const int64_t m = n - i, tasks = 2 * m * H;
-    if (cos_.size() < size_t(tasks)) cos_.resize(size_t(tasks));
-    ThreadPool::Global().ParallelFor(tasks, 8, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        const bool key = t < m * H;
-        const int64_t r = key ? t : t - m * H, j = r / H, h = r % H;
-        const float* x = rot + ((key ? 0 : rows) + (i + j) * H + h) * D;
-        cos_[size_t(t)] = EncodeInto(y, key, h, y.coded + j, x);
-      }
-    });
-    if (opts_.roundtrip_stats)
-      for (int64_t t = 0; t < tasks; ++t) stats_.Add(t < m * H, cos_[size_t(t)]);
+    // Every remaining position is coded now.
+    const int64_t m = n - i;
+    for (int kv = 0; kv < 2; ++kv) {
+      const bool key = kv == 0;
+      const float* src = (key ? rot : rot_v) + i * H * D;
+      backend_->KvEncode(EncodeParams(y, key), src, DType::F32, m, H, H * D, D, Slots(y, key),
+                         y.coded);
+      if (opts_.roundtrip_stats) RecordRoundtrip(y, key, src, false, m, H * D, D, y.coded);
+    }
     y.coded += m;
     return;
   }
   // Recent window: fp16 tail, coded kBlock positions at a time once it holds window + kBlock.
-  for (; i < n; ++i) {
-    for (int64_t h = 0; h < H; ++h) {
-      F32ToF16(rot + (i * H + h) * D, y.tail_k.data() + (h * tail_cap_ + y.tail_len) * D,
-               size_t(D));
-      F32ToF16(rot + (rows + i * H + h) * D, y.tail_v.data() + (h * tail_cap_ + y.tail_len) * D,
-               size_t(D));
-    }
-    if (++y.tail_len >= opts_.window + kBlock) CodeOldestTail(y, kBlock);
+  while (i < n) {
+    const int64_t take = std::min(n - i, tail_cap_ - y.tail_len);
+    be.KvStorePair(rot + i * H * D, rot_v + i * H * D, take, H, D, y.tail_k.data(), y.tail_v.data(),
+                   DType::F16, tail_cap_ * D, y.tail_len);
+    y.tail_len += take;
+    i += take;
+    if (y.tail_len >= opts_.window + kBlock) CodeOldestTail(y, kBlock);
   }
 }
 
-void TurboQuantKvCache::Center(Layer& y, float* rot, int64_t n) {
-  const int64_t HD = layout_.num_kv_heads * layout_.head_dim;
-  float* v = rot + n * HD;  // the values: [n, H * D]
-  float* mean = y.mean_v.data();
-  if (y.stored() == 0) {
-    const int64_t m = std::min(n, opts_.center);
-    std::fill(mean, mean + HD, 0.0f);
-    for (int64_t t = 0; t < m; ++t)
-      for (int64_t j = 0; j < HD; ++j) mean[j] += v[t * HD + j];
-    for (int64_t j = 0; j < HD; ++j) mean[j] /= float(m);
+kernels::KvEncodeParams TurboQuantKvCache::EncodeParams(const Layer& y, bool key) const {
+  kernels::KvEncodeParams p;
+  p.format = key ? kformat_ : vformat_;
+  p.scale = opts_.scale;
+  if (key && opts_.qjl) {
+    p.qjl_matrix = y.qjl_matrix.as<float>();
+    p.qjl_m = y.sketch.m();
   }
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t j = 0; j < HD; ++j) v[t * HD + j] -= mean[j];
+  return p;
 }
 
-void TurboQuantKvCache::SelectOutliers(Layer& y, const float* k, const float* v, int64_t n) const {
+void TurboQuantKvCache::SelectOutliers(Layer& y, const float* k, const float* v, int64_t n) {
   const int64_t H = layout_.num_kv_heads, D = layout_.head_dim, N = opts_.outliers;
   const int64_t m = std::min(n, opts_.center > 0 ? opts_.center : int64_t(256));
   std::vector<double> ss(static_cast<size_t>(D));
-  std::vector<int32_t> idx(static_cast<size_t>(D));
+  std::vector<int32_t> idx(static_cast<size_t>(D)), order(static_cast<size_t>(H * D));
+  std::vector<float> rows;  // a device's first m rows, downloaded (per-layer metadata)
   for (int kv = 0; kv < 2; ++kv) {
-    AlignedBuffer<int32_t>& order = kv == 0 ? y.order_k : y.order_v;
-    if (order.size() == 0) continue;
+    DeviceBuffer& dst = kv == 0 ? y.order_k : y.order_v;
+    if (!dst) continue;
     const float* x = kv == 0 ? k : v;
+    if (backend_->memory_space() != MemorySpace::kHost) {
+      rows.resize(size_t(m * H * D));
+      backend_->Download(rows.data(), x, rows.size() * sizeof(float));
+      x = rows.data();
+    }
     for (int64_t h = 0; h < H; ++h) {
       std::fill(ss.begin(), ss.end(), 0.0);
       for (int64_t t = 0; t < m; ++t)
@@ -337,50 +376,59 @@ void TurboQuantKvCache::SelectOutliers(Layer& y, const float* k, const float* v,
                        [&](int32_t a, int32_t b) { return ss[size_t(a)] > ss[size_t(b)]; });
       std::sort(idx.begin(), idx.begin() + N);
       std::sort(idx.begin() + N, idx.end());
-      std::copy(idx.begin(), idx.end(), order.data() + h * D);
+      std::copy(idx.begin(), idx.end(), order.begin() + h * D);
     }
+    backend_->CopyToDevice(dst.data(), order.data(), order.size() * sizeof(int32_t));
   }
 }
 
-kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
-  const Layer& y = layers_[size_t(layer)];
+template <typename Ptr>
+kernels::CompressedKvView TurboQuantKvCache::MakeView(const Layer& y,
+                                                      const kernels::KvCodeFormat& kf,
+                                                      const kernels::KvCodeFormat& vf,
+                                                      Ptr ptr) const {
   kernels::CompressedKvView v;
   v.k_rotation = &y.rk;
   v.v_rotation = &y.rv;
-  v.k_format = kcodec_.format();
-  v.v_format = vcodec_.format();
+  v.k_format = kf;
+  v.v_format = vf;
   v.num_spans = 3;
-  v.v_offset = opts_.center > 0 ? y.mean_v.data() : nullptr;
+  v.v_offset = opts_.center > 0 ? static_cast<const float*>(ptr(y.mean_v)) : nullptr;
   kernels::KvSpan& sink = v.spans[0];
   sink.begin = 0;
   sink.end = y.sink_len;
   sink.head_stride = sink_cap_;
-  sink.k16 = y.sink_k.data();
-  sink.v16 = y.sink_v.data();
+  sink.k16 = static_cast<const uint16_t*>(ptr(y.sink_k));
+  sink.v16 = static_cast<const uint16_t*>(ptr(y.sink_v));
   kernels::KvSpan& coded = v.spans[1];
   coded.begin = sink.end;
   coded.end = coded.begin + y.coded;
   coded.head_stride = code_cap_;
   coded.coded = true;
-  coded.k_codes = y.codes_k.data();
-  coded.v_codes = y.codes_v.data();
-  coded.k_scales = y.scales_k.data();
-  coded.v_scales = y.scales_v.data();
+  coded.k_codes = static_cast<const uint8_t*>(ptr(y.codes_k));
+  coded.v_codes = static_cast<const uint8_t*>(ptr(y.codes_v));
+  coded.k_scales = static_cast<const uint16_t*>(ptr(y.scales_k));
+  coded.v_scales = static_cast<const uint16_t*>(ptr(y.scales_v));
   if (opts_.qjl) {
-    v.qjl_matrix = y.sketch.matrix();
+    v.qjl_matrix = static_cast<const float*>(ptr(y.qjl_matrix));
     v.qjl_m = y.sketch.m();
-    coded.k_qjl = y.qjl_bits.data();
-    coded.k_qjl_norm = y.qjl_norm.data();
+    coded.k_qjl = static_cast<const uint8_t*>(ptr(y.qjl_bits));
+    coded.k_qjl_norm = static_cast<const uint16_t*>(ptr(y.qjl_norm));
   }
-  v.k_order = y.order_k.size() == 0 ? nullptr : y.order_k.data();
-  v.v_order = y.order_v.size() == 0 ? nullptr : y.order_v.data();
+  v.k_order = y.order_k ? static_cast<const int32_t*>(ptr(y.order_k)) : nullptr;
+  v.v_order = y.order_v ? static_cast<const int32_t*>(ptr(y.order_v)) : nullptr;
   kernels::KvSpan& tail = v.spans[2];
   tail.begin = coded.end;
   tail.end = tail.begin + y.tail_len;
   tail.head_stride = tail_cap_;
-  tail.k16 = y.tail_k.data();
-  tail.v16 = y.tail_v.data();
+  tail.k16 = static_cast<const uint16_t*>(ptr(y.tail_k));
+  tail.v16 = static_cast<const uint16_t*>(ptr(y.tail_v));
   return v;
+}
+
+kernels::CompressedKvView TurboQuantKvCache::View(int64_t layer) const {
+  return MakeView(layers_[size_t(layer)], kformat_, vformat_,
+                  [](const DeviceBuffer& b) -> const void* { return b.data(); });
 }
 
 void TurboQuantKvCache::UseBackend(kernels::Backend& be) {
@@ -421,6 +469,10 @@ void TurboQuantKvCache::Truncate(int64_t n) {
 }
 
 void TurboQuantKvCache::FillSynthetic(int64_t n, uint64_t seed) {
+  if (backend_->memory_space() != MemorySpace::kHost) {
+    KvCache::FillSynthetic(n, seed);  // uploads chunks of rows
+    return;
+  }
   CheckAppend(0, n);
   const int64_t kChunk = std::min<int64_t>(256, max_append_);
   const int64_t width = layout_.num_kv_heads * layout_.head_dim;
@@ -447,7 +499,17 @@ void TurboQuantKvCache::DecodeLayer(int64_t layer, int64_t count, float* k, floa
   TQ_CHECK(count >= 0 && count <= y.stored(), "kv cache", "layer {} holds {} positions, not {}",
            layer, y.stored(), count);
   const int64_t H = layout_.num_kv_heads, D = layout_.head_dim;
-  const kernels::CompressedKvView view = View(layer);
+  // Host copies of the layer's arrays (device memory is downloaded; a sync point).
+  const bool host = backend_->memory_space() == MemorySpace::kHost;
+  std::vector<std::vector<uint8_t>> copies;
+  copies.reserve(16);
+  const kernels::CompressedKvView view =
+      MakeView(y, kcodec_.format(), vcodec_.format(), [&](const DeviceBuffer& b) -> const void* {
+        if (host || !b) return b.data();
+        copies.emplace_back(b.bytes());
+        backend_->Download(copies.back().data(), b.data(), b.bytes());
+        return copies.back().data();
+      });
   for (int64_t t = 0; t < count; ++t) {
     for (int64_t h = 0; h < H; ++h) {
       for (int kv = 0; kv < 2; ++kv) {
@@ -464,7 +526,7 @@ void TurboQuantKvCache::DecodeLayer(int64_t layer, int64_t count, float* k, floa
           }
         }
         if (opts_.center > 0 && kv == 1)
-          for (int64_t j = 0; j < D; ++j) dst[j] += y.mean_v[size_t(h * D + j)];
+          for (int64_t j = 0; j < D; ++j) dst[j] += view.v_offset[h * D + j];
         (kv == 0 ? y.rk : y.rv).Inverse(dst);
         const int32_t* order = kv == 0 ? view.k_order : view.v_order;
         if (order) {  // back to the model's channel order
@@ -479,12 +541,6 @@ void TurboQuantKvCache::DecodeLayer(int64_t layer, int64_t count, float* k, floa
 
 std::unique_ptr<KvCache> MakeTurboQuantKvCache(const KvLayout& layout, const KvCacheOptions& opts,
                                                kernels::Backend& backend) {
-  // The codec encodes on the host and its storage is host memory (the device encode and the
-  // device attention kernels are the GPU issue's next step).
-  TQ_CHECK(backend.memory_space() == MemorySpace::kHost, "kv cache",
-           "the TurboQuant KV cache (--kv-bits / --kv-k-bits / --kv-v-bits) does not run on {} "
-           "yet: use a plain cache there (--kv-dtype f16|bf16|f32) or --device cpu",
-           backend.name());
   return std::make_unique<TurboQuantKvCache>(layout, opts, backend);
 }
 

@@ -13,13 +13,20 @@
 // permuted per kv head (outlier channels first: Layer::order_k / order_v), then rotated by a
 // block-diagonal Hadamard rotation whose blocks stay inside each subset, and coded with one
 // scale per subset group (KvVectorCodec's outlier constructor).
+//
+// Storage lives in the backend's memory (Backend::Allocate: host for ref / cpu, device memory for
+// cuda) and every append runs as backend ops — GatherColumns (outlier order), Rotate, CenterRows,
+// KvStorePair (sink / tail fp16), KvEncode (codes, scales, QJL sketch), Copy (the tail's shift) —
+// so that the cache codes and attends on the GPU without a host round trip. Its metadata (span
+// lengths, rotations, codecs) stays on the host. The outlier channel order is chosen once per
+// layer from the first block (a download on a device: one sync per layer and sequence).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "core/aligned_buffer.h"
+#include "core/device_buffer.h"
 #include "kv/kv_cache.h"
 #include "kv/qjl_sketch.h"
 #include "kv/turboquant_codec.h"
@@ -84,41 +91,54 @@ class TurboQuantKvCache final : public KvCache {
  private:
   struct Layer {
     bool dense = false;
-    int64_t dense_index = 0;  // layer index in dense_
-    quant::HadamardRotation rk, rv;
-    AlignedBuffer<uint16_t> sink_k, sink_v;      // [kv_heads, sink_cap, D] fp16, rotated
-    AlignedBuffer<uint16_t> tail_k, tail_v;      // [kv_heads, tail_cap, D] fp16, rotated
-    AlignedBuffer<uint8_t> codes_k, codes_v;     // [kv_heads, code_cap, code_bytes]
-    AlignedBuffer<uint16_t> scales_k, scales_v;  // [kv_heads, code_cap, groups] fp16
-    AlignedBuffer<float> mean_v;                 // [kv_heads, D] rotated value mean (centering)
-    KvQjlSketch sketch;                          // opts.qjl: the layer's S
-    AlignedBuffer<uint8_t> qjl_bits;             // [kv_heads, code_cap, D / 8] sign(S r)
-    AlignedBuffer<uint16_t> qjl_norm;            // [kv_heads, code_cap] ‖r‖ fp16
-    // opts.outliers, per split side: [kv_heads, D] channel order, outlier channels first (both
-    // subsets ascending); set from the first block of the sequence (per-layer metadata).
-    AlignedBuffer<int32_t> order_k, order_v;
+    int64_t dense_index = 0;          // layer index in dense_
+    quant::HadamardRotation rk, rv;   // host (the attention view and DecodeLayer)
+    DeviceBuffer rk_signs, rv_signs;  // [D] int8: the signs in the backend's memory (Rotate)
+    DeviceBuffer sink_k, sink_v;      // [kv_heads, sink_cap, D] fp16, rotated
+    DeviceBuffer tail_k, tail_v;      // [kv_heads, tail_cap, D] fp16, rotated
+    DeviceBuffer codes_k, codes_v;    // [kv_heads, code_cap, code_bytes]
+    DeviceBuffer scales_k, scales_v;  // [kv_heads, code_cap, groups] fp16
+    DeviceBuffer mean_v;              // [kv_heads, D] fp32 rotated value mean (centering)
+    KvQjlSketch sketch;               // opts.qjl: the layer's S (host)
+    DeviceBuffer qjl_matrix;          // S [D, D] in the backend's memory
+    DeviceBuffer qjl_bits;            // [kv_heads, code_cap, D / 8] sign(S r)
+    DeviceBuffer qjl_norm;            // [kv_heads, code_cap] ‖r‖ fp16
+    // opts.outliers, per split side: [kv_heads, D] int32 channel order, outlier channels first
+    // (both subsets ascending); set from the first block of the sequence (per-layer metadata).
+    DeviceBuffer order_k, order_v;
     int64_t sink_len = 0, coded = 0, tail_len = 0;
     int64_t stored() const { return sink_len + coded + tail_len; }
   };
 
   void RollBack(Layer& L, int64_t n) const;  // keeps positions [0, n)
-  // Codes one rotated vector of kv head h into code slot `slot`; returns the roundtrip cosine.
-  double EncodeInto(Layer& L, bool key, int64_t h, int64_t slot, const float* rotated);
-  void CodeOldestTail(Layer& L, int64_t m);  // tail positions [0, m) -> coded
-  // rot [2, n, H, D] (rotated keys then values): sets the layer's value mean from the first
-  // opts_.center positions when the layer is empty, then subtracts it from every value row.
-  void Center(Layer& L, float* rot, int64_t n);
-  // k, v [n, H, D] of the layer's first Append: picks the outlier channels of each split side.
-  void SelectOutliers(Layer& L, const float* k, const float* v, int64_t n) const;
+  // Codes the tail's oldest m positions (fp16) into the next code slots and shifts the rest.
+  void CodeOldestTail(Layer& L, int64_t m);
+  // k, v [n, H, D] (backend memory) of the layer's first Append: picks the outlier channels of
+  // each split side and writes them to order_k / order_v.
+  void SelectOutliers(Layer& L, const float* k, const float* v, int64_t n);
+  // KvEncode's format, scale rule and sketch of a side, and its code slots.
+  kernels::KvEncodeParams EncodeParams(const Layer& L, bool key) const;
+  kernels::KvCodeSlots Slots(Layer& L, bool key) const;
+  // With opts.roundtrip_stats (host memory only): the roundtrip cosines of n × H vectors just
+  // coded from src (F32 or F16, KvEncode's addressing) into slots slot0 ...
+  void RecordRoundtrip(const Layer& L, bool key, const void* src, bool f16, int64_t n,
+                       int64_t pos_stride, int64_t head_stride, int64_t slot0);
+  // The attention view with every array as `ptr` gives it (the backend's pointers, or host
+  // copies for DecodeLayer) and the level tables of `kf`, `vf`.
+  template <typename Ptr>
+  kernels::CompressedKvView MakeView(const Layer& y, const kernels::KvCodeFormat& kf,
+                                     const kernels::KvCodeFormat& vf, Ptr ptr) const;
 
   KvCacheOptions opts_;
   KvVectorCodec kcodec_, vcodec_;
+  // The codecs' formats with their level and threshold tables in the backend's memory.
+  kernels::KvCodeFormat kformat_, vformat_;
+  std::vector<DeviceBuffer> tables_;  // those tables
   int64_t sink_cap_ = 0, tail_cap_ = 0, code_cap_ = 0;
   std::vector<Layer> layers_;
   std::unique_ptr<KvCache> dense_;  // fp16 cache of the boundary / sliding-window layers
   KvRoundtripStats stats_;
-  std::vector<float> scratch_;  // rotated copies of the appended vectors
-  std::vector<double> cos_;     // roundtrip cosines of one Append
+  DeviceBuffer scratch_;  // [2, rows, D] fp32: the rotated keys then values of one Append
 };
 
 }  // namespace tq

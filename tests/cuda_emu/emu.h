@@ -57,6 +57,7 @@ struct Scheduler {
   int current = -1;
   const std::function<void()>* body = nullptr;
   float shfl_f[64][32];
+  double shfl_d[64][32];
   int shfl_i[64][32];
   unsigned mma_parity[64][32];  // WarpMma3xTf32's buffer choice, per fiber; zeroed per block
 };
@@ -253,6 +254,14 @@ inline float __shfl_xor_sync(unsigned, float v, int o) {
 inline float __shfl_sync(unsigned, float v, int src) {
   return ::tq::emu::Shfl(v, src, ::tq::emu::g_sched.shfl_f);
 }
+inline double __shfl_xor_sync(unsigned, double v, int o) {
+  const unsigned lane = threadIdx.x % 32;
+  return ::tq::emu::Shfl(v, int(lane ^ unsigned(o)), ::tq::emu::g_sched.shfl_d);
+}
+// The warp's live fibers meet (the shuffles' barrier).
+inline void __syncwarp(unsigned = 0xffffffffu) {
+  ::tq::emu::Wait(::tq::emu::FiberState::kWarpBarrier);
+}
 template <typename T>
 inline T __ldg(const T* p) {
   return *p;
@@ -281,6 +290,9 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   return r;
 }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __uint_as_float(uint32_t u) {
   float f;

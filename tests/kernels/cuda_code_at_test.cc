@@ -3,6 +3,7 @@
 // unit and ternary-chunk edges. Runs in every build (no GPU needed).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -28,6 +29,32 @@ TEST(CudaCodeAt, MatchesUnpackCodes) {
       for (int64_t c = 0; c < n; ++c)
         ASSERT_EQ(cuda::CodeAt(f, packed.data(), c, n), codes[size_t(c)])
             << quant::Traits(format).name << " n=" << n << " code " << c;
+    }
+  }
+}
+
+// The device encoder's packer (PackedUnitByte, kernels/cuda/kv_encode.cu) writes PackCodes's
+// bytes, partial last units included.
+TEST(CudaCodeAt, PackedUnitByteMatchesPackCodes) {
+  std::mt19937 rng(6);
+  for (int f = 0; f < quant::kNumCodeFormats; ++f) {
+    const auto format = static_cast<quant::CodeFormat>(f);
+    if (format == quant::CodeFormat::kTernary) continue;  // not a 32-code unit format
+    const int levels = quant::Traits(format).levels;
+    ASSERT_EQ(cuda::UnitBytes(f), quant::Traits(format).bytes_per_unit);
+    for (int64_t n : {1, 5, 31, 32, 33, 40, 64, 96, 100, 128, 256}) {
+      std::vector<uint8_t> codes(static_cast<size_t>(n));
+      for (auto& c : codes) c = uint8_t(rng() % uint32_t(levels));
+      std::vector<uint8_t> want(quant::PackedBytes(format, n));
+      quant::PackCodes(format, codes.data(), n, want.data());
+      const int ub = cuda::UnitBytes(f);
+      for (size_t b = 0; b < want.size(); ++b) {
+        const int64_t u = int64_t(b) / ub;
+        const int avail = int(std::min<int64_t>(32, n - 32 * u));
+        ASSERT_EQ(cuda::PackedUnitByte(f, codes.data() + 32 * u, avail, int(b % size_t(ub))),
+                  want[b])
+            << quant::Traits(format).name << " n=" << n << " byte " << b;
+      }
     }
   }
 }

@@ -53,4 +53,36 @@ TQ_HOST_DEVICE int CodeAt(int format, const uint8_t* row, int64_t c, int64_t n) 
   }
 }
 
+// Byte k of one packed 32-code unit (binary formats; the inverse of CodeAt, quant::PackCodes's
+// layout) from codes c[0 .. avail) of the unit; codes at avail and past it are 0 (a row's last,
+// partial unit). k < the format's bytes per unit (4, 8, 12, 16, 32).
+TQ_HOST_DEVICE int PackedUnitByte(int format, const uint8_t* c, int avail, int k) {
+  auto at = [&](int j) { return j < avail ? int(c[j]) : 0; };
+  switch (format) {
+    case kQ1: {
+      int b = 0;
+      for (int i = 0; i < 8; ++i) b |= (at(8 * k + i) & 1) << i;
+      return b;
+    }
+    case kQ2:
+      return at(k) | at(k + 8) << 2 | at(k + 16) << 4 | at(k + 24) << 6;
+    case kQ3: {
+      if (k < 8)
+        return (at(k) & 3) | (at(k + 8) & 3) << 2 | (at(k + 16) & 3) << 4 | (at(k + 24) & 3) << 6;
+      int b = 0;
+      for (int i = 0; i < 8; ++i) b |= (at(8 * (k - 8) + i) >> 2 & 1) << i;
+      return b;
+    }
+    case kQ4:
+      return at(k) | at(k + 16) << 4;
+    default:  // q8
+      return at(k);
+  }
+}
+
+// Bytes of one 32-code unit of a binary format.
+TQ_HOST_DEVICE int UnitBytes(int format) {
+  return format == kQ1 ? 4 : format == kQ2 ? 8 : format == kQ3 ? 12 : format == kQ4 ? 16 : 32;
+}
+
 }  // namespace tq::kernels::cuda

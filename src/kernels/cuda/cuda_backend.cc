@@ -421,6 +421,54 @@ class CudaBackend final : public Backend {
     Launched(where);
   }
 
+  void KvEncode(const KvEncodeParams& p, const void* src, DType src_dtype, int64_t n, int64_t heads,
+                int64_t pos_stride, int64_t head_stride, const KvCodeSlots& dst,
+                int64_t slot0) override {
+    const std::string where = name_ + " kv encode";
+    const KvCodeFormat& f = p.format;
+    TQ_CHECK(src_dtype == DType::F32 || src_dtype == DType::F16, where,
+             "source dtype {} (expected f32 or f16)", DTypeName(src_dtype));
+    TQ_CHECK(f.dim > 0 && f.dim <= 1024 && f.group > 0 && f.dim % f.group == 0, where,
+             "dim {} with group {}", f.dim, f.group);
+    for (int s = 0; s < f.num_segments; ++s) {
+      const KvCodeSegment& g = f.segments[s];
+      TQ_CHECK(g.levels && g.thresholds && g.format != quant::CodeFormat::kTernary, where,
+               "segment {} has no levels / thresholds or is ternary", s);
+    }
+    TQ_CHECK(dst.codes && dst.scales && (!p.qjl_matrix || (dst.qjl_bits && dst.qjl_norm)), where,
+             "missing destination arrays");
+    TQ_CHECK(!p.qjl_matrix || (p.qjl_m > 0 && p.qjl_m <= 1024), where, "sketch of {} rows",
+             p.qjl_m);
+    if (n <= 0 || heads <= 0) return;
+    cuda::DevKvEncode d;
+    d.f = ToDev(f);
+    d.scale = int(p.scale);
+    d.qjl_matrix = p.qjl_matrix;
+    d.qjl_m = p.qjl_matrix ? p.qjl_m : 0;
+    const cuda::DevCodeSlots slots{dst.codes, dst.scales, dst.qjl_bits, dst.qjl_norm,
+                                   dst.head_stride};
+    Enter();
+    cuda::LaunchKvEncode(d, src, src_dtype == DType::F16, n, heads, pos_stride, head_stride, slots,
+                         slot0, stream_);
+    Launched(where);
+  }
+
+  void CenterRows(float* x, int64_t rows, int64_t width, float* mean, int64_t mean_rows) override {
+    TQ_CHECK(rows >= 0 && width > 0 && mean_rows >= 0 && mean_rows <= rows, name_ + " center rows",
+             "{} rows of width {}, mean over {}", rows, width, mean_rows);
+    Enter();
+    cuda::LaunchCenterRows(x, rows, width, mean, mean_rows, stream_);
+    Launched("center rows");
+  }
+
+  void GatherColumns(const float* x, int64_t rows, int64_t dim, const int32_t* order,
+                     int64_t period, float* out) override {
+    TQ_CHECK(dim > 0 && period > 0, name_ + " gather columns", "dim {}, period {}", dim, period);
+    Enter();
+    cuda::LaunchGatherColumns(x, rows, dim, order, period, out, stream_);
+    Launched("gather columns");
+  }
+
   void MoeRoute(const float* logits, int64_t n, const MoeRouting& r, int32_t* chosen,
                 float* weight) override {
     TQ_CHECK(r.num_experts > 0 && r.top_k > 0 && r.top_k <= r.num_experts, name_ + " moe route",
@@ -827,8 +875,9 @@ class CudaBackend final : public Backend {
     d.num_segments = f.num_segments;
     for (int s = 0; s < f.num_segments; ++s) {
       const KvCodeSegment& g = f.segments[s];
-      d.seg[s] = {g.begin, g.end, g.byte_offset, int(g.format), quant::Traits(g.format).levels,
-                  g.levels};
+      d.seg[s] = {
+          g.begin,  g.end,       g.byte_offset, int(g.format), quant::Traits(g.format).levels,
+          g.levels, g.thresholds};
     }
     return d;
   }

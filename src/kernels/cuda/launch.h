@@ -98,8 +98,9 @@ struct DevRotation {
 struct DevSegment {
   int64_t begin = 0, end = 0, byte_offset = 0;
   int format = kQ4;
-  int levels = 0;                // entries of `table`
-  const float* table = nullptr;  // [levels], device
+  int levels = 0;                     // entries of `table`
+  const float* table = nullptr;       // [levels], device
+  const float* thresholds = nullptr;  // [levels - 1], device (KvEncode only)
 };
 struct DevCodeFormat {
   int64_t dim = 0, group = 0, code_bytes = 0;
@@ -129,6 +130,21 @@ struct DevCompressedKv {
   float qjl_factor = 0.0f;           // √(π/2) / m
   const int32_t* k_order = nullptr;  // [kv_heads, dim] or null
   const int32_t* v_order = nullptr;
+};
+
+// kernels::KvEncodeParams / KvCodeSlots (Backend::KvEncode).
+struct DevKvEncode {
+  DevCodeFormat f;
+  int scale = 1;                      // kernels::KvScale: 0 norm, 1 mse, 2 unbiased
+  const float* qjl_matrix = nullptr;  // [qjl_m, dim] or null
+  int64_t qjl_m = 0;
+};
+struct DevCodeSlots {
+  uint8_t* codes = nullptr;
+  uint16_t* scales = nullptr;
+  uint8_t* qjl_bits = nullptr;
+  uint16_t* qjl_norm = nullptr;
+  int64_t head_stride = 0;
 };
 
 struct DevAttention {
@@ -162,6 +178,16 @@ void LaunchGatherRows(const float* src, const int32_t* rows, int64_t count, int6
 void LaunchScatterAddRows(const float* src, const int32_t* rows, const float* weight, int64_t count,
                           int64_t dim, float* dst, cudaStream_t s);
 void LaunchArgmax(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStream_t s);
+
+// --- kv_encode.cu --- the TurboQuant cache's append ops (Backend::KvEncode, CenterRows,
+// GatherColumns). KvEncode: one warp per vector (dim <= 1024), src F32 or F16 (src_f16).
+void LaunchKvEncode(const DevKvEncode& p, const void* src, bool src_f16, int64_t n, int64_t heads,
+                    int64_t pos_stride, int64_t head_stride, const DevCodeSlots& dst, int64_t slot0,
+                    cudaStream_t s);
+void LaunchCenterRows(float* x, int64_t rows, int64_t width, float* mean, int64_t mean_rows,
+                      cudaStream_t s);
+void LaunchGatherColumns(const float* x, int64_t rows, int64_t dim, const int32_t* order,
+                         int64_t period, float* out, cudaStream_t s);
 
 // --- rotate.cu --- out [rows, dim] = R x (out may alias x); segment = a multiple of the block
 // (<= 4096) dividing dim: one CUDA block per (row, segment).
