@@ -120,7 +120,7 @@ void CheckTensors(DoctorState& st) {
   }
   const ModelConfig& c = *st.config;
   const bool converted = c.raw_json.find("\"quantization\"") != std::string::npos;
-  const TensorRoleMap roles(c);
+  const TensorRoleMap roles = TensorRoleMap::Of(c, *st.tensors);
   std::map<std::string, const TensorInfo*> present;
   std::set<std::string> prefixes_with_tensors;  // module prefixes something is stored under
   std::vector<std::string> unknown, bad_shape, bad_dtype, missing;
