@@ -12,6 +12,7 @@
 #include "io/model_config.h"
 #include "model/architecture.h"
 #include "model/layer_spec.h"
+#include "model/transpose_copy.h"
 
 namespace tq {
 namespace {
@@ -296,14 +297,9 @@ std::vector<uint8_t> SourceReader::Compute(const SourceTensor& t) const {
     case SourceTensor::Kind::kFusedExpert: {
       // Weight: src [E, in, W] -> out[o, i] = src[e, i, o·step + offset]; bias: src [E, W] ->
       // out[o] = src[e, o·step + offset]. Same dtype, element by element.
-      const size_t es = DTypeSize(src.dtype);
-      const uint8_t* slab = Slab(t.stored, t.expert).data();
-      const int64_t width = src.shape.back();
       const int64_t rows = t.info.shape[0], cols = t.bias ? 1 : t.info.shape[1];
-      for (int64_t o = 0; o < rows; ++o)
-        for (int64_t i = 0; i < cols; ++i)
-          std::memcpy(out.data() + size_t(o * cols + i) * es,
-                      slab + size_t(i * width + o * t.step + t.offset) * es, es);
+      TransposeCopy(Slab(t.stored, t.expert).data(), src.shape.back(), t.step, t.offset, rows, cols,
+                    DTypeSize(src.dtype), out.data());
       break;
     }
     case SourceTensor::Kind::kMxfp4Expert: {

@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/architecture.h"
 #include "model/packed_linear.h"
+#include "model/transpose_copy.h"
 
 namespace tq {
 namespace {
@@ -68,16 +68,13 @@ void LoadFusedExperts(const Checkpoint& ckpt, const std::string& gate_up_name,
     ToF32(b, v.data());
     return v;
   }();
-  // dst[o, i] = src[i * stride + o * step + offset]: a transposed (and strided) copy.
+  // dst[o, i] = src[e, i, o * step + offset]: a transposed (and strided) copy.
   auto rearrange = [&](const TensorView& src, int64_t e, int64_t rows, int64_t cols, int64_t stride,
                        int64_t step, int64_t offset) {
     const size_t es = DTypeSize(src.dtype);
     std::vector<uint8_t>& dst = w.owned.emplace_back(size_t(rows * cols) * es);
-    const uint8_t* base = src.bytes() + size_t(e * cols * stride) * es;
-    for (int64_t o = 0; o < rows; ++o)
-      for (int64_t i = 0; i < cols; ++i)
-        std::memcpy(dst.data() + size_t(o * cols + i) * es,
-                    base + size_t(i * stride + o * step + offset) * es, es);
+    TransposeCopy(src.bytes() + size_t(e * cols * stride) * es, stride, step, offset, rows, cols,
+                  es, dst.data());
     TensorView v;
     v.data = dst.data();
     v.dtype = src.dtype;
