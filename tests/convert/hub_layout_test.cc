@@ -21,6 +21,9 @@
 #include "core/mapped_file.h"
 #include "io/hub_formats.h"
 #include "model/model.h"
+#include "runtime/doctor/doctor.h"
+#include "runtime/plan/memory_plan.h"
+#include "testutil/error_of.h"
 #include "testutil/testutil.h"
 
 namespace tq {
@@ -224,16 +227,7 @@ void ExpectSameConversion(const std::string& a, const std::string& b, const test
   EXPECT_TRUE(ca.contains("source_quantization"));
 }
 
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::ErrorOf;
 
 TEST(HubLayout, GptOssMxfp4ConvertsAsItsDequantizedWeights) {
   test::TempDir tmp;
@@ -273,6 +267,51 @@ TEST(HubLayout, GenerateRefusesThemSayingToConvert) {
   const std::string b = ErrorOf([&] { Model::Load(tmp.file("fp8"), {.device = "cpu"}); });
   EXPECT_NE(b.find("is stored as FP8"), std::string::npos) << b;
   EXPECT_NE(b.find("turboquant convert"), std::string::npos) << b;
+}
+
+TEST(HubLayout, DoctorAndPlanReadThemAsConvertDoes) {
+  test::TempDir tmp;
+  WriteGptOssMxfp4(tmp.file("mxfp4"), tmp.file("ref"));
+  WriteDeepseekFp8(tmp.file("fp8"), tmp.file("ref8"));
+  for (const char* dir : {"mxfp4", "fp8"}) {
+    SCOPED_TRACE(dir);
+    DoctorOptions d;
+    d.model_dir = tmp.file(dir);
+    d.ram_gb = 64;
+    const DoctorReport r = RunDoctor(d);
+    bool said = false;
+    for (const auto& c : r.checks) {
+      if (c.check == "hub layout") {
+        said = true;
+        EXPECT_EQ(c.status, CheckStatus::kWarn);
+        EXPECT_NE(c.hint.find("convert"), std::string::npos) << c.hint;
+      } else if (c.check == "tensors" || c.check == "tensor shapes" || c.check == "tensor dtypes" ||
+                 c.check == "extra tensors") {
+        EXPECT_EQ(c.status, CheckStatus::kOk) << c.check << ": " << c.hint;
+      }
+    }
+    EXPECT_TRUE(said) << DoctorToText(r);
+  }
+  // plan --bits 4 of the published layout projects what converting its dequantized weights
+  // gives; as stored, it says that only convert reads it.
+  auto plan = [&](const std::string& dir, bool recipe) {
+    PlanOptions p;
+    p.model_dir = dir;
+    p.context = 256;
+    p.ram_gb = 64;
+    if (recipe) p.recipe = test::Options(dir, "", 4).recipe;
+    return MakeMemoryPlan(p);
+  };
+  for (const auto& [q, ref] : {std::pair{"mxfp4", "ref"}, std::pair{"fp8", "ref8"}}) {
+    SCOPED_TRACE(q);
+    const MemoryPlan a = plan(tmp.file(q), true), b = plan(tmp.file(ref), true);
+    EXPECT_EQ(a.weights_bytes, b.weights_bytes);
+    EXPECT_EQ(a.expert_bytes, b.expert_bytes);
+    EXPECT_EQ(a.unused_bytes, 0);
+    const MemoryPlan stored = plan(tmp.file(q), false);
+    ASSERT_FALSE(stored.notes.empty());
+    EXPECT_NE(stored.notes[0].find("only convert reads"), std::string::npos) << stored.notes[0];
+  }
 }
 
 // Each edit of a good file gives a convert error naming `needle`.

@@ -194,8 +194,21 @@ void PlanWeights(const PlanOptions& opts, const std::vector<TensorInfo>& stored,
   for (const TensorInfo& t : stored) p.file_bytes += int64_t(t.nbytes);
   // A projected conversion reads the tensors as convert does (gpt_oss's experts one by one,
   // MXFP4 / FP8 decoded: model/source_tensors.h); a stored checkpoint is what it stores.
-  const std::vector<TensorInfo> tensors =
-      opts.recipe ? SourceInfos(SourceTensors(p.config, stored)) : stored;
+  std::vector<TensorInfo> tensors = stored;
+  if (opts.recipe) {
+    tensors = SourceInfos(SourceTensors(p.config, stored));
+  } else if (p.checkpoint_kind != "turboquant") {
+    try {
+      if (const std::vector<SourceTensor> s = SourceTensors(p.config, stored);
+          const SourceTensor* d = FirstDecodedSource(s))
+        p.notes.push_back(fmt::format(
+            "'{}' is stored as {}, which only convert reads: plan with --bits (or --budget-bpw) "
+            "to see the converted model",
+            d->info.name, d->kind == SourceTensor::Kind::kFp8Block ? "FP8" : "MXFP4"));
+    } catch (const Error&) {
+      // a broken hub layout: plan the tensors as stored (doctor says what is wrong)
+    }
+  }
   const TensorRoleMap roles = TensorRoleMap::Of(p.config, tensors);
   const bool converted = p.checkpoint_kind == "turboquant";
   std::optional<QuantRecipe> recipe;
