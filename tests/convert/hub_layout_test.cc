@@ -14,6 +14,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "convert/calibration.h"
 #include "convert/convert.h"
 #include "convert_helpers.h"
 #include "core/error.h"
@@ -267,6 +268,26 @@ TEST(HubLayout, GenerateRefusesThemSayingToConvert) {
   const std::string b = ErrorOf([&] { Model::Load(tmp.file("fp8"), {.device = "cpu"}); });
   EXPECT_NE(b.find("is stored as FP8"), std::string::npos) << b;
   EXPECT_NE(b.find("turboquant convert"), std::string::npos) << b;
+}
+
+TEST(HubLayout, OptionsThatRunTheSourceModelAreRefused) {
+  // --self-calibrate and measured sensitivities load the source, which does not load as stored.
+  test::TempDir tmp;
+  WriteGptOssMxfp4(tmp.file("mxfp4"), tmp.file("ref"));
+  ConvertOptions calib = test::Options(tmp.file("mxfp4"), tmp.file("c"), 4);
+  calib.self_calibrate_tokens = kMinCalibrationTokens;
+  ConvertOptions measured = test::Options(tmp.file("mxfp4"), tmp.file("m"), 4);
+  measured.budget_bpw = 3.5;
+  measured.measure_sensitivity = true;
+  for (const ConvertOptions& o : {calib, measured}) {
+    try {
+      Convert(o);
+      ADD_FAILURE() << "no error";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("is decoded from MXFP4"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(o.out_dir));
+  }
 }
 
 TEST(HubLayout, DoctorAndPlanReadThemAsConvertDoes) {
