@@ -27,6 +27,7 @@
 #include "io/crc32c.h"
 #include "io/model_config.h"
 #include "model/packed_linear.h"
+#include "model/source_tensors.h"
 #include "quant/error_feedback.h"
 #include "quant/group_quantizer.h"
 #include "quant/hadamard.h"
@@ -68,10 +69,11 @@ class TempDirGuard {
   fs::path path_;
 };
 
-// Reads tensor bytes with pread (no mmap: in streaming mode only the current tensor is resident).
-class SourceReader {
+// Reads stored tensor bytes with pread (no mmap: in streaming mode only the current tensor is
+// resident).
+class ShardReader {
  public:
-  explicit SourceReader(const std::vector<std::string>& shard_files) {
+  explicit ShardReader(const std::vector<std::string>& shard_files) {
     for (const std::string& f : shard_files) {
       const int fd = ::open(f.c_str(), O_RDONLY | O_CLOEXEC);
       TQ_CHECK(fd >= 0, "convert", "cannot open {}: {}", f, std::strerror(errno));
@@ -79,13 +81,8 @@ class SourceReader {
       files_.push_back(f);
     }
   }
-  ~SourceReader() {
+  ~ShardReader() {
     for (int fd : fds_) ::close(fd);
-  }
-  std::vector<uint8_t> Read(const TensorInfo& t) const {
-    std::vector<uint8_t> buf(t.nbytes);
-    ReadRange(t, 0, buf.size(), buf.data());
-    return buf;
   }
   // Bytes [begin, begin + n) of tensor t.
   void ReadRange(const TensorInfo& t, uint64_t begin, uint64_t n, uint8_t* dst) const {
@@ -316,7 +313,14 @@ nlohmann::ordered_json QuantizationBlock(const ConvertOptions& o, const QuantRec
   return q;
 }
 
+// The quantization_config methods whose tensors SourceTensors decodes (model/source_tensors.h).
+bool IsDecodedHubQuantization(const std::string& method) {
+  return method == "mxfp4" || method == "fp8";
+}
+
 // A source that is already quantized cannot be converted: its linears are codes, not weights.
+// MXFP4 experts and block-scaled FP8 weights pass: SourceTensors decodes them (or says what is
+// wrong with them).
 void RefuseQuantizedSource(const std::string& dir, const ModelConfig& config,
                            const std::vector<TensorInfo>& infos) {
   nlohmann::json raw;
@@ -336,15 +340,17 @@ void RefuseQuantizedSource(const std::string& dir, const ModelConfig& config,
         qc.is_object() && qc.contains("quant_method") && qc["quant_method"].is_string()
             ? qc["quant_method"].get<std::string>()
             : std::string("unknown");
-    throw UsageError("--model " + dir,
-                     fmt::format("is already quantized ({}, config.json quantization_config): "
-                                 "convert needs the bf16/fp16/fp32 checkpoint",
-                                 method));
+    if (!IsDecodedHubQuantization(method))
+      throw UsageError("--model " + dir,
+                       fmt::format("is already quantized ({}, config.json quantization_config): "
+                                   "convert needs the bf16/fp16/fp32 checkpoint (or a published "
+                                   "MXFP4 / block-scaled FP8 one)",
+                                   method));
   }
   for (const TensorInfo& t : infos) {
     if (t.name.ends_with(".codes") || t.name.ends_with(".signs") ||
         (t.name.ends_with(".weight") && t.shape.size() == 2 && t.dtype != DType::F32 &&
-         t.dtype != DType::F16 && t.dtype != DType::BF16)) {
+         t.dtype != DType::F16 && t.dtype != DType::BF16 && t.dtype != DType::F8_E4M3)) {
       throw UsageError("--model " + dir,
                        fmt::format("holds quantized tensors ({} is {} {}): convert needs the "
                                    "bf16/fp16/fp32 checkpoint",
@@ -483,8 +489,25 @@ ConvertSummary Convert(const ConvertOptions& o) {
   }
   const ModelConfig config = LoadModelConfig(o.model_dir);
   std::vector<std::string> shard_files;
-  const std::vector<TensorInfo> infos = Checkpoint::ReadHeaders(o.model_dir, &shard_files);
-  RefuseQuantizedSource(o.model_dir, config, infos);
+  const std::vector<TensorInfo> stored = Checkpoint::ReadHeaders(o.model_dir, &shard_files);
+  RefuseQuantizedSource(o.model_dir, config, stored);
+  // The tensors as converted: gpt_oss's fused / MXFP4 experts per expert, FP8 weights as fp32.
+  const ShardReader shards(shard_files);
+  const SourceReader reader(SourceTensors(config, stored), stored,
+                            [&](size_t i, uint64_t begin, uint64_t n, uint8_t* dst) {
+                              shards.ReadRange(stored[i], begin, n, dst);
+                            });
+  const std::vector<TensorInfo> infos = SourceInfos(reader.sources());
+  // Measuring sensitivities and self-calibration run the source model, which loads only from
+  // float weights.
+  if (const SourceTensor* d = FirstDecodedSource(reader.sources());
+      d && (o.self_calibrate_tokens > 0 || (o.measure_sensitivity && o.sensitivity_from.empty())))
+    throw UsageError(
+        o.self_calibrate_tokens > 0 ? "--self-calibrate" : "--sensitivity measured",
+        fmt::format("runs the source model, and '{}' is decoded from {} at convert "
+                    "(the model does not load as stored): use --sensitivity prior "
+                    "(role / depth rules) without --self-calibrate",
+                    d->info.name, d->kind == SourceTensor::Kind::kFp8Block ? "FP8" : "MXFP4"));
   RemoveStaleTempDirs(out);
   auto check_cancel = [&] {
     if (o.cancel && o.cancel->load()) Fail("convert", "interrupted by a signal; nothing written");
@@ -494,7 +517,6 @@ ConvertSummary Convert(const ConvertOptions& o) {
   // are planned at 8 bits (rotation, groups) and re-chosen by the allocator.
   if (o.target_bytes > 0 && o.measure_sensitivity && o.budget_embeddings) ropts.embed_bits = 8;
   QuantRecipe recipe = PlanQuantization(config, infos, ropts);
-  const SourceReader reader(shard_files);
   std::map<std::string, double> alpha;  // measured sensitivities (empty: priors)
   if (o.budget_bpw > 0 || o.target_bytes > 0) {
     BudgetOptions bo;
@@ -520,7 +542,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
         so.rotation_seed = o.seed;
         so.progress = o.progress;
         for (const TensorSensitivity& t : MeasureSensitivity(
-                 o.model_dir, recipe, which, so, [&](size_t i) { return reader.Read(infos[i]); }))
+                 o.model_dir, recipe, which, so, [&](size_t i) { return reader.Read(i); }))
           alpha[t.name] = t.alpha;
       }
       bo.alpha = alpha;
@@ -533,7 +555,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
     bo.sensitive_weight = o.budget_sensitive_weight;
     bo.edge_layer_weight = o.budget_edge_weight;
     AllocateBitBudget(recipe, bo, [&](const TensorDecision& d) {
-      return reader.Read(infos[size_t(&d - recipe.tensors.data())]);
+      return reader.Read(size_t(&d - recipe.tensors.data()));
     });
   }
   const double linear_bpw = LinearBitsPerWeight(recipe);
@@ -547,7 +569,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
     co.tokens = o.self_calibrate_tokens;
     co.seed = o.seed;
     co.progress = o.progress;
-    calib = SelfCalibrate(o.model_dir, recipe, co, [&](size_t i) { return reader.Read(infos[i]); });
+    calib = SelfCalibrate(o.model_dir, recipe, co, [&](size_t i) { return reader.Read(i); });
   }
   std::map<std::tuple<const InputMoments*, std::string, int64_t>,
            std::shared_ptr<const quant::ErrorFeedback>>
@@ -575,7 +597,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
     const quant::HadamardRotation* rot = d.rotation_block > 0 ? rotations.Get(d) : nullptr;
     quant::GroupRmsRange& range = ranges[d.scale_table];
     const ReadFn read = [&](uint64_t begin, uint64_t n, uint8_t* dst) {
-      reader.ReadRange(infos[i], begin, n, dst);
+      reader.ReadRange(i, begin, n, dst);
     };
     ForEachRotatedChunk(d, o.chunk_floats, read, rot, [&](int64_t, int64_t count, const float* w) {
       range.Add(w, count, d.shape[1], d.group_size);
@@ -629,7 +651,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
   // In-memory mode reads the whole source first (the baseline streaming is measured against).
   std::vector<std::vector<uint8_t>> all_source;
   if (!o.streaming) {
-    for (const TensorInfo& t : infos) all_source.push_back(reader.Read(t));
+    for (size_t i = 0; i < infos.size(); ++i) all_source.push_back(reader.Read(i));
   }
 
   ProgressBar bar("convert", int64_t(recipe.tensors.size()), o.progress);
@@ -663,7 +685,7 @@ ConvertSummary Convert(const ConvertOptions& o) {
     // Streaming: straight from the file, one row chunk at a time; else from the loaded source.
     const ReadFn read = [&](uint64_t begin, uint64_t n, uint8_t* dst) {
       if (o.streaming) {
-        reader.ReadRange(infos[i], begin, n, dst);
+        reader.ReadRange(i, begin, n, dst);
       } else {
         std::memcpy(dst, all_source[i].data() + begin, n);
       }
@@ -699,6 +721,12 @@ ConvertSummary Convert(const ConvertOptions& o) {
   }
   nlohmann::ordered_json cfg = nlohmann::ordered_json::parse(config.raw_json);
   cfg["quantization"] = QuantizationBlock(o, recipe, linear_bpw, alpha, calib);
+  // A published MXFP4 / FP8 source: its quantization_config described the source's tensors, not
+  // these; kept as "source_quantization" (as the turboquant-mlx import keeps theirs).
+  if (cfg.contains("quantization_config")) {
+    cfg["source_quantization"] = cfg["quantization_config"];
+    cfg.erase("quantization_config");
+  }
   // Size and CRC-32C of every shard, for doctor (a byte changed anywhere is found).
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
   for (int s = 0; s < sum.num_shards; ++s) {

@@ -58,12 +58,14 @@ void DequantizeMxfp4(std::span<const uint8_t> blocks, std::span<const uint8_t> s
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t s = scales[size_t(b)];
     if (s == 0xFF) Fail(where, "block {} has the NaN scale 0xFF", b);
-    const int e = int(s) - 127;
+    // 2^(s − 127) (subnormal below 2^-126: still exact), then every e2m1 value times it: a
+    // power-of-two product, so exact wherever ldexp of each value would be.
+    const float scale = std::ldexp(1.0f, int(s) - 127);
     const uint8_t* src = blocks.data() + b * 16;
     float* dst = out.data() + b * 32;
     for (int i = 0; i < 16; ++i) {
-      dst[2 * i] = std::ldexp(E2m1ToF32(src[i] & 0x0F), e);
-      dst[2 * i + 1] = std::ldexp(E2m1ToF32(src[i] >> 4), e);
+      dst[2 * i] = E2m1ToF32(src[i] & 0x0F) * scale;
+      dst[2 * i + 1] = E2m1ToF32(src[i] >> 4) * scale;
     }
   }
 }

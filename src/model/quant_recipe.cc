@@ -261,7 +261,7 @@ QuantRecipe PlanQuantization(const ModelConfig& config, const std::vector<Tensor
   r.options = opts;
   r.protected_layers = ParseLayerRanges(opts.protect_layers, config.num_layers);
   const std::set<int64_t> protect(r.protected_layers.begin(), r.protected_layers.end());
-  const TensorRoleMap roles(config);
+  const TensorRoleMap roles = TensorRoleMap::Of(config, tensors);
   const std::vector<std::pair<std::string, int>> tensor_bits = ParseTensorBits(opts.tensor_bits);
   std::set<std::string> signs_counted, tables_counted, notes;
 

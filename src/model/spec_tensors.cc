@@ -116,7 +116,8 @@ void MlpTensors(const std::string& gate, const std::string& up, const std::strin
   t.Linear(down, rd, hidden, ffn, bias, l, e);
 }
 
-void FfnTensors(const LayerSpec& L, const ArchTensorNames& nm, int64_t hidden, TensorList& t) {
+void FfnTensors(const LayerSpec& L, const ArchTensorNames& nm, int64_t hidden, ExpertLayout layout,
+                TensorList& t) {
   const int64_t l = L.index;
   auto name = [&](const std::string& pattern) { return TensorName(pattern, l); };
   const FfnSpec& f = L.ffn;
@@ -136,7 +137,7 @@ void FfnTensors(const LayerSpec& L, const ArchTensorNames& nm, int64_t hidden, T
   t.Linear(name(nm.router), TensorRole::kRouter, m.num_experts, hidden, m.router_bias, l);
   if (m.correction_bias)
     t.Add(name(nm.router_correction_bias), TensorRole::kOther, {m.num_experts}, l);
-  if (m.fused_experts) {
+  if (m.fused_experts && layout == ExpertLayout::kPublished) {
     const std::string gu = name(nm.experts_gate_up), dn = name(nm.experts_down);
     t.Add(gu, TensorRole::kExpertGateUp, {m.num_experts, hidden, 2 * m.expert_ffn}, l);
     t.Add(gu + "_bias", TensorRole::kExpertGateUp, {m.num_experts, 2 * m.expert_ffn}, l, -1, true);
@@ -146,7 +147,7 @@ void FfnTensors(const LayerSpec& L, const ArchTensorNames& nm, int64_t hidden, T
     for (int64_t e = 0; e < m.num_experts; ++e)
       MlpTensors(TensorName(nm.expert_gate, l, e), TensorName(nm.expert_up, l, e),
                  TensorName(nm.expert_down, l, e), TensorRole::kExpertGate, TensorRole::kExpertUp,
-                 TensorRole::kExpertDown, f.gated(), m.expert_ffn, hidden, false, l, e, t);
+                 TensorRole::kExpertDown, f.gated(), m.expert_ffn, hidden, m.expert_bias, l, e, t);
   }
   if (m.shared_ffn > 0) {
     MlpTensors(name(nm.shared_gate), name(nm.shared_up), name(nm.shared_down),
@@ -159,11 +160,12 @@ void FfnTensors(const LayerSpec& L, const ArchTensorNames& nm, int64_t hidden, T
 
 }  // namespace
 
-std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config) {
-  return ExpectedTensors(config, FindArchitecture(config));
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config, ExpertLayout layout) {
+  return ExpectedTensors(config, FindArchitecture(config), layout);
 }
 
-std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const Architecture& arch) {
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const Architecture& arch,
+                                            ExpertLayout layout) {
   const ModelSpec spec = BuildModelSpec(c, arch);
   const ArchTensorNames& nm = arch.names;
   const int64_t hidden = spec.hidden;
@@ -214,7 +216,7 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c, const Architec
         MambaTensors(L, nm, hidden, t);
         break;
     }
-    FfnTensors(L, nm, hidden, t);
+    FfnTensors(L, nm, hidden, layout, t);
     if (L.per_layer_input) {
       const int64_t d = spec.per_layer_input_dim;
       t.Linear(name(nm.ple_gate), TensorRole::kPerLayerInput, d, hidden, false, l);

@@ -1,7 +1,9 @@
 #include "model/tensor_roles.h"
 
 #include "io/model_config.h"
+#include "io/safetensors.h"
 #include "model/architecture.h"
+#include "model/layer_spec.h"
 
 namespace tq {
 
@@ -108,11 +110,32 @@ bool IsExpert(TensorRole role) {
          role == TensorRole::kExpertDown || role == TensorRole::kExpertGateUp;
 }
 
-TensorRoleMap::TensorRoleMap(const ModelConfig& config)
-    : TensorRoleMap(config, FindArchitecture(config)) {}
+ExpertLayout ExpertLayoutOf(const ModelConfig& config, const std::vector<TensorInfo>& tensors) {
+  const Architecture& arch = FindArchitecture(config);
+  if (!arch.fused_experts) return ExpertLayout::kPublished;
+  const ModelSpec spec = BuildModelSpec(config, arch);
+  for (const LayerSpec& L : spec.layers) {
+    if (L.ffn.kind != FfnKind::kMoe) continue;
+    // "<prefix>." starts every tensor a per-expert linear is stored as (.weight, .codes, ...).
+    const std::string gate = TensorName(arch.names.expert_gate, L.index, 0) + ".";
+    const std::string up = TensorName(arch.names.expert_up, L.index, 0) + ".";
+    for (const TensorInfo& t : tensors)
+      if (t.name.starts_with(gate) || t.name.starts_with(up)) return ExpertLayout::kPerExpert;
+    break;  // the first MoE layer decides
+  }
+  return ExpertLayout::kPublished;
+}
 
-TensorRoleMap::TensorRoleMap(const ModelConfig& config, const Architecture& arch)
-    : expected_(ExpectedTensors(config, arch)) {
+TensorRoleMap::TensorRoleMap(const ModelConfig& config, ExpertLayout layout)
+    : TensorRoleMap(config, FindArchitecture(config), layout) {}
+
+TensorRoleMap TensorRoleMap::Of(const ModelConfig& config, const std::vector<TensorInfo>& tensors) {
+  return TensorRoleMap(config, ExpertLayoutOf(config, tensors));
+}
+
+TensorRoleMap::TensorRoleMap(const ModelConfig& config, const Architecture& arch,
+                             ExpertLayout layout)
+    : expected_(ExpectedTensors(config, arch, layout)) {
   constexpr std::string_view kWeight = ".weight";
   for (size_t i = 0; i < expected_.size(); ++i) {
     const std::string& n = expected_[i].name;

@@ -17,6 +17,15 @@ namespace tq {
 
 struct Architecture;
 struct ModelConfig;
+struct TensorInfo;
+
+// How a checkpoint stores the experts of a family published with fused expert tensors (gpt_oss:
+// [E, hidden, 2·ffn] gate/up interleaved + [E, ffn, hidden], biases [E, ...]):
+// - kPublished: as the family publishes them (the layer spec's `fused_experts`);
+// - kPerExpert: one linear per expert and projection, [out, in] + bias [out], at the names the
+//   other MoE families use ("model.layers.L.mlp.experts.E.gate_proj"): what `convert` writes.
+// For every other family both are the same list.
+enum class ExpertLayout : uint8_t { kPublished, kPerExpert };
 
 enum class TensorRole : uint8_t {
   kAttnQ,
@@ -73,16 +82,25 @@ struct ExpectedTensor {
 // Every tensor Model::Load reads for this config, in load order, derived from the layer spec
 // (layer_spec.h) and the architecture's names. The config-only overload (and TensorRoleMap's)
 // goes through FindArchitecture: tq::Error for a model_type that is unknown or not runnable.
-std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config);
-std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config, const Architecture& arch);
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config,
+                                            ExpertLayout layout = ExpertLayout::kPublished);
+std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config, const Architecture& arch,
+                                            ExpertLayout layout = ExpertLayout::kPublished);
+
+// The expert layout of a checkpoint's tensors: kPerExpert when it holds a tensor under the first
+// MoE layer's first per-expert gate (or up) prefix of a fused-expert family, else kPublished.
+ExpertLayout ExpertLayoutOf(const ModelConfig& config, const std::vector<TensorInfo>& tensors);
 
 // Classifies tensor names of a checkpoint, original or converted: an exact expected name, or a
 // name under an expected linear's module prefix ("<prefix>.weight", "<prefix>.bias",
 // "<prefix>.codes", "<prefix>.scales", ... — what a converted checkpoint stores per linear).
 class TensorRoleMap {
  public:
-  explicit TensorRoleMap(const ModelConfig& config);
-  TensorRoleMap(const ModelConfig& config, const Architecture& arch);
+  explicit TensorRoleMap(const ModelConfig& config, ExpertLayout layout = ExpertLayout::kPublished);
+  TensorRoleMap(const ModelConfig& config, const Architecture& arch,
+                ExpertLayout layout = ExpertLayout::kPublished);
+  // The map of a checkpoint's tensors, in their expert layout (ExpertLayoutOf).
+  static TensorRoleMap Of(const ModelConfig& config, const std::vector<TensorInfo>& tensors);
 
   const std::vector<ExpectedTensor>& expected() const { return expected_; }
   // The expected tensor `name` is, or lives under (by module prefix); nullopt when unknown.

@@ -3,13 +3,13 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/architecture.h"
 #include "model/packed_linear.h"
+#include "model/transpose_copy.h"
 
 namespace tq {
 namespace {
@@ -68,16 +68,13 @@ void LoadFusedExperts(const Checkpoint& ckpt, const std::string& gate_up_name,
     ToF32(b, v.data());
     return v;
   }();
-  // dst[o, i] = src[i * stride + o * step + offset]: a transposed (and strided) copy.
+  // dst[o, i] = src[e, i, o * step + offset]: a transposed (and strided) copy.
   auto rearrange = [&](const TensorView& src, int64_t e, int64_t rows, int64_t cols, int64_t stride,
                        int64_t step, int64_t offset) {
     const size_t es = DTypeSize(src.dtype);
     std::vector<uint8_t>& dst = w.owned.emplace_back(size_t(rows * cols) * es);
-    const uint8_t* base = src.bytes() + size_t(e * cols * stride) * es;
-    for (int64_t o = 0; o < rows; ++o)
-      for (int64_t i = 0; i < cols; ++i)
-        std::memcpy(dst.data() + size_t(o * cols + i) * es,
-                    base + size_t(i * stride + o * step + offset) * es, es);
+    TransposeCopy(src.bytes() + size_t(e * cols * stride) * es, stride, step, offset, rows, cols,
+                  es, dst.data());
     TensorView v;
     v.data = dst.data();
     v.dtype = src.dtype;
@@ -97,6 +94,25 @@ void LoadFusedExperts(const Checkpoint& ckpt, const std::string& gate_up_name,
         rearrange(dn, e, hidden, ffn, hidden, 1, 0),
         std::vector<float>(db.begin() + e * hidden, db.begin() + (e + 1) * hidden));
     out.push_back(std::move(m));
+  }
+}
+
+// Hub layouts that convert decodes (model/source_tensors.h) are not read at load: dequantizing
+// them would hold the whole model in bf16/fp32 (gpt-oss-120b's MXFP4 experts: 4x their bytes).
+void RefuseHubQuantized(const Checkpoint& ckpt) {
+  for (const std::string& n : ckpt.Names()) {
+    const TensorInfo& t = ckpt.Info(n);
+    const char* layout = nullptr;
+    if (t.dtype == DType::F8_E4M3) {
+      layout = "FP8 (E4M3, block scales '<name>_scale_inv')";
+    } else if (n.ends_with("_blocks") && ckpt.Has(n.substr(0, n.size() - 7) + "_scales")) {
+      layout = "MXFP4 (e2m1 blocks with e8m0 '_scales')";
+    }
+    if (layout)
+      Fail("checkpoint " + ckpt.dir(),
+           "tensor '{}' is stored as {}, which is read only by convert: convert the checkpoint "
+           "first (turboquant convert --model {} --out OUT --bits 4) and run OUT",
+           n, layout, ckpt.dir());
   }
 }
 
@@ -179,6 +195,7 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
   const std::string where = "checkpoint " + ckpt.dir();
   const int64_t hidden = c.hidden_size;
   auto w = std::make_unique<ModelWeights>();
+  RefuseHubQuantized(ckpt);
 
   // A TurboQuant checkpoint: config.json's quantization block (rotation groups, format version).
   std::optional<PackedCheckpointInfo> packed_info =
@@ -373,14 +390,18 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
         L.moe->correction_bias = LoadVector(ckpt, name(nm.router_correction_bias), M.num_experts);
       L.moe->top_k = M.top_k;
       L.moe->renormalize = M.renormalize || M.router == Router::kTopKSoftmax;
-      if (M.fused_experts) {
+      // gpt_oss as published: fused [E, ...] tensors, rearranged here; as converted (or any
+      // other family): one linear per expert and projection, read as stored.
+      const bool fused = M.fused_experts &&
+                         (ckpt.Has(name(nm.experts_gate_up)) || ckpt.Has(name(nm.experts_down)));
+      if (fused) {
         LoadFusedExperts(ckpt, name(nm.experts_gate_up), name(nm.experts_down), M.num_experts,
                          hidden, M.expert_ffn, *w, L.moe->experts);
       }
-      for (int64_t e = 0; e < M.num_experts && !M.fused_experts; ++e) {
+      for (int64_t e = 0; e < M.num_experts && !fused; ++e) {
         L.moe->experts.push_back(
             LoadMlp(ckpt, TensorName(nm.expert_gate, l, e), TensorName(nm.expert_up, l, e),
-                    TensorName(nm.expert_down, l, e), hidden, M.expert_ffn, false, packed));
+                    TensorName(nm.expert_down, l, e), hidden, M.expert_ffn, M.expert_bias, packed));
       }
       if (M.shared_ffn > 0) {
         L.shared = std::make_unique<GatedMlp>(LoadMlp(ckpt, name(nm.shared_gate),

@@ -217,7 +217,9 @@ SynthResult WriteSynthCheckpoint(const SynthOptions& opts) {
                   tok.tokenizer_config.dump(2) + "\n");
 
   // Tensors, grouped into shards of at most shard_bytes (a tensor never spans shards).
-  const std::vector<SynthTensor> tensors = SynthTensors(shape, layers);
+  // Packed: experts one linear each, as convert writes them (gpt_oss's are fused as published).
+  const std::vector<SynthTensor> tensors = SynthTensors(
+      shape, layers, opts.bits > 0 ? ExpertLayout::kPerExpert : ExpertLayout::kPublished);
   std::vector<OutTensor> outs;
   if (opts.bits > 0) {
     nlohmann::ordered_json block;

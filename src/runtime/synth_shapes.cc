@@ -128,6 +128,39 @@ nlohmann::json SlidingPattern(int64_t layers, int64_t period) {
   return t;
 }
 
+// openai/gpt-oss-*: hidden 2880, 64 query / 8 KV heads of 64 with biases and sinks, layers
+// alternating sliding (128) and full attention, experts of 2880 (top 4), YaRN RoPE; the two
+// published sizes differ in layers and experts.
+SynthShape GptOss(std::string name, int64_t layers, int64_t experts) {
+  return FromConfig(std::move(name), {{"architectures", {"GptOssForCausalLM"}},
+                                      {"model_type", "gpt_oss"},
+                                      {"vocab_size", 201088},
+                                      {"hidden_size", 2880},
+                                      {"intermediate_size", 2880},
+                                      {"num_hidden_layers", layers},
+                                      {"num_attention_heads", 64},
+                                      {"num_key_value_heads", 8},
+                                      {"head_dim", 64},
+                                      {"num_local_experts", experts},
+                                      {"num_experts_per_tok", 4},
+                                      {"sliding_window", 128},
+                                      {"layer_types", SlidingPattern(layers, 2)},
+                                      {"hidden_act", "silu"},
+                                      {"swiglu_limit", 7.0},
+                                      {"attention_bias", true},
+                                      {"max_position_embeddings", 131072},
+                                      {"rms_norm_eps", 1e-5},
+                                      {"rope_parameters",
+                                       {{"rope_type", "yarn"},
+                                        {"rope_theta", 150000.0},
+                                        {"factor", 32.0},
+                                        {"original_max_position_embeddings", 4096},
+                                        {"beta_fast", 32.0},
+                                        {"beta_slow", 1.0},
+                                        {"truncate", false}}},
+                                      {"tie_word_embeddings", false}});
+}
+
 std::vector<SynthShape> MakeShapes() {
   std::vector<SynthShape> v;
   // meta-llama/Llama-3.2-1B, Llama-3.2-3B, Llama-3.1-8B.
@@ -217,33 +250,10 @@ std::vector<SynthShape> MakeShapes() {
        {"tie_word_embeddings", true}}));
   // openai/gpt-oss-20b: 24 layers alternating sliding (128) and full attention with sinks, 32
   // experts (top 4) in fused [E, ...] tensors with biases, clamped SwiGLU, YaRN RoPE.
-  v.push_back(FromConfig("gpt-oss-20b", {{"architectures", {"GptOssForCausalLM"}},
-                                         {"model_type", "gpt_oss"},
-                                         {"vocab_size", 201088},
-                                         {"hidden_size", 2880},
-                                         {"intermediate_size", 2880},
-                                         {"num_hidden_layers", 24},
-                                         {"num_attention_heads", 64},
-                                         {"num_key_value_heads", 8},
-                                         {"head_dim", 64},
-                                         {"num_local_experts", 32},
-                                         {"num_experts_per_tok", 4},
-                                         {"sliding_window", 128},
-                                         {"layer_types", SlidingPattern(24, 2)},
-                                         {"hidden_act", "silu"},
-                                         {"swiglu_limit", 7.0},
-                                         {"attention_bias", true},
-                                         {"max_position_embeddings", 131072},
-                                         {"rms_norm_eps", 1e-5},
-                                         {"rope_parameters",
-                                          {{"rope_type", "yarn"},
-                                           {"rope_theta", 150000.0},
-                                           {"factor", 32.0},
-                                           {"original_max_position_embeddings", 4096},
-                                           {"beta_fast", 32.0},
-                                           {"beta_slow", 1.0},
-                                           {"truncate", false}}},
-                                         {"tie_word_embeddings", false}}));
+  v.push_back(GptOss("gpt-oss-20b", 24, 32));
+  // openai/gpt-oss-120b: the same layers, 36 of them, 128 experts (its config.json differs from
+  // the 20b's in num_hidden_layers, num_local_experts and layer_types alone).
+  v.push_back(GptOss("gpt-oss-120b", 36, 128));
   // deepseek-ai/DeepSeek-V2-Lite: multi-head latent attention (KV rank 512, no query low rank),
   // 64 routed experts (top 6) + 2 shared from layer 1, YaRN RoPE.
   v.push_back(FromConfig("deepseek-v2-lite", {{"architectures", {"DeepseekV2ForCausalLM"}},
@@ -413,13 +423,13 @@ nlohmann::json SynthConfigJson(const SynthShape& s, int64_t layers) {
   return j;
 }
 
-std::vector<SynthTensor> SynthTensors(const SynthShape& s, int64_t layers) {
+std::vector<SynthTensor> SynthTensors(const SynthShape& s, int64_t layers, ExpertLayout layout) {
   if (layers <= 0) layers = s.layers;
   constexpr float kStd = 0.02f;
   std::vector<SynthTensor> t;
   if (!s.config.is_null()) {  // every tensor the layer spec names; norms ones, the rest random
     const ModelConfig c = ParseModelConfig(SynthConfigJson(s, layers).dump(), "synth " + s.name);
-    for (const ExpectedTensor& e : ExpectedTensors(c)) {
+    for (const ExpectedTensor& e : ExpectedTensors(c, layout)) {
       if (!e.required && c.tie_word_embeddings) continue;  // lm_head of a tied model
       const bool norm = e.role == TensorRole::kNorm;
       t.push_back({e.name, e.shape, norm ? 0.0f : kStd, norm});

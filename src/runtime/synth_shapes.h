@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/tensor_roles.h"
 
 namespace tq {
 
@@ -48,7 +49,10 @@ struct SynthTensor {
   float stddev = 0.0f;  // normal(0, stddev); 0 with `ones` false means zeros
   bool ones = false;    // norm weights
 };
-// Every tensor of the checkpoint in file order (embeddings, layers, final norm, lm_head).
-std::vector<SynthTensor> SynthTensors(const SynthShape& shape, int64_t layers);
+// Every tensor of the checkpoint in file order (embeddings, layers, final norm, lm_head). A
+// spec-built family with fused experts (gpt_oss) writes them as published, or one linear per
+// expert with `layout` kPerExpert (what convert writes: synth --bits packs them).
+std::vector<SynthTensor> SynthTensors(const SynthShape& shape, int64_t layers,
+                                      ExpertLayout layout = ExpertLayout::kPublished);
 
 }  // namespace tq

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "testutil/error_of.h"
 #include "testutil/testutil.h"
 
 namespace tq {
@@ -18,16 +19,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::ErrorOf;
 
 TEST(HubFormats, E2m1AndE4m3Codes) {
   const float e2m1[16] = {0, .5, 1, 1.5, 2, 3, 4, 6, -0.0f, -.5, -1, -1.5, -2, -3, -4, -6};

@@ -15,6 +15,7 @@
 #include "runtime/plan/device_memory.h"
 #include "runtime/plan/memory_plan.h"
 #include "runtime/plan/plan_report.h"
+#include "runtime/synth_shapes.h"
 #include "testutil/testutil.h"
 
 namespace tq {
@@ -374,6 +375,35 @@ TEST(PlanVerdict, RealScaleFromHeadersOnly) {
   EXPECT_TRUE(moe.moe);
   EXPECT_GT(moe.expert_bytes, moe.weights_bytes * 8 / 10);  // bf16 embedding + head: the rest
   EXPECT_TRUE(moe.streaming_fits) << VerdictLine(moe);
+}
+
+TEST(PlanVerdict, GptOss120bAsConverted) {
+  // openai/gpt-oss-120b's shapes as published in bf16 (fused [E, ...] experts): plan --bits 4
+  // projects the experts as convert writes them, one packed linear each. Per [2880, 2880]
+  // projection: q4 codes, e8 scales of groups of 64 (2880's Hadamard block), the codebook and
+  // the bf16 bias; per layer two sign vectors and two e8 tables (gate/up and down).
+  test::TempDir tmp;
+  PlanOptions o;
+  o.model_dir =
+      SparseCheckpoint(tmp, "gpt-oss-120b", SynthConfigJson(FindSynthShape("gpt-oss-120b"), 0));
+  o.context = 16384;
+  o.ram_gb = 80;
+  o.threads = 16;
+  QuantRecipeOptions r;
+  r.bits = 4;
+  r.group_size = 128;
+  r.scale_format = quant::ScaleFormat::kE8;
+  r.embed_bits = 8;
+  o.recipe = r;
+  const MemoryPlan p = MakeMemoryPlan(o);
+  const int64_t projection = 2880 * 1440 + 2880 * 45 + 16 * 4 + 2880 * 2;
+  EXPECT_EQ(p.expert_bytes, int64_t(36) * 128 * 3 * projection + 36 * 2 * (360 + 1024));
+  EXPECT_EQ(p.unused_bytes, 0);
+  EXPECT_EQ(p.verdict, PlanVerdict::kFits) << VerdictLine(p);  // ~61 GB of weights in 80
+  o.ram_gb = 40;
+  const MemoryPlan small = MakeMemoryPlan(o);
+  EXPECT_EQ(small.verdict, PlanVerdict::kDoesNotFit);
+  EXPECT_TRUE(small.streaming_fits) << VerdictLine(small);
 }
 
 TEST(PlanVerdict, CudaCountsDeviceMemoryOnly) {

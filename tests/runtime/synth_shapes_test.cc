@@ -33,12 +33,32 @@ TEST(SynthShapes, SpecBuiltFamiliesNearTheirPublishedSizes) {
   // The hub cards' totals (gemma-3-27b: its text model, without the vision tower): the layer
   // spec's tensors must come within 1% (the cards round).
   const std::map<std::string, double> want = {
-      {"gemma-3-27b", 27.0e9}, {"gpt-oss-20b", 20.9e9}, {"deepseek-v2-lite", 15.7e9}};
+      {"gemma-3-27b", 27.0e9},
+      {"gpt-oss-20b", 20.9e9},
+      {"gpt-oss-120b", 116.8e9},  // the card's "117B", 116.8B in OpenAI's model card
+      {"deepseek-v2-lite", 15.7e9}};
   for (const auto& [name, count] : want) {
     const double got = double(ParamCount(FindSynthShape(name)));
     EXPECT_NEAR(got / count, 1.0, 0.01) << name << ": " << got;
     std::printf("%s: %.4g parameters\n", name.c_str(), got);
   }
+}
+
+TEST(SynthShapes, PackedGptOssWritesOneLinearPerExpert) {
+  // synth --bits lays gpt_oss's experts out as convert writes them: the same parameters, per
+  // expert [out, in] with a bias, no fused tensor.
+  const SynthShape& s = FindSynthShape("gpt-oss-20b");
+  int64_t fused = 0, per = 0;
+  std::map<std::string, Shape> names;
+  for (const auto& t : SynthTensors(s, 2)) fused += NumElements(t.shape);
+  for (const auto& t : SynthTensors(s, 2, ExpertLayout::kPerExpert)) {
+    per += NumElements(t.shape);
+    names[t.name] = t.shape;
+  }
+  EXPECT_EQ(per, fused);
+  EXPECT_FALSE(names.count("model.layers.0.mlp.experts.gate_up_proj"));
+  EXPECT_EQ(names.at("model.layers.1.mlp.experts.31.gate_proj.weight"), (Shape{2880, 2880}));
+  EXPECT_EQ(names.at("model.layers.1.mlp.experts.31.down_proj.bias"), (Shape{2880}));
 }
 
 TEST(SynthShapes, ConfigParsesBackToTheShape) {

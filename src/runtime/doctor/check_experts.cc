@@ -23,7 +23,7 @@ void CheckExpertStreaming(DoctorState& st) {
   const char* check = "expert streaming";
   std::optional<TensorRoleMap> roles;
   try {
-    roles.emplace(*st.config);
+    roles.emplace(TensorRoleMap::Of(*st.config, *st.tensors));
   } catch (const Error& e) {
     st.Add(CheckStatus::kWarn, check, fmt::format("skipped: {}", e.what()));
     return;
@@ -77,7 +77,9 @@ void CheckExpertStreaming(DoctorState& st) {
     }
   }
   if (tensors == 0) {
-    st.Add(CheckStatus::kWarn, check, "no per-expert tensors found (fused experts stream not yet)");
+    st.Add(CheckStatus::kWarn, check,
+           "no per-expert tensors found (experts fused as gpt_oss publishes them stream once "
+           "converted)");
     return;
   }
   st.Add(CheckStatus::kOk, check,

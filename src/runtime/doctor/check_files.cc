@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "io/checkpoint.h"
 #include "model/architecture.h"
+#include "model/source_tensors.h"
 #include "model/tensor_roles.h"
 #include "runtime/doctor/doctor_checks.h"
 #include "runtime/plan/plan_report.h"
@@ -120,14 +121,32 @@ void CheckTensors(DoctorState& st) {
   }
   const ModelConfig& c = *st.config;
   const bool converted = c.raw_json.find("\"quantization\"") != std::string::npos;
-  const TensorRoleMap roles(c);
+  // A published MXFP4 / FP8 checkpoint is checked as the floats convert reads from it.
+  std::vector<TensorInfo> tensors = *st.tensors;
+  if (!converted) {
+    try {
+      const std::vector<SourceTensor> sources = SourceTensors(c, tensors);
+      if (const SourceTensor* d = FirstDecodedSource(sources)) {
+        st.Add(CheckStatus::kWarn, "hub layout",
+               fmt::format("'{}' is stored as {}: convert reads it, generate / perplexity / "
+                           "serve need the converted checkpoint",
+                           d->info.name,
+                           d->kind == SourceTensor::Kind::kFp8Block ? "FP8 E4M3 with block scales"
+                                                                    : "MXFP4"));
+        tensors = SourceInfos(sources);
+      }
+    } catch (const Error& e) {
+      st.Add(CheckStatus::kFail, "hub layout", e.what());
+    }
+  }
+  const TensorRoleMap roles = TensorRoleMap::Of(c, tensors);
   std::map<std::string, const TensorInfo*> present;
   std::set<std::string> prefixes_with_tensors;  // module prefixes something is stored under
   std::vector<std::string> unknown, bad_shape, bad_dtype, missing;
   int64_t matched = 0;
   // Sign vectors and shared scale tables have no role; the quantization map names them.
   const std::set<std::string> aux = QuantizationAuxTensors(c);
-  for (const TensorInfo& t : *st.tensors) {
+  for (const TensorInfo& t : tensors) {
     present[t.name] = &t;
     const auto e = roles.Classify(t.name);
     if (!e) {
@@ -173,7 +192,7 @@ void CheckTensors(DoctorState& st) {
     st.Add(CheckStatus::kOk, "tensors",
            fmt::format("{} expected tensors present with the shapes and dtypes of config.json",
                        matched));
-  const bool has_head = std::any_of(st.tensors->begin(), st.tensors->end(), [&](const auto& t) {
+  const bool has_head = std::any_of(tensors.begin(), tensors.end(), [&](const auto& t) {
     const auto e = roles.Classify(t.name);
     return e && e->role == TensorRole::kLmHead;
   });

@@ -168,7 +168,7 @@ void CheckQuantization(DoctorState& st) {
   if (!st.tensors) return;
   std::map<std::string, const TensorInfo*> present;
   for (const TensorInfo& t : *st.tensors) present[t.name] = &t;
-  const TensorRoleMap roles(*st.config);
+  const TensorRoleMap roles = TensorRoleMap::Of(*st.config, *st.tensors);
   std::map<std::string, int> formats;  // format name -> linears
   std::vector<std::string> problems;
   int64_t dense = 0;

@@ -23,6 +23,7 @@
 #include "model/architecture.h"
 #include "model/layer_spec.h"
 #include "model/moe_forward.h"
+#include "model/source_tensors.h"
 #include "model/tensor_roles.h"
 #include "runtime/plan/budget_projection.h"
 #include "runtime/plan/device_memory.h"
@@ -189,8 +190,26 @@ MemoryBreakdown PlanMemoryAt(const MemoryPlan& p, const PlanOptions& opts, int64
 namespace {
 
 // Sets file/weights/unused/lookup/expert bytes of `p` from the headers (and the recipe).
-void PlanWeights(const PlanOptions& opts, const std::vector<TensorInfo>& tensors, MemoryPlan& p) {
-  const TensorRoleMap roles(p.config);
+void PlanWeights(const PlanOptions& opts, const std::vector<TensorInfo>& stored, MemoryPlan& p) {
+  for (const TensorInfo& t : stored) p.file_bytes += int64_t(t.nbytes);
+  // A projected conversion reads the tensors as convert does (gpt_oss's experts one by one,
+  // MXFP4 / FP8 decoded: model/source_tensors.h); a stored checkpoint is what it stores.
+  std::vector<TensorInfo> tensors = stored;
+  if (opts.recipe) {
+    tensors = SourceInfos(SourceTensors(p.config, stored));
+  } else if (p.checkpoint_kind != "turboquant") {
+    try {
+      if (const std::vector<SourceTensor> s = SourceTensors(p.config, stored);
+          const SourceTensor* d = FirstDecodedSource(s))
+        p.notes.push_back(fmt::format(
+            "'{}' is stored as {}, which only convert reads: plan with --bits (or --budget-bpw) "
+            "to see the converted model",
+            d->info.name, d->kind == SourceTensor::Kind::kFp8Block ? "FP8" : "MXFP4"));
+    } catch (const Error&) {
+      // a broken hub layout: plan the tensors as stored (doctor says what is wrong)
+    }
+  }
+  const TensorRoleMap roles = TensorRoleMap::Of(p.config, tensors);
   const bool converted = p.checkpoint_kind == "turboquant";
   std::optional<QuantRecipe> recipe;
   if (opts.budget_bpw > 0 && !opts.recipe)
@@ -212,7 +231,6 @@ void PlanWeights(const PlanOptions& opts, const std::vector<TensorInfo>& tensors
   const bool tied = p.config.tie_word_embeddings || !has_lm_head;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorInfo& t = tensors[i];
-    p.file_bytes += int64_t(t.nbytes);
     const int64_t bytes = recipe ? recipe->tensors[i].projected_bytes : int64_t(t.nbytes);
     const auto e = roles.Classify(t.name);
     const bool used = e ? !(e->role == TensorRole::kLmHead && tied) : converted;
