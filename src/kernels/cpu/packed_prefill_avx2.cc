@@ -126,20 +126,6 @@ TQ_AVX2 void ExpandRows(const PackedMatrix& w, const Tables& t, int64_t r0, int6
   }
 }
 
-// Prefetches the stored scales (and affine minimums) of rows [r0, r0 + count) into L1.
-inline void PrefetchScales(const PackedMatrix& w, int64_t r0, int64_t count) {
-  count = std::min(count, w.rows - r0);
-  if (count <= 0) return;
-  const int64_t groups = w.cols / w.group_size;
-  const char* ps = static_cast<const char*>(w.ScaleStorage(r0 * groups));
-  for (int64_t k = 0; k < count * groups * w.ScaleStorageBytes(); k += 64)
-    _mm_prefetch(ps + k, _MM_HINT_T0);
-  if (w.mins != nullptr) {
-    ps = reinterpret_cast<const char*>(w.mins + r0 * groups);
-    for (int64_t k = 0; k < count * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
-  }
-}
-
 // ws, wb [count, sp]: the fp32 factor (group scale · codebook scale) and the affine minimum of
 // each step of rows [r0, r0 + count), the pad steps 0.
 template <bool kAffine>
