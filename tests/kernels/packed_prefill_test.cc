@@ -67,11 +67,6 @@ TEST(PackedPrefillInt8, MatchesRefForEveryFormatGroupAndShape) {
                 if (cols % g) continue;
                 const test::Owned o =
                     RandomPacked(m, f, rows, cols, g, uint32_t(rows * 7 + cols), sk);
-                if (isa == Isa::kAvx2 && m == QuantMethod::kAffine && f == CodeFormat::kQ8) {
-                  // vpmaddubsw's int16 pair sums would saturate on codes up to 255.
-                  EXPECT_FALSE(cpu::PrefillInt8Supports(o.view));
-                  continue;
-                }
                 ASSERT_TRUE(cpu::PrefillInt8Supports(o.view)) << name << " g" << g;
                 std::vector<float> bias(static_cast<size_t>(rows)), wd(size_t(rows * cols));
                 for (auto& b : bias) b = nd(rng);
@@ -159,6 +154,34 @@ TEST(PackedPrefillInt8, ManyPanelsAndTokenTiles) {
     cpu::PrefillInt8MatMul(x.data(), n, o.view, nullptr, direct.data());
     EXPECT_EQ(got, direct) << "cpu::PackedMatMul did not take the int8 GEMM at "
                            << cpu::IsaName(isa);
+  }
+}
+
+// Rows whose steps span several k chunks (67 steps: 32 + 32 + 3), at token counts on both sides
+// of the avx2 GEMM's switch from L1 row blocks (few tokens: one token tile) to L2 panels (30 and
+// 31 tokens at 4288 columns), with a row count that leaves a 1-row tail.
+TEST(PackedPrefillInt8, RowsAcrossChunksFewAndManyTokens) {
+  for (Isa isa : GemmLevels()) {
+    IsaScope scope(isa);
+    const int64_t rows = 37, cols = 4288;
+    for (QuantMethod m : {QuantMethod::kCodebook, QuantMethod::kAffine}) {
+      const test::Owned o = RandomPacked(m, CodeFormat::kQ3, rows, cols, 64, 11, Scales::kF16);
+      std::mt19937 rng(9);
+      std::normal_distribution<float> nd;
+      for (int64_t n : {3, 8, 30, 31}) {
+        std::vector<float> x(size_t(n * cols)), want(size_t(n * rows)), got(want.size());
+        for (auto& v : x) v = nd(rng);
+        ref::PackedMatMul(x.data(), n, o.view, nullptr, want.data());
+        cpu::PrefillInt8MatMul(x.data(), n, o.view, nullptr, got.data());
+        double num = 0, den = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+          den += double(want[i]) * want[i];
+        }
+        EXPECT_LE(num / den, cpu::kPrefillInt8MaxNmse[int(CodeFormat::kQ3)])
+            << cpu::IsaName(isa) << (m == QuantMethod::kAffine ? " affine" : "") << " n=" << n;
+      }
+    }
   }
 }
 

@@ -217,6 +217,21 @@ TQ_AVX2_INLINE float HorizontalSum(__m256 a) {
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+// Prefetches the stored scales (and affine minimums) of rows [r0, r0 + count) into L1 (rows past
+// w.rows are left out).
+inline void PrefetchScales(const PackedMatrix& w, int64_t r0, int64_t count) {
+  count = std::min(count, w.rows - r0);
+  if (count <= 0) return;
+  const int64_t groups = w.cols / w.group_size;
+  const char* ps = static_cast<const char*>(w.ScaleStorage(r0 * groups));
+  for (int64_t k = 0; k < count * groups * w.ScaleStorageBytes(); k += 64)
+    _mm_prefetch(ps + k, _MM_HINT_T0);
+  if (w.mins != nullptr) {
+    ps = reinterpret_cast<const char*>(w.mins + r0 * groups);
+    for (int64_t k = 0; k < count * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
+  }
+}
+
 // Quantizes one token's steps (cols % 64 == 0): per step, scale = max|x| / 127 and q =
 // round-to-nearest-even(x / scale), stored in PosToCode order (q [steps, 64]); xs[s] = the step's
 // scale; xsum[s] = Σ of its floats (when not null).

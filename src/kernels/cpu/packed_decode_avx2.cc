@@ -151,17 +151,6 @@ TQ_AVX2_INLINE void PrefetchShare(const uint8_t* pf, int64_t i) {
   if constexpr (kBytes % 64 != 0) _mm_prefetch(a + kBytes - 1, _MM_HINT_T1);
 }
 
-TQ_AVX2_INLINE void PrefetchScales(const PackedMatrix& w, int64_t r0, int R) {
-  const int64_t groups = w.cols / w.group_size;
-  const char* ps = static_cast<const char*>(w.ScaleStorage(r0 * groups));
-  for (int64_t k = 0; k < R * groups * w.ScaleStorageBytes(); k += 64)
-    _mm_prefetch(ps + k, _MM_HINT_T0);
-  if (w.mins != nullptr) {
-    ps = reinterpret_cast<const char*>(w.mins + r0 * groups);
-    for (int64_t k = 0; k < R * groups * 2; k += 64) _mm_prefetch(ps + k, _MM_HINT_T0);
-  }
-}
-
 // y[t · ystride + r] = v (the row's float dot product) + the affine Σ_g min_g · Σx_g.
 template <bool kAffine, int R, int N>
 TQ_AVX2_INLINE void Finish(const PackedMatrix& w, int64_t r0, const TokenView* tv,

@@ -34,7 +34,7 @@ inline constexpr double kPrefillInt8MaxNmse[quant::kNumCodeFormats] = {
 
 // True when the active ISA has the int8 GEMM for this matrix: avx512 or above, q2/q3/q4/q8,
 // codebook or affine, fp16 or e8 scales, group size a multiple of 64, cols % 64 == 0; avx2 the
-// same except affine q8 (packed_prefill_avx2.cc: vpmaddubsw, 256-bit).
+// same (packed_prefill_avx2.cc: the int8 operands in int16 lanes, vpmaddwd, 256-bit).
 bool PrefillInt8Supports(const PackedMatrix& w);
 
 // y [n, rows] = x [n, cols] · Ŵᵀ (+ bias). Requires PrefillInt8Supports(w); any n >= 1.
