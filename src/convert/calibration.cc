@@ -411,18 +411,9 @@ CalibrationResult SelfCalibrate(const std::string& model_dir, const QuantRecipe&
   Recorder rec(kernels::CpuBackend());
   std::vector<size_t> linears;
   int64_t whole_bytes = 0;  // of whole moments, one per linear (an upper bound: q/k/v share one)
-  const bool tied =
-      std::none_of(recipe.tensors.begin(), recipe.tensors.end(),
-                   [](const TensorDecision& d) { return d.role == TensorRole::kLmHead; });
-  bool output = false;  // the LM head's input is recorded: logits of every position are needed
   for (size_t i = 0; i < recipe.tensors.size(); ++i) {
     const TensorDecision& d = recipe.tensors[i];
-    // The LM head (or the tied embedding, which is the LM head too) below 8 bits: the linear
-    // whose error reaches the logits directly. At 8 bits its error is negligible.
-    const bool head = o.output_matrix && d.quantize && d.shape.size() == 2 && d.bits < 8 &&
-                      (d.role == TensorRole::kLmHead || (tied && d.role == TensorRole::kEmbed));
-    output = output || head;
-    if (head || (d.quantize && IsDecoderLinear(d.role) && d.shape.size() == 2)) {
+    if (d.quantize && IsDecoderLinear(d.role) && d.shape.size() == 2) {
       linears.push_back(i);
       rec.Expect(d.name, read(i));
       whole_bytes += d.shape[1] * d.shape[1] * int64_t(sizeof(double));
@@ -474,7 +465,7 @@ CalibrationResult SelfCalibrate(const std::string& model_dir, const QuantRecipe&
   rec.set_enabled(false);
   SampleContinuations(*model, seqs, kCalibrationTemperatures, rng);
   ProgressBar bar("self-calibrate: record", int64_t(seqs.size()), o.progress);
-  std::vector<float> logits(size_t(vocab) * size_t(output ? len : 1));
+  std::vector<float> logits(static_cast<size_t>(vocab));
   rec.set_enabled(true);
   for (size_t s = 0; s < seqs.size(); ++s) {
     const int64_t n = std::min(len, o.tokens - int64_t(s) * len);
@@ -482,8 +473,7 @@ CalibrationResult SelfCalibrate(const std::string& model_dir, const QuantRecipe&
     kv.max_tokens = n;
     kv.dtype = KvDType::kF32;
     auto cache = model->NewCache(kv);
-    model->Forward(std::span<const int32_t>(seqs[s].data(), size_t(n)), *cache, logits.data(),
-                   output);
+    model->Forward(std::span<const int32_t>(seqs[s].data(), size_t(n)), *cache, logits.data());
     bar.Update(int64_t(s) + 1);
   }
   rec.set_enabled(false);

@@ -56,10 +56,6 @@ struct CalibrationOptions {
   // -1: automatic (above; TURBOQUANT_CALIBRATION_BLOCK if set); 0: whole H; b > 0: per-block
   // moments of (at most) b.
   int64_t moment_block = -1;
-  // Also the LM head when quantized below 8 bits (the tied embedding of a tied model: error
-  // feedback then chooses its codes for the logits it computes, as a lookup table it is rounded
-  // against that same moment).
-  bool output_matrix = false;
   bool progress = true;
 };
 
