@@ -1,11 +1,14 @@
 #include "convert/calibration.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <span>
 #include <utility>
 
+#include "convert/convert.h"
 #include "convert/self_text.h"
 #include "convert/sensitivity.h"
 #include "core/error.h"
@@ -20,13 +23,22 @@ namespace {
 
 constexpr const char* kDevice = "tq-self-calibration";
 
-// Running Σ x xᵀ of one input (the lower triangle; mirrored when read out).
+// Running Σ x xᵀ of one input (the lower triangle; mirrored when read out): whole, or with
+// block > 0 the diagonal blocks of Σ (R x)(R x)ᵀ.
 struct Accumulator {
   int64_t dim = 0;
   int64_t count = 0;
-  std::vector<double> s;  // [dim, dim]
+  int64_t block = 0;                             // 0: whole
+  const quant::HadamardRotation* rot = nullptr;  // per-block: R (null: the identity)
+  std::vector<double> s;                         // [dim, dim], or [dim / block][block, block]
   std::vector<std::string> names;
   std::mutex mu;
+};
+
+// How one linear's input is accumulated (per-block moments: in its rotated basis).
+struct Basis {
+  int64_t block = 0;
+  const quant::HadamardRotation* rot = nullptr;
 };
 
 // What the recording backend records into: weights known by (bytes, CRC-32C) of their data.
@@ -47,6 +59,7 @@ class Recorder {
   }
   int64_t identified() const { return int64_t(name_of_.size()); }
   void set_enabled(bool on) { enabled_ = on; }
+  void SetBasis(const std::string& name, Basis b) { basis_[name] = b; }
 
   // x [n, dim] went into the weights at `ptrs`.
   void Record(const float* x, int64_t n, int64_t dim, std::span<const void* const> ptrs) {
@@ -66,13 +79,32 @@ class Recorder {
       if (!slot) {
         slot = std::make_unique<Accumulator>();
         slot->dim = dim;
-        slot->s.assign(size_t(dim * dim), 0.0);
+        const auto b = basis_.find(names[0]);
+        if (b != basis_.end()) {
+          slot->block = b->second.block;
+          slot->rot = b->second.rot;
+        }
+        for (const std::string& n : names) {
+          const auto o = basis_.find(n);
+          TQ_CHECK(o != basis_.end() ? o->second.block == slot->block && o->second.rot == slot->rot
+                                     : slot->block == 0,
+                   "self-calibrate", "linears {} read one input in different bases", key);
+        }
+        TQ_CHECK(slot->block == 0 || dim % slot->block == 0, "self-calibrate",
+                 "blocks of {} for an input of {}", slot->block, dim);
+        TQ_CHECK(!slot->rot || slot->rot->dim() == dim, "self-calibrate",
+                 "rotation of {} for an input of {}", slot->rot ? slot->rot->dim() : 0, dim);
+        slot->s.assign(size_t(dim * (slot->block > 0 ? slot->block : dim)), 0.0);
         slot->names = names;
       }
       acc = slot.get();
     }
     TQ_CHECK(acc->dim == dim, "self-calibrate", "input of {} has {} features, then {}", key,
              acc->dim, dim);
+    if (acc->block > 0) {
+      AddBlocks(acc, x, n);
+      return;
+    }
     // xᵀ x [dim, dim] with the backend's own float GEMM (y = a · bᵀ with a = b = xᵀ [dim, n]),
     // then added to the double sums (float over one call's <= 512 tokens, double across calls).
     thread_local std::vector<float> xt, y;
@@ -93,10 +125,33 @@ class Recorder {
   const std::map<std::string, std::unique_ptr<Accumulator>>& accumulators() const { return accs_; }
 
  private:
+  // Per-block: x' = R x [n, dim], then for each block k of b columns Σ x'_k x'_kᵀ [b, b] with the
+  // float GEMM (n · dim · b multiply-adds instead of n · dim²).
+  void AddBlocks(Accumulator* acc, const float* x, int64_t n) {
+    const int64_t dim = acc->dim, b = acc->block;
+    thread_local std::vector<float> xr, xt, y;
+    xr.assign(x, x + n * dim);
+    if (acc->rot) acc->rot->ForwardRows(xr.data(), n);
+    xt.resize(size_t(b * n));
+    y.resize(size_t(b * b));
+    for (int64_t k = 0; k < dim / b; ++k) {
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t i = 0; i < b; ++i) xt[size_t(i * n + t)] = xr[size_t(t * dim + k * b + i)];
+      gemm_->MatMul(xt.data(), b, TensorView{xt.data(), DType::F32, {b, n}}, nullptr, y.data());
+      std::lock_guard<std::mutex> lock(acc->mu);
+      double* sk = acc->s.data() + k * b * b;
+      for (int64_t i = 0; i < b; ++i)
+        for (int64_t j = 0; j <= i; ++j) sk[i * b + j] += double(y[size_t(i * b + j)]);
+    }
+    std::lock_guard<std::mutex> lock(acc->mu);
+    acc->count += n;
+  }
+
   std::map<std::pair<size_t, uint32_t>, std::vector<std::string>> by_print_;
   std::set<size_t> sizes_;
   std::map<const void*, std::string> name_of_;
   std::map<std::string, std::unique_ptr<Accumulator>> accs_;
+  std::map<std::string, Basis> basis_;  // by linear name; absent: whole
   std::mutex mu_;
   bool enabled_ = false;
   kernels::Backend* gemm_;  // computes xᵀ x
@@ -301,6 +356,21 @@ RecordingBackend& TheRecordingBackend() {
   return *be;
 }
 
+// The moment block to use: the option if given, else TURBOQUANT_CALIBRATION_BLOCK if set, else
+// whole moments unless they would exceed kMaxWholeMomentBytes.
+int64_t MomentBlockOption(int64_t option, int64_t whole_bytes) {
+  if (option >= 0) return option;
+  if (const char* env = std::getenv("TURBOQUANT_CALIBRATION_BLOCK"); env && *env) {
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (*end != 0 || v < 0 || v > (1 << 16))
+      throw UsageError(fmt::format("TURBOQUANT_CALIBRATION_BLOCK={}", env),
+                       "expected a block size in [0, 65536] (0 = whole moments)");
+    return v;
+  }
+  return whole_bytes > kMaxWholeMomentBytes ? kMomentBlock : 0;
+}
+
 std::mutex& CalibrationMutex() {
   static std::mutex mu;
   return mu;
@@ -310,21 +380,27 @@ std::mutex& CalibrationMutex() {
 std::shared_ptr<InputMoments> MeanOf(const std::vector<const Accumulator*>& accs, bool pooled) {
   auto m = std::make_shared<InputMoments>();
   m->dim = accs.at(0)->dim;
+  m->block = accs.at(0)->block;
   m->pooled = pooled;
-  const int64_t d = m->dim;
-  m->h.assign(size_t(d * d), 0.0);
+  // Square matrices of b (whole: one of dim).
+  const int64_t b = m->block > 0 ? m->block : m->dim, count = m->dim / b;
+  m->h.assign(size_t(count * b * b), 0.0);
   for (const Accumulator* a : accs) {
-    TQ_CHECK(a->dim == d, "self-calibrate", "inputs of {} and {} features pooled", d, a->dim);
+    TQ_CHECK(a->dim == m->dim && a->block == m->block && a->rot == accs[0]->rot, "self-calibrate",
+             "inputs of {} and {} features (blocks {} and {}) pooled", m->dim, a->dim, m->block,
+             a->block);
     m->tokens += a->count;
-    for (int64_t i = 0; i < d; ++i)
-      for (int64_t j = 0; j <= i; ++j) m->h[size_t(i * d + j)] += a->s[size_t(i * d + j)];
+    for (size_t i = 0; i < m->h.size(); ++i) m->h[i] += a->s[i];
   }
   const double inv = m->tokens > 0 ? 1.0 / double(m->tokens) : 0.0;
-  for (int64_t i = 0; i < d; ++i) {
-    for (int64_t j = 0; j <= i; ++j) {
-      const double v = m->h[size_t(i * d + j)] * inv;
-      m->h[size_t(i * d + j)] = v;
-      m->h[size_t(j * d + i)] = v;
+  for (int64_t k = 0; k < count; ++k) {
+    double* hk = m->h.data() + k * b * b;
+    for (int64_t i = 0; i < b; ++i) {
+      for (int64_t j = 0; j <= i; ++j) {
+        const double v = hk[i * b + j] * inv;
+        hk[i * b + j] = v;
+        hk[j * b + i] = v;
+      }
     }
   }
   return m;
@@ -346,12 +422,37 @@ CalibrationResult SelfCalibrate(const std::string& model_dir, const QuantRecipe&
   RecordingBackend& be = TheRecordingBackend();
   Recorder rec(kernels::CpuBackend());
   std::vector<size_t> linears;
+  int64_t whole_bytes = 0;  // of whole moments, one per linear (an upper bound: q/k/v share one)
   for (size_t i = 0; i < recipe.tensors.size(); ++i) {
     const TensorDecision& d = recipe.tensors[i];
     if (d.quantize && IsDecoderLinear(d.role) && d.shape.size() == 2) {
       linears.push_back(i);
       rec.Expect(d.name, read(i));
+      whole_bytes += d.shape[1] * d.shape[1] * int64_t(sizeof(double));
     }
+  }
+  // Per-block moments, in each linear's rotated basis (the rotations convert applies).
+  const int64_t block = MomentBlockOption(o.moment_block, whole_bytes);
+  std::map<std::string, quant::HadamardRotation> rotations;  // by rotation group
+  if (block > 0) {
+    for (size_t i : linears) {
+      const TensorDecision& d = recipe.tensors[i];
+      Basis b;
+      b.block = MomentBlockFor(d.shape[1], block);
+      if (d.rotation_block > 0) {
+        auto [it, fresh] = rotations.try_emplace(d.rotation_group);
+        if (fresh)
+          it->second =
+              quant::HadamardRotation(quant::HadamardSigns::Generate(
+                                          d.shape[1], RotationGroupSeed(o.seed, d.rotation_group)),
+                                      d.rotation_block);
+        b.rot = &it->second;
+      }
+      rec.SetBasis(d.name, b);
+    }
+    if (o.progress)
+      std::fprintf(stderr, "self-calibrate: per-block moments (blocks of up to %lld)\n",
+                   static_cast<long long>(block));
   }
   be.set_recorder(&rec);
   struct Detach {
@@ -396,6 +497,7 @@ CalibrationResult SelfCalibrate(const std::string& model_dir, const QuantRecipe&
     for (const std::string& n : acc->names) of_name[n].push_back(acc.get());
   CalibrationResult res;
   res.tokens = o.tokens;
+  res.moment_block = block;
   std::map<const Accumulator*, std::shared_ptr<const InputMoments>> shared;
   std::map<std::string, std::shared_ptr<const InputMoments>> pooled;  // by expert set
   for (size_t i : linears) {
@@ -439,7 +541,23 @@ CalibrationResult SelfCalibrate(const std::string& model_dir, const QuantRecipe&
   return res;
 }
 
+int64_t MomentBlockFor(int64_t dim, int64_t b) {
+  int64_t p = 1;
+  while (p * 2 <= b && dim % (p * 2) == 0) p *= 2;
+  return p;
+}
+
 std::vector<double> RotatedMoment(const InputMoments& m, const quant::HadamardRotation* rot) {
+  if (m.block > 0) {  // already rotated: the blocks on the diagonal of a dense [dim, dim]
+    const int64_t d = m.dim, b = m.block;
+    TQ_CHECK(!rot || rot->dim() == d, "self-calibrate", "rotation of {} for an input of {}",
+             rot ? rot->dim() : 0, d);
+    std::vector<double> h(size_t(d * d), 0.0);
+    for (int64_t k = 0; k < d / b; ++k)
+      for (int64_t i = 0; i < b; ++i)
+        std::copy_n(m.h.data() + (k * b + i) * b, b, h.data() + (k * b + i) * d + k * b);
+    return h;
+  }
   if (!rot) return m.h;
   const int64_t d = m.dim;
   TQ_CHECK(rot->dim() == d, "self-calibrate", "rotation of {} for an input of {}", rot->dim(), d);

@@ -1,7 +1,9 @@
 #include "quant/error_feedback.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -38,6 +40,61 @@ bool CholeskyLower(double* a, int64_t n) {
   return true;
 }
 
+// The finest partition of [0, n) into contiguous blocks with h zero between blocks: a block
+// ends at e once no row i <= e has a non-zero beyond e. Returns the first column of each block,
+// then n.
+std::vector<int64_t> DiagonalBlocks(const double* h, int64_t n) {
+  std::vector<int64_t> starts = {0};
+  int64_t reach = 0;  // the last column with a non-zero in the rows of the current block
+  for (int64_t i = 0; i < n; ++i) {
+    const double* hi = h + i * n;
+    int64_t last = i;
+    for (int64_t j = n - 1; j > reach && j > i; --j) {
+      if (hi[j] != 0.0) {
+        last = j;
+        break;
+      }
+    }
+    reach = std::max(reach, last);
+    if (reach == i && i + 1 < n) {
+      starts.push_back(i + 1);
+      reach = i + 1;
+    }
+  }
+  starts.push_back(n);
+  return starts;
+}
+
+// U [b, b] (upper; Uᵀ U = Hd_b⁻¹) of one diagonal block hb [b, b] (row stride n) with the ridge
+// added to its diagonal; mean_diag == 0 stands for an all-zero H (the identity instead). The
+// reversal P: Hd = V Vᵀ with V = P L P upper, L the lower Cholesky factor of P Hd P; then
+// U = V⁻¹ = P L⁻¹ P (upper) and Uᵀ U = (V Vᵀ)⁻¹ = Hd⁻¹. False if Hd is not positive definite.
+bool BlockFactor(const double* hb, int64_t n, int64_t b, double mean_diag, double ridge,
+                 double* u) {
+  std::vector<double> l(size_t(b * b));
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      l[size_t(i * b + j)] =
+          (mean_diag > 0 ? hb[(b - 1 - i) * n + (b - 1 - j)] : (i == j ? 1.0 : 0.0)) +
+          (i == j ? ridge : 0.0);
+  if (!CholeskyLower(l.data(), b)) return false;
+  // M = L⁻¹ (lower), column by column: L x = e_j by forward substitution (x_k = 0 for k < j).
+  std::vector<double> m(size_t(b * b), 0.0), x(static_cast<size_t>(b));
+  for (int64_t j = 0; j < b; ++j) {
+    for (int64_t i = j; i < b; ++i) {
+      const double* li = l.data() + i * b;
+      double s = i == j ? 1.0 : 0.0;
+      for (int64_t k = j; k < i; ++k) s -= li[k] * x[size_t(k)];
+      x[size_t(i)] = s / li[i];
+      m[size_t(i * b + j)] = x[size_t(i)];
+    }
+  }
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t j = 0; j < b; ++j)
+      u[i * b + j] = j < i ? 0.0 : m[size_t((b - 1 - i) * b + (b - 1 - j))];
+  return true;
+}
+
 }  // namespace
 
 ErrorFeedback::ErrorFeedback(const double* h, int64_t n, const ErrorFeedbackOptions& opts,
@@ -57,37 +114,37 @@ ErrorFeedback::ErrorFeedback(const double* h, int64_t n, const ErrorFeedbackOpti
   mean_diag /= double(n);
   // An all-zero H (a linear that saw no input): every direction alike, i.e. plain rounding.
   const double unit = mean_diag > 0 ? mean_diag : 1.0;
-  // The reversal P: Hd = V Vᵀ with V = P L P upper, L the lower Cholesky factor of P Hd P; then
-  // U = V⁻¹ = P L⁻¹ P (upper) and Uᵀ U = (V Vᵀ)⁻¹ = Hd⁻¹.
-  std::vector<double> l(size_t(n * n));
+  starts_ = mean_diag > 0 ? DiagonalBlocks(h, n) : std::vector<int64_t>{0, n};
+  int64_t total = 0;
+  for (size_t k = 0; k + 1 < starts_.size(); ++k) {
+    offset_.push_back(total);
+    total += (starts_[k + 1] - starts_[k]) * (starts_[k + 1] - starts_[k]);
+  }
+  u_.assign(size_t(total), 0.0);
+  // One λ for all blocks (the smallest of λ, 10λ, ... that makes every block positive definite),
+  // so that the result is the dense computation's.
   damp_ = opts.damp;
   bool ok = false;
   for (int attempt = 0; attempt < 5 && !ok; ++attempt) {
     if (attempt > 0) damp_ = damp_ > 0 ? damp_ * 10 : 1e-6;
-    const double ridge = damp_ * unit;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        l[size_t(i * n + j)] =
-            (mean_diag > 0 ? h[(n - 1 - i) * n + (n - 1 - j)] : (i == j ? 1.0 : 0.0)) +
-            (i == j ? ridge : 0.0);
-    ok = CholeskyLower(l.data(), n);
-  }
-  TQ_CHECK(ok, where, "the second moment is not positive definite even with dampening {}", damp_);
-  // M = L⁻¹ (lower), column by column: L x = e_j by forward substitution (x_k = 0 for k < j).
-  std::vector<double> m(size_t(n * n), 0.0), x(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t i = j; i < n; ++i) {
-      const double* li = l.data() + i * n;
-      double s = i == j ? 1.0 : 0.0;
-      for (int64_t k = j; k < i; ++k) s -= li[k] * x[size_t(k)];
-      x[size_t(i)] = s / li[i];
-      m[size_t(i * n + j)] = x[size_t(i)];
+    ok = true;
+    for (size_t k = 0; ok && k + 1 < starts_.size(); ++k) {
+      const int64_t s = starts_[k], b = starts_[k + 1] - s;
+      ok = BlockFactor(h + s * n + s, n, b, mean_diag, damp_ * unit, u_.data() + offset_[k]);
     }
   }
-  u_.assign(size_t(n * n), 0.0);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = i; j < n; ++j)
-      u_[size_t(i * n + j)] = m[size_t((n - 1 - i) * n + (n - 1 - j))];
+  TQ_CHECK(ok, where, "the second moment is not positive definite even with dampening {}", damp_);
+}
+
+std::vector<double> ErrorFeedback::DenseFactor() const {
+  std::vector<double> u(size_t(n_ * n_), 0.0);
+  for (size_t k = 0; k + 1 < starts_.size(); ++k) {
+    const int64_t s = starts_[k], b = starts_[k + 1] - s;
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        u[size_t((s + i) * n_ + s + j)] = u_[size_t(offset_[k] + i * b + j)];
+  }
+  return u;
 }
 
 QuantizedMatrix ErrorFeedback::Quantize(const float* w, int64_t rows, int64_t cols,
@@ -113,6 +170,7 @@ QuantizedMatrix ErrorFeedback::Quantize(const float* w, int64_t rows, int64_t co
     std::vector<float> group(static_cast<size_t>(g));
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t c = 0; c < cols; ++c) x[size_t(c)] = w[r * cols + c];
+      size_t blk = 0;  // the block of column i
       for (int64_t i = 0; i < cols; ++i) {
         if (lazy_scales_ && i % g == 0) {  // refit this group's scale to the updated weights
           for (int64_t j = 0; j < g; ++j) group[size_t(j)] = float(x[size_t(i + j)]);
@@ -130,10 +188,14 @@ QuantizedMatrix ErrorFeedback::Quantize(const float* w, int64_t rows, int64_t co
         const uint8_t code =
             scale == 0.0f ? zero_code : cb.Encode(float(x[size_t(i)]) * (1.0f / scale));
         codes[size_t(i)] = code;
-        const double* ui = u_.data() + i * cols;
-        const double e = (x[size_t(i)] - double(scale) * double(cb.levels[code])) / ui[i];
+        if (i == starts_[size_t(blk + 1)]) ++blk;
+        const int64_t s = starts_[size_t(blk)], b = starts_[size_t(blk + 1)] - s;
+        // Row i − s of the block's U (its column k is column s + k of the matrix).
+        const double* ui = u_.data() + offset_[size_t(blk)] + (i - s) * b;
+        const double e = (x[size_t(i)] - double(scale) * double(cb.levels[code])) / ui[i - s];
         if (e == 0.0) continue;
-        for (int64_t j = i + 1; j < cols; ++j) x[size_t(j)] -= e * ui[j];
+        double* xs = x.data() + s;
+        for (int64_t k = i - s + 1; k < b; ++k) xs[k] -= e * ui[k];
       }
       PackCodes(spec.format, codes.data(), cols, q.codes.data() + size_t(r) * q.row_bytes());
     }

@@ -16,6 +16,13 @@
 // QuantizedMatrix of the same method, format, group size and scale encoding as Quantize's — the
 // file format and every kernel are unchanged. With H = I (any λ) U is diagonal, nothing is pushed,
 // and the result equals Quantize(w, spec) bit for bit.
+//
+// Block-diagonal H: if H (as given, dense) is zero outside diagonal blocks — the per-block moments
+// calibration.h keeps for inputs too large for a whole H —, Hd, its factor and U are block-diagonal
+// too, so each block is factored on its own and the feedback stays inside it: the same codes as the
+// dense computation, at Σ b³ instead of n³ for the factor and rows × Σ b² instead of rows × n² for
+// Quantize. The blocks are found from H's zeros (the finest partition into contiguous diagonal
+// blocks); a dense H is one block.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +54,10 @@ class ErrorFeedback {
 
   int64_t dim() const { return n_; }
   double damp() const { return damp_; }  // the λ used (raised if the requested one failed)
-  const std::vector<double>& factor() const { return u_; }
+  // The diagonal blocks found in H: their first columns (ascending, the first 0).
+  const std::vector<int64_t>& block_starts() const { return starts_; }
+  // U [n, n] row-major (zero below the diagonal and outside the blocks): tests.
+  std::vector<double> DenseFactor() const;
 
   // Quantizes W' [rows, cols = dim()] (row-major, already rotated) by `spec` (codebook method,
   // any scalar format / group size / scale format / scale mode). Throws tq::Error
@@ -59,7 +69,9 @@ class ErrorFeedback {
   int64_t n_ = 0;
   double damp_ = 0;
   bool lazy_scales_ = false;
-  std::vector<double> u_;  // [n, n], row-major upper triangle (lower part zero)
+  std::vector<int64_t> starts_;  // first column of each block, then n
+  std::vector<int64_t> offset_;  // where block k's [b_k, b_k] factor starts in u_
+  std::vector<double> u_;        // per block: its U [b, b], row-major upper triangle
 };
 
 // Σ_r (w_r − ŵ_r)ᵀ H (w_r − ŵ_r) for W, Ŵ [rows, cols] and H [cols, cols]: the output error

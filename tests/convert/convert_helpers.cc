@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "io/checkpoint.h"
+#include "io/model_config.h"
 #include "io/safetensors.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -75,6 +76,21 @@ void WriteTensors(const std::string& dir, const TensorMap& tensors) {
   for (const auto& [n, t] : tensors) w.Declare(n, t.dtype, t.shape);
   for (const auto& [n, t] : tensors) w.WriteTensor(n, t.bytes.data(), t.bytes.size());
   w.Finish();
+}
+
+std::vector<uint8_t> PlannedSource::Read(size_t i) const {
+  const TensorView v = ckpt->View(infos[i].name);
+  const uint8_t* p = static_cast<const uint8_t*>(v.data);
+  return {p, p + infos[i].nbytes};
+}
+
+PlannedSource OpenPlanned(const std::string& dir, const QuantRecipeOptions& ro) {
+  PlannedSource s;
+  s.dir = dir;
+  s.infos = Checkpoint::ReadHeaders(dir);
+  s.recipe = PlanQuantization(LoadModelConfig(dir), s.infos, ro);
+  s.ckpt = Checkpoint::Open(dir);
+  return s;
 }
 
 }  // namespace tq::test

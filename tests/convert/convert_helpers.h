@@ -4,11 +4,14 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "convert/convert.h"
 #include "core/tensor.h"
+#include "io/checkpoint.h"
+#include "model/quant_recipe.h"
 
 namespace tq::test {
 
@@ -36,5 +39,15 @@ using TensorMap = std::map<std::string, RawTensor>;
 // All tensors of a (single-shard) checkpoint dir; writes them back to model.safetensors.
 TensorMap ReadTensors(const std::string& dir);
 void WriteTensors(const std::string& dir, const TensorMap& tensors);
+
+// A source checkpoint with convert's plan of it: what SelfCalibrate / MeasureSensitivity take.
+struct PlannedSource {
+  std::string dir;
+  std::vector<TensorInfo> infos;
+  QuantRecipe recipe;
+  std::unique_ptr<Checkpoint> ckpt;
+  std::vector<uint8_t> Read(size_t i) const;  // the source bytes of infos[i] (= recipe.tensors[i])
+};
+PlannedSource OpenPlanned(const std::string& dir, const QuantRecipeOptions& ro);
 
 }  // namespace tq::test

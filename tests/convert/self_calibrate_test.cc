@@ -14,6 +14,7 @@
 #include "core/mapped_file.h"
 #include "kernels/cpu/isa.h"
 #include "model/model.h"
+#include "quant/hadamard.h"
 #include "runtime/doctor/doctor.h"
 #include "runtime/perplexity.h"
 #include "testutil/testutil.h"
@@ -113,6 +114,55 @@ TEST(SelfCalibrate, LlamaThreeBitBeatsNearestRoundingOnABrownSlice) {
   std::printf("bf16 %.3f, nearest +%.2f%%, error feedback +%.2f%%\n", base,
               100 * (plain / base - 1), 100 * (fed / base - 1));
   EXPECT_LT(fed, 0.99 * plain);
+}
+
+// Per-block moments (what an 8B shape gets: calibration.h) are the diagonal blocks of the whole
+// moment rotated as convert rotates the linear's input, and only those blocks are kept.
+TEST(SelfCalibrate, PerBlockMomentsAreTheDiagonalBlocksOfTheRotatedWholeMoment) {
+  const test::PlannedSource s = test::OpenPlanned(ModelDir("tq-llama-21m"), QuantRecipeOptions{});
+  auto read = [&](size_t i) { return s.Read(i); };
+  CalibrationOptions co;
+  co.tokens = 256;
+  co.progress = false;
+  co.seed = 3;
+  co.moment_block = 0;
+  const CalibrationResult whole = SelfCalibrate(s.dir, s.recipe, co, read);
+  co.moment_block = 64;
+  const CalibrationResult blocks = SelfCalibrate(s.dir, s.recipe, co, read);
+  EXPECT_EQ(whole.moment_block, 0);
+  EXPECT_EQ(blocks.moment_block, 64);
+  ASSERT_EQ(whole.moments.size(), 42u);
+  ASSERT_EQ(blocks.moments.size(), 42u);
+  int checked = 0;
+  for (const TensorDecision& d : s.recipe.tensors) {
+    const auto w = whole.moments.find(d.name);
+    if (w == whole.moments.end()) continue;
+    const InputMoments& b = *blocks.moments.at(d.name);
+    const int64_t n = d.shape[1];
+    ASSERT_EQ(b.block, 64) << d.name;
+    ASSERT_EQ(int64_t(b.h.size()), n * 64) << d.name;  // n / 64 blocks of 64²
+    EXPECT_EQ(b.tokens, w->second->tokens);
+    const quant::HadamardRotation rot(
+        quant::HadamardSigns::Generate(n, RotationGroupSeed(co.seed, d.rotation_group)),
+        d.rotation_block);
+    const std::vector<double> ref = RotatedMoment(*w->second, &rot);
+    const std::vector<double> got = RotatedMoment(b, &rot);  // dense, zero off the blocks
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < n; ++i) scale = std::max(scale, ref[size_t(i * n + i)]);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const double g = got[size_t(i * n + j)];
+        if (i / 64 != j / 64) {
+          ASSERT_EQ(g, 0.0);
+        } else {
+          worst = std::max(worst, std::abs(g - ref[size_t(i * n + j)]));
+        }
+      }
+    }
+    EXPECT_LT(worst, 1e-4 * scale) << d.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 42);
 }
 
 TEST(SelfCalibrate, BadOptionsAreRefused) {

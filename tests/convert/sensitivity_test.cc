@@ -24,27 +24,12 @@ namespace fs = std::filesystem;
 using test::ModelDir;
 using test::TempDir;
 
-struct Source {
-  std::string dir;
-  std::vector<TensorInfo> infos;
-  QuantRecipe recipe;
-  std::unique_ptr<Checkpoint> ckpt;
-  std::vector<uint8_t> Read(size_t i) const {
-    const TensorView v = ckpt->View(infos[i].name);
-    const uint8_t* p = static_cast<const uint8_t*>(v.data);
-    return {p, p + infos[i].nbytes};
-  }
-};
+using Source = test::PlannedSource;
 
 Source Open(const std::string& model) {
-  Source s;
-  s.dir = ModelDir(model);
-  s.infos = Checkpoint::ReadHeaders(s.dir);
   QuantRecipeOptions ro;
   ro.embed_bits = 8;
-  s.recipe = PlanQuantization(LoadModelConfig(s.dir), s.infos, ro);
-  s.ckpt = Checkpoint::Open(s.dir);
-  return s;
+  return test::OpenPlanned(ModelDir(model), ro);
 }
 
 size_t IndexOf(const Source& s, const std::string& name) {

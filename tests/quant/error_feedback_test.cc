@@ -109,7 +109,7 @@ TEST(ErrorFeedback, FactorIsTheDampedInverseAndDeterministic) {
   const std::vector<double> h = CorrelatedMoment(n, 512, 5);
   const double damp = 0.02;
   const ErrorFeedback fb(h.data(), n, {damp});
-  const std::vector<double>& u = fb.factor();
+  const std::vector<double> u = fb.DenseFactor();
   double mean = 0;
   for (int64_t i = 0; i < n; ++i) mean += h[size_t(i * n + i)] / double(n);
   // (Uᵀ U) · Hd = I
@@ -135,6 +135,65 @@ TEST(ErrorFeedback, FactorIsTheDampedInverseAndDeterministic) {
   const QuantizedMatrix b = ErrorFeedback(h.data(), n, {damp}).Quantize(w.data(), 5, n, spec);
   EXPECT_EQ(a.codes, b.codes);
   EXPECT_EQ(a.scale_codes, b.scale_codes);
+}
+
+// A block-diagonal H (per-block moments) is factored per block: the blocks are found, the factor
+// is the damped inverse's, and each block's codes are those of its columns quantized alone
+// against its own block (with the whole H's mean diagonal for the ridge: one λ for all).
+TEST(ErrorFeedback, BlockDiagonalMomentIsFactoredPerBlock) {
+  const int64_t n = 128, rows = 6;
+  const int64_t starts[] = {0, 32, 64, 128};
+  std::vector<double> h(size_t(n * n), 0.0);
+  for (int k = 0; k < 3; ++k) {
+    const int64_t s = starts[k], b = starts[k + 1] - s;
+    const std::vector<double> hb = CorrelatedMoment(b, 256, 20 + k);
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        h[size_t((s + i) * n + s + j)] = hb[size_t(i * b + j)] * (k + 1);
+  }
+  const double damp = 0.05;
+  const ErrorFeedback fb(h.data(), n, {damp});
+  EXPECT_EQ(fb.block_starts(), (std::vector<int64_t>{0, 32, 64, 128}));
+  const std::vector<double> u = fb.DenseFactor();
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += h[size_t(i * n + i)] / double(n);
+  double worst = 0;  // (Uᵀ U) · Hd = I
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        double utu = 0;
+        for (int64_t m = 0; m < n; ++m) utu += u[size_t(m * n + i)] * u[size_t(m * n + k)];
+        s += utu * (h[size_t(k * n + j)] + (k == j ? damp * mean : 0.0));
+      }
+      worst = std::max(worst, std::abs(s - (i == j ? 1.0 : 0.0)));
+    }
+  }
+  EXPECT_LT(worst, 1e-8);
+  // Exact per block with no ridge (with one, the block's own λ would round differently).
+  const std::vector<float> w = Gaussian(rows * n, 8);
+  const QuantSpec spec = Spec(CodeFormat::kQ3, 32);
+  const QuantizedMatrix all = ErrorFeedback(h.data(), n, {0.0}).Quantize(w.data(), rows, n, spec);
+  const std::vector<float> whole = Dequantized(all);
+  EXPECT_NE(whole, Dequantized(Quantize(w.data(), rows, n, spec)));  // feedback did act
+  for (int k = 0; k < 3; ++k) {
+    const int64_t s = starts[k], b = starts[k + 1] - s;
+    std::vector<double> hb(size_t(b * b));
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < b; ++j) hb[size_t(i * b + j)] = h[size_t((s + i) * n + s + j)];
+    std::vector<float> wb(size_t(rows * b));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < b; ++c) wb[size_t(r * b + c)] = w[size_t(r * n + s + c)];
+    const std::vector<float> part =
+        Dequantized(ErrorFeedback(hb.data(), b, {0.0}).Quantize(wb.data(), rows, b, spec));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < b; ++c)
+        ASSERT_EQ(part[size_t(r * b + c)], whole[size_t(r * n + s + c)])
+            << k << " " << r << " " << c;
+  }
+  // A dense H is one block.
+  EXPECT_EQ(ErrorFeedback(CorrelatedMoment(n, 512, 3).data(), n, {damp}).block_starts(),
+            (std::vector<int64_t>{0, n}));
 }
 
 // A rank-deficient H (fewer samples than dimensions) works with dampening; bad input is refused.
