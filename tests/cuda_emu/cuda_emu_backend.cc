@@ -19,6 +19,7 @@
 #include "../../src/kernels/cuda/gemm_bf16.cu"
 #include "../../src/kernels/cuda/attention.cu"
 #include "../../src/kernels/cuda/attention_prefill.cu"
+#include "../../src/kernels/cuda/attention_compressed.cu"
 #include "../../src/kernels/cuda/kv_encode.cu"
 #include "../../src/kernels/cuda/cuda_backend.cc"
 // clang-format on

@@ -393,7 +393,13 @@ class CudaBackend final : public Backend {
     d.k_order = kv.k_order;
     d.v_order = kv.v_order;
     Enter();
-    cuda::LaunchCompressedAttention(q, n, pos0, d, Dev(p), out, stream_);
+    const int64_t scratch = cuda::CompressedAttentionScratchFloats(n, pos0, d, Dev(p));
+    float* part =
+        scratch == 0
+            ? nullptr
+            : static_cast<float*>(Grow(&attn_scratch_, &attn_scratch_bytes_,
+                                       size_t(scratch) * sizeof(float), "attention split scratch"));
+    cuda::LaunchCompressedAttention(q, n, pos0, d, Dev(p), part, out, stream_);
     Launched(where);
   }
 

@@ -271,8 +271,15 @@ inline constexpr int64_t kPrefillMinRows = 16;
 bool PrefillAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
                       Elem elem, int64_t head_stride, const DevAttention& p, float* out,
                       cudaStream_t s);
+// --- attention_compressed.cu --- the TurboQuant cache: head_dim 64/128/256, at most 8 query
+// heads per KV head and QJL sketches of at most 1024 rows by the split kernels (query rotation,
+// one block per (row, KV head, split), log-sum-exp merge + un-rotation) through `scratch`
+// (CompressedAttentionScratchFloats floats, device memory); other shapes (or no scratch) one
+// block per (query row, head).
+int64_t CompressedAttentionScratchFloats(int64_t n, int64_t pos0, const DevCompressedKv& kv,
+                                         const DevAttention& p);
 void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const DevCompressedKv& kv,
-                               const DevAttention& p, float* out, cudaStream_t s);
+                               const DevAttention& p, float* scratch, float* out, cudaStream_t s);
 
 // --- family_ops.cu --- the ops of the newer families (backend.h FamilyOp; contracts in
 // activation_ops.h, attention_variant_ops.h, recurrent_ops.h), each with its launch shape there.
