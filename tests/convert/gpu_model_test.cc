@@ -3,15 +3,18 @@
 // perplexity), and DecodeBatch on cuda equal to one sequence at a time. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <span>
 #include <vector>
 
 #include "convert/convert.h"
 #include "convert_helpers.h"
 #include "io/safetensors.h"
 #include "kernels/ops.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "runtime/perplexity.h"
 #include "runtime/synth.h"
@@ -215,6 +218,72 @@ TEST(CudaModel, MixtureOfExpertsEqualsTheCpu) {
                   mode, err, scale);
       EXPECT_LE(err, (mode[0] == 'e' ? kExactLogits : kBf16Logits) * scale) << dir << " " << mode;
     }
+  }
+}
+
+// The TurboQuant KV cache on the GPU (storage and encode on the device, split compressed
+// attention) against the same cache on the cpu backend, on a llama-3.2-1b-shaped 4-bit model (2
+// layers, head_dim 64, 4 query heads a KV head): a 300-token prompt in chunks of 128, then 8
+// decode steps, for K4V3, K8V3, K3 + QJL V3 and a sink + window layout. The two backends' own
+// rounding (the cpu's int8 activations, the GPU's bf16 GEMMs) already moves the logits: bound
+// the compressed cache's difference by the f32 cache's plus 2% of the logits' scale (a wrong
+// code, scale, order or span gives O(1)).
+TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
+  TQ_REQUIRE_GPU();
+  test::TempDir tmp;
+  SynthOptions so;
+  so.like = "llama-3.2-1b";
+  so.out_dir = tmp.file("l1b");
+  so.layers = 2;
+  so.bits = 4;
+  so.progress = false;
+  WriteSynthCheckpoint(so);
+  auto gpu = Model::Load(so.out_dir, {.device = "cuda"});
+  auto cpu = Model::Load(so.out_dir, {.device = "cpu"});
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 300; ++i) ids.push_back(int32_t((i * 7919) % 120000 + 3));
+  auto run = [&](Model& m, const KvCacheOptions& o, std::vector<int32_t>* greedy) {
+    auto cache = m.NewCache(o);
+    std::vector<float> logits(size_t(m.vocab_size())), all;
+    for (size_t t0 = 0; t0 < ids.size(); t0 += 128) {
+      const size_t n = std::min<size_t>(128, ids.size() - t0);
+      m.Forward(std::span<const int32_t>(ids.data() + t0, n), *cache, logits.data());
+    }
+    all = logits;
+    for (int s = 0; s < 8; ++s) {
+      const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      greedy->push_back(next);
+      m.Forward(std::span<const int32_t>(&next, 1), *cache, logits.data());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  KvCacheOptions base;
+  base.max_tokens = 512;
+  base.max_append = 128;
+  base.dtype = KvDType::kF32;
+  std::vector<int32_t> g0, c0;
+  const std::vector<float> plain_c = run(*cpu, base, &c0);
+  const double scale = MaxAbs(plain_c), plain = MaxAbsDiff(run(*gpu, base, &g0), plain_c);
+  std::printf("CudaModel KV f32: max |cuda - cpu| = %.3g (scale %.3g)\n", plain, scale);
+  struct Layout {
+    const char* name;
+    double k, v;
+    bool qjl;
+    int64_t sink, window;
+  };
+  for (const Layout& c : {Layout{"K4V3", 4, 3, false, 0, 0}, Layout{"K8V3", 8, 3, false, 0, 0},
+                          Layout{"K3+qjl V3", 3, 3, true, 0, 0},
+                          Layout{"K4V3 sink 4 window 64", 4, 3, false, 4, 64}}) {
+    KvCacheOptions o = base;
+    o.dtype = KvDType::kF16;
+    o.k_bits = c.k, o.v_bits = c.v, o.qjl = c.qjl, o.sink = c.sink, o.window = c.window;
+    std::vector<int32_t> gg, cg;
+    const std::vector<float> cl = run(*cpu, o, &cg);
+    const double err = MaxAbsDiff(run(*gpu, o, &gg), cl);
+    std::printf("CudaModel KV %s: max |cuda - cpu| = %.3g, greedy ids %s\n", c.name, err,
+                gg == cg ? "equal" : "differ");
+    EXPECT_LE(err, plain + 0.02 * scale) << c.name;
   }
 }
 
