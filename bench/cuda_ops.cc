@@ -177,11 +177,45 @@ void BM_AttentionF16(benchmark::State& state) {
   });
 }
 
-// Decode attention on a compressed cache of `ctx` coded positions, K4 V3 (group 128).
-void BM_CompressedAttentionK4V3(benchmark::State& state) {
+// One decode step's append of keys or values to the TurboQuant cache: `n` positions of 8 KV heads,
+// head_dim 128, coded at `bits` (q4 / q3 / q8) with the MSE-refined scale (the default).
+void BM_KvEncode(benchmark::State& state) {
   Backend* gpu = Gpu();
   if (!gpu) return state.SkipWithError("no CUDA device");
-  const int64_t ctx = state.range(0), H = 32, KV = 8, d = 128;
+  const int64_t n = state.range(0), bits = state.range(1), KV = 8, d = 128;
+  const auto& book = quant::GaussianCodebook(int(bits));
+  std::vector<float> thresholds(book.levels.size() - 1);
+  for (size_t i = 0; i + 1 < book.levels.size(); ++i)
+    thresholds[i] = 0.5f * (book.levels[i] + book.levels[i + 1]);
+  auto levels = gpu->Upload(book.levels.data(), book.levels.size() * 4, "levels");
+  auto thr = gpu->Upload(thresholds.data(), thresholds.size() * 4, "thresholds");
+  KvEncodeParams p;
+  p.format.dim = d;
+  p.format.group = d;
+  p.format.num_segments = 1;
+  const quant::CodeFormat f = *quant::FormatForBits(int(bits));
+  p.format.segments[0] = {0, d, f, levels.as<float>(), 0};
+  p.format.segments[0].thresholds = thr.as<float>();
+  p.format.code_bytes = int64_t(quant::PackedBytes(f, d));
+  p.scale = KvScale::kMse;
+  auto x = Floats(*gpu, size_t(n * KV * d), 7);
+  auto codes = gpu->Allocate(size_t(KV * n * p.format.code_bytes), "codes");
+  auto scales = gpu->Allocate(size_t(KV * n) * 2, "scales");
+  KvCodeSlots slots;
+  slots.codes = codes.as<uint8_t>();
+  slots.scales = scales.as<uint16_t>();
+  slots.head_stride = n;
+  const double bytes = double(n * KV * (d * 4 + p.format.code_bytes + 2));
+  Time(state, *gpu, bytes,
+       [&] { gpu->KvEncode(p, x.as<float>(), DType::F32, n, KV, KV * d, d, slots, 0); });
+}
+
+// Decode attention on a compressed cache of `ctx` coded positions, K4 V3 or K8 V3 (`kbits`,
+// group 128).
+void BM_CompressedAttention(benchmark::State& state) {
+  Backend* gpu = Gpu();
+  if (!gpu) return state.SkipWithError("no CUDA device");
+  const int64_t ctx = state.range(0), kbits = state.range(1), H = 32, KV = 8, d = 128;
   static const auto rk = quant::HadamardRotation::Make(d, 1, d),
                     rv = quant::HadamardRotation::Make(d, 2, d);
   const auto& l4 = quant::GaussianCodebook(4).levels;
@@ -200,7 +234,14 @@ void BM_CompressedAttentionK4V3(benchmark::State& state) {
     cf.code_bytes = int64_t(quant::PackedBytes(f, d));
     return cf;
   };
-  kv.k_format = fmt_of(quant::CodeFormat::kQ4, t4.as<float>());
+  const auto u8 = [] {  // 8-bit keys: any 256 levels (the timing does not depend on them)
+    std::vector<float> l(256);
+    for (int c = 0; c < 256; ++c) l[size_t(c)] = (c - 127.5f) / 64.0f;
+    return l;
+  }();
+  auto t8 = gpu->Upload(u8.data(), u8.size() * 4, "levels");
+  kv.k_format = kbits == 8 ? fmt_of(quant::CodeFormat::kQ8, t8.as<float>())
+                           : fmt_of(quant::CodeFormat::kQ4, t4.as<float>());
   kv.v_format = fmt_of(quant::CodeFormat::kQ3, t3.as<float>());
   auto kc = RandomBytes(*gpu, size_t(KV * ctx * kv.k_format.code_bytes), 4);
   auto vc = RandomBytes(*gpu, size_t(KV * ctx * kv.v_format.code_bytes), 5);
@@ -253,7 +294,13 @@ BENCHMARK(BM_MatMulBf16)
     ->Args({14336, 4096, 512})
     ->UseManualTime();
 BENCHMARK(BM_AttentionF16)->Arg(512)->Arg(32768)->UseManualTime();
-BENCHMARK(BM_CompressedAttentionK4V3)->Arg(512)->Arg(32768)->UseManualTime();
+BENCHMARK(BM_CompressedAttention)
+    ->Args({512, 4})
+    ->Args({4096, 4})
+    ->Args({32768, 4})
+    ->Args({32768, 8})
+    ->UseManualTime();
+BENCHMARK(BM_KvEncode)->Args({1, 4})->Args({1, 3})->Args({1, 8})->Args({512, 4})->UseManualTime();
 
 }  // namespace
 }  // namespace tq::kernels

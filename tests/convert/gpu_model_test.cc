@@ -242,7 +242,9 @@ TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
   auto cpu = Model::Load(so.out_dir, {.device = "cpu"});
   std::vector<int32_t> ids;
   for (int i = 0; i < 300; ++i) ids.push_back(int32_t((i * 7919) % 120000 + 3));
-  auto run = [&](Model& m, const KvCacheOptions& o, std::vector<int32_t>* greedy) {
+  // Decode steps feed fixed ids (not each backend's own greedy choice: on random weights a
+  // near-tie would send the two down different continuations).
+  auto run = [&](Model& m, const KvCacheOptions& o) {
     auto cache = m.NewCache(o);
     std::vector<float> logits(size_t(m.vocab_size())), all;
     for (size_t t0 = 0; t0 < ids.size(); t0 += 128) {
@@ -251,8 +253,7 @@ TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
     }
     all = logits;
     for (int s = 0; s < 8; ++s) {
-      const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      greedy->push_back(next);
+      const int32_t next = int32_t((s * 104729) % 120000 + 5);
       m.Forward(std::span<const int32_t>(&next, 1), *cache, logits.data());
       all.insert(all.end(), logits.begin(), logits.end());
     }
@@ -262,9 +263,8 @@ TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
   base.max_tokens = 512;
   base.max_append = 128;
   base.dtype = KvDType::kF32;
-  std::vector<int32_t> g0, c0;
-  const std::vector<float> plain_c = run(*cpu, base, &c0);
-  const double scale = MaxAbs(plain_c), plain = MaxAbsDiff(run(*gpu, base, &g0), plain_c);
+  const std::vector<float> plain_c = run(*cpu, base);
+  const double scale = MaxAbs(plain_c), plain = MaxAbsDiff(run(*gpu, base), plain_c);
   std::printf("CudaModel KV f32: max |cuda - cpu| = %.3g (scale %.3g)\n", plain, scale);
   struct Layout {
     const char* name;
@@ -278,12 +278,14 @@ TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
     KvCacheOptions o = base;
     o.dtype = KvDType::kF16;
     o.k_bits = c.k, o.v_bits = c.v, o.qjl = c.qjl, o.sink = c.sink, o.window = c.window;
-    std::vector<int32_t> gg, cg;
-    const std::vector<float> cl = run(*cpu, o, &cg);
-    const double err = MaxAbsDiff(run(*gpu, o, &gg), cl);
-    std::printf("CudaModel KV %s: max |cuda - cpu| = %.3g, greedy ids %s\n", c.name, err,
-                gg == cg ? "equal" : "differ");
-    EXPECT_LE(err, plain + 0.02 * scale) << c.name;
+    const std::vector<float> cl = run(*cpu, o);
+    const double err = MaxAbsDiff(run(*gpu, o), cl), effect = MaxAbsDiff(cl, plain_c);
+    std::printf("CudaModel KV %s: max |cuda - cpu| = %.3g, the cache's own effect %.3g\n", c.name,
+                err, effect);
+    // The device codes what the host codes but for near-ties (sums in another order can flip a
+    // code or an fp16 scale), so its logits sit far closer to the host's than the compression
+    // moves them; a wrong code, scale, sign or order moves them as much as the compression does.
+    EXPECT_LE(err, plain + 0.25 * effect) << c.name;
   }
 }
 

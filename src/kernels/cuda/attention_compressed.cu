@@ -176,16 +176,69 @@ __global__ void __launch_bounds__(128)
   }
 }
 
+// Code of channel 32 e + j (j < 32: the lane) of a row in binary format F, from the 32-code unit
+// at `unit` (CodeAt's layout with the format and the unit known at compile time: a byte load, a
+// shift and a mask; q3 two loads).
+template <int F>
+__device__ __forceinline__ int UnitCode(const uint8_t* __restrict__ unit, int j) {
+  if constexpr (F == kQ2) {
+    return (__ldg(unit + (j & 7)) >> (2 * (j >> 3))) & 3;
+  } else if constexpr (F == kQ3) {
+    return ((__ldg(unit + (j & 7)) >> (2 * (j >> 3))) & 3) |
+           (((__ldg(unit + 8 + (j >> 3)) >> (j & 7)) & 1) << 2);
+  } else if constexpr (F == kQ4) {
+    return (__ldg(unit + (j & 15)) >> (4 * (j >> 4))) & 15;
+  } else {
+    static_assert(F == kQ8, "UnitCode: q2, q3, q4 or q8");
+    return __ldg(unit + j);
+  }
+}
+template <int F>
+constexpr int kUnitBytes = F == kQ2   ? 8
+                           : F == kQ3 ? 12
+                           : F == kQ4 ? 16
+                                      : 32;
+constexpr int kAnyFormat = -1;  // CompressedSplitKernel's run-time path (CodedAt)
+
+// This lane's channels lane + 32 e (e < kP) of one coded vector: level × group scale. F a format:
+// one segment, groups of a multiple of 32 channels (`groups` a vector; gi[e] the group of
+// channel 32 e); kAnyFormat: CodedAt (any segments and groups).
+template <int kP, int F>
+__device__ __forceinline__ void DecodeLane(const DevCodeFormat& f, const float (*tab)[256],
+                                           const uint8_t* codes, const uint16_t* scales,
+                                           int64_t groups, const int* gi, int lane, float* out) {
+  if constexpr (F == kAnyFormat) {
+#pragma unroll
+    for (int e = 0; e < kP; ++e) out[e] = CodedAt(f, tab, codes, scales, lane + 32 * e);
+  } else {
+    if (groups == 1) {
+      const float sc = F16(__ldg(scales));
+#pragma unroll
+      for (int e = 0; e < kP; ++e)
+        out[e] = sc * tab[0][UnitCode<F>(codes + e * kUnitBytes<F>, lane)];
+    } else {
+#pragma unroll
+      for (int e = 0; e < kP; ++e)
+        out[e] = F16(__ldg(scales + gi[e])) * tab[0][UnitCode<F>(codes + e * kUnitBytes<F>, lane)];
+    }
+  }
+}
+
 // part [n, heads, splits, 2 + kD] from qp (CompressedQueryKernel). Lane l holds channels
 // l + 32 e of a key / value (e < kD / 32): within a 32-code unit lane l decodes code l, so a
 // warp's loads of one vector fall on the same few bytes. Positions [lo, hi) of the split, each
-// span's part of them (sink and window spans stored f16, the middle coded).
-template <int kD>
+// span's part of them (sink and window spans stored f16, the middle coded). A warp takes kT
+// positions at a time (their loads in flight together, one softmax rescale per tile) and keeps
+// the running max in log2 units (exp2f; the state it writes is in natural units). KF / VF: the
+// key / value code format known at compile time (DecodeLane), or kAnyFormat.
+template <int kD, int KF, int VF>
 __global__ void __launch_bounds__(kAttnWarps * 32)
     CompressedSplitKernel(const float* __restrict__ qp, int64_t pos0, DevCompressedKv kv,
                           DevAttention p, int64_t chunk, float* __restrict__ part) {
   GridLaunchDependents();
   constexpr int kP = kD / 32;
+  constexpr int kT = kD <= 128 ? 4 : 2;  // positions a warp holds at once
+  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
   __shared__ float ms[kAttnWarps][kMaxQueryGroup], ls[kAttnWarps][kMaxQueryGroup];
   __shared__ float accs[kAttnWarps][kMaxQueryGroup][kD];
   __shared__ float ktab[2][256], vtab[2][256];
@@ -198,6 +251,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t qstride = kD + kv.qjl_m;
   const float* qg = qp + (i * p.num_heads + kvh * G) * qstride;  // the group's first head
+  const float scale2 = p.scale * kLog2e;                         // scores in log2 units
   LoadTables(kv, ktab, vtab);
   float qv[kMaxQueryGroup][kP], acc[kMaxQueryGroup][kP], m[kMaxQueryGroup], l[kMaxQueryGroup];
 #pragma unroll
@@ -209,57 +263,85 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     }
     m[g] = -INFINITY, l[g] = 0.0f;
   }
+  const int64_t kgroups = kv.kf.dim / kv.kf.group, vgroups = kv.vf.dim / kv.vf.group;
+  int kgi[kP], vgi[kP];  // the scale group of channel 32 e (the fast formats' groups)
+#pragma unroll
+  for (int e = 0; e < kP; ++e)
+    kgi[e] = int(32 * e / kv.kf.group), vgi[e] = int(32 * e / kv.vf.group);
   __syncthreads();  // the tables
   const int64_t sign_bytes = (kv.qjl_m + 7) / 8;
   for (int si = 0; si < kv.num_spans; ++si) {
     const DevSpan& s = kv.spans[si];
     const int64_t a = max(lo, s.begin), b = min(hi, s.end);
-    for (int64_t t = a + warp; t < b; t += kAttnWarps) {
-      const int64_t slot = kvh * s.head_stride + (t - s.begin);
-      float kk[kP], vv[kP];
-      if (s.coded) {
-        const uint8_t* kc = s.k_codes + slot * kv.kf.code_bytes;
-        const uint16_t* ks = s.k_scales + slot * (kv.kf.dim / kv.kf.group);
-        const uint8_t* vc = s.v_codes + slot * kv.vf.code_bytes;
-        const uint16_t* vs = s.v_scales + slot * (kv.vf.dim / kv.vf.group);
+    const bool qjl = s.coded && kv.qjl_matrix;
+    for (int64_t t0 = a + warp * kT; t0 < b; t0 += kAttnWarps * kT) {
+      float kk[kT][kP], vv[kT][kP], qjl_scale[kT];
 #pragma unroll
-        for (int e = 0; e < kP; ++e) {
-          kk[e] = CodedAt(kv.kf, ktab, kc, ks, lane + 32 * e);
-          vv[e] = CodedAt(kv.vf, vtab, vc, vs, lane + 32 * e);
-        }
-      } else {
-        const uint16_t* k16 = s.k16 + slot * kD;
-        const uint16_t* v16 = s.v16 + slot * kD;
+      for (int u = 0; u < kT; ++u) {
+        const int64_t slot = kvh * s.head_stride + (t0 + u - s.begin);
+        qjl_scale[u] = 0.0f;
+        if (t0 + u >= b) {
 #pragma unroll
-        for (int e = 0; e < kP; ++e) {
-          kk[e] = F16(__ldg(k16 + lane + 32 * e));
-          vv[e] = F16(__ldg(v16 + lane + 32 * e));
+          for (int e = 0; e < kP; ++e) kk[u][e] = vv[u][e] = 0.0f;
+        } else if (s.coded) {
+          DecodeLane<kP, KF>(kv.kf, ktab, s.k_codes + slot * kv.kf.code_bytes,
+                             s.k_scales + slot * kgroups, kgroups, kgi, lane, kk[u]);
+          DecodeLane<kP, VF>(kv.vf, vtab, s.v_codes + slot * kv.vf.code_bytes,
+                             s.v_scales + slot * vgroups, vgroups, vgi, lane, vv[u]);
+          if (qjl) qjl_scale[u] = F16(s.k_qjl_norm[slot]) * kv.qjl_factor;
+        } else {
+          const uint16_t* k16 = s.k16 + slot * kD;
+          const uint16_t* v16 = s.v16 + slot * kD;
+#pragma unroll
+          for (int e = 0; e < kP; ++e) {
+            kk[u][e] = F16(__ldg(k16 + lane + 32 * e));
+            vv[u][e] = F16(__ldg(v16 + lane + 32 * e));
+          }
         }
       }
-      const bool qjl = s.coded && kv.qjl_matrix;
-      const uint8_t* bits = qjl ? s.k_qjl + slot * sign_bytes : nullptr;
-      const float qjl_scale = qjl ? F16(s.k_qjl_norm[slot]) * kv.qjl_factor : 0.0f;
 #pragma unroll
       for (int g = 0; g < kMaxQueryGroup; ++g) {
         if (g >= G) break;
-        float dot = 0.0f;
+        float sc[kT];
 #pragma unroll
-        for (int e = 0; e < kP; ++e) dot += qv[g][e] * kk[e];
-        dot = WarpSum(dot);
+        for (int u = 0; u < kT; ++u) {
+          float dot = 0.0f;
+#pragma unroll
+          for (int e = 0; e < kP; ++e) dot += qv[g][e] * kk[u][e];
+          sc[u] = dot;
+        }
+#pragma unroll
+        for (int u = 0; u < kT; ++u) sc[u] = WarpSum(sc[u]);
         if (qjl) {
           const float* sq = qg + g * qstride + kD;
-          float sd = 0.0f;
-          for (int64_t r = lane; r < kv.qjl_m; r += 32)
-            sd += (bits[r >> 3] >> (r & 7) & 1) ? sq[r] : -sq[r];
-          dot += qjl_scale * WarpSum(sd);
-        }
-        const float sc = dot * p.scale;
-        const float mn = fmaxf(m[g], sc);
-        const float corr = expf(m[g] - mn), pr = expf(sc - mn);
-        l[g] = l[g] * corr + pr;
 #pragma unroll
-        for (int e = 0; e < kP; ++e) acc[g][e] = acc[g][e] * corr + pr * vv[e];
-        m[g] = mn;
+          for (int u = 0; u < kT; ++u) {
+            if (t0 + u >= b) continue;
+            const uint8_t* bits = s.k_qjl + (kvh * s.head_stride + (t0 + u - s.begin)) * sign_bytes;
+            float sd = 0.0f;
+            for (int64_t r = lane; r < kv.qjl_m; r += 32)
+              sd += (bits[r >> 3] >> (r & 7) & 1) ? sq[r] : -sq[r];
+            sc[u] += qjl_scale[u] * WarpSum(sd);
+          }
+        }
+        float mx = m[g];
+#pragma unroll
+        for (int u = 0; u < kT; ++u) {
+          sc[u] = t0 + u < b ? sc[u] * scale2 : -INFINITY;
+          mx = fmaxf(mx, sc[u]);
+        }
+        const float corr = exp2f(m[g] - mx);  // position t0 < b: mx is finite
+        l[g] *= corr;
+#pragma unroll
+        for (int e = 0; e < kP; ++e) acc[g][e] *= corr;
+#pragma unroll
+        for (int u = 0; u < kT; ++u) {
+          const float pr = exp2f(sc[u] - mx);
+          l[g] += pr;
+#pragma unroll
+          for (int e = 0; e < kP; ++e) acc[g][e] += pr * vv[u][e];
+        }
+        m[g] = mx;
       }
     }
   }
@@ -267,7 +349,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 #pragma unroll
   for (int g = 0; g < kMaxQueryGroup; ++g) {
     if (g >= G) break;
-    if (lane == 0) ms[warp][g] = m[g], ls[warp][g] = l[g];
+    if (lane == 0) ms[warp][g] = m[g] * kLn2, ls[warp][g] = l[g];
 #pragma unroll
     for (int e = 0; e < kP; ++e) accs[warp][g][lane + 32 * e] = acc[g][e];
   }
@@ -302,6 +384,51 @@ __global__ void CompressedMergeKernel(const float* __restrict__ part, int splits
   UnrotateValue(kv, kvh, d, y, out + rh * d);  // (SharedFwht's first barrier publishes y)
 }
 
+using SplitKernel = void (*)(const float*, int64_t, DevCompressedKv, DevAttention, int64_t, float*);
+
+// The key format's instance for value format VF (kAnyFormat: the key is not a fast format).
+template <int kD, int VF>
+SplitKernel SplitKernelForKey(int kf) {
+  switch (kf) {
+    case kQ2:
+      return CompressedSplitKernel<kD, kQ2, VF>;
+    case kQ3:
+      return CompressedSplitKernel<kD, kQ3, VF>;
+    case kQ4:
+      return CompressedSplitKernel<kD, kQ4, VF>;
+    case kQ8:
+      return CompressedSplitKernel<kD, kQ8, VF>;
+    default:
+      return nullptr;
+  }
+}
+
+// The split kernel for the cache's formats: a compiled-in decoder where both sides have one
+// segment, groups of a multiple of 32 channels, q2/q3/q4/q8 keys and q2/q3/q4 values (every
+// K·V· preset); CodedAt's run-time decoder otherwise (outlier splits, fractional widths, q1).
+template <int kD>
+SplitKernel SplitKernelFor(const DevCompressedKv& kv) {
+  const bool fast = kv.kf.num_segments == 1 && kv.vf.num_segments == 1 && kv.kf.group % 32 == 0 &&
+                    kv.vf.group % 32 == 0;
+  SplitKernel k = nullptr;
+  if (fast) {
+    switch (kv.vf.seg[0].format) {
+      case kQ2:
+        k = SplitKernelForKey<kD, kQ2>(kv.kf.seg[0].format);
+        break;
+      case kQ3:
+        k = SplitKernelForKey<kD, kQ3>(kv.kf.seg[0].format);
+        break;
+      case kQ4:
+        k = SplitKernelForKey<kD, kQ4>(kv.kf.seg[0].format);
+        break;
+      default:
+        break;
+    }
+  }
+  return k ? k : CompressedSplitKernel<kD, kAnyFormat, kAnyFormat>;
+}
+
 // The split plan when the split kernels take the shape (head_dim, group, QJL sketch that the
 // generic kernel's shared sketch buffer would also hold).
 SplitPlan CompressedPlan(int64_t n, int64_t pos0, const DevCompressedKv& kv,
@@ -332,9 +459,9 @@ void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const De
   float* part = scratch + n * p.num_heads * (p.head_dim + kv.qjl_m);
   TQ_LAUNCH(CompressedQueryKernel, dim3(unsigned(n), unsigned(p.num_heads)), 128, s, q, kv, p, qp);
   const dim3 grid(unsigned(n), unsigned(p.num_kv_heads), unsigned(plan.splits));
-  auto* kernel = p.head_dim == 64    ? CompressedSplitKernel<64>
-                 : p.head_dim == 128 ? CompressedSplitKernel<128>
-                                     : CompressedSplitKernel<256>;
+  auto* kernel = p.head_dim == 64    ? SplitKernelFor<64>(kv)
+                 : p.head_dim == 128 ? SplitKernelFor<128>(kv)
+                                     : SplitKernelFor<256>(kv);
   TQ_LAUNCH(kernel, grid, kAttnWarps * 32, s, qp, pos0, kv, p, plan.chunk, part);
   TQ_LAUNCH(CompressedMergeKernel, unsigned(n * p.num_heads), unsigned(p.head_dim), s, part,
             plan.splits, kv, p, out);
