@@ -201,25 +201,22 @@ constexpr int kUnitBytes = F == kQ2   ? 8
 constexpr int kAnyFormat = -1;  // CompressedSplitKernel's run-time path (CodedAt)
 
 // This lane's channels lane + 32 e (e < kP) of one coded vector: level × group scale. F a format:
-// one segment, groups of a multiple of 32 channels (`groups` a vector; gi[e] the group of
-// channel 32 e); kAnyFormat: CodedAt (any segments and groups).
+// one segment, groups of a multiple of 32 channels (gi[e] the group of channel 32 e); kAnyFormat:
+// CodedAt (any segments and groups). No branch: the caller's loads of several vectors stay in one
+// basic block, so they are all in flight before the first is used.
 template <int kP, int F>
 __device__ __forceinline__ void DecodeLane(const DevCodeFormat& f, const float (*tab)[256],
                                            const uint8_t* codes, const uint16_t* scales,
-                                           int64_t groups, const int* gi, int lane, float* out) {
+                                           const int* gi, int lane, float* out) {
   if constexpr (F == kAnyFormat) {
 #pragma unroll
     for (int e = 0; e < kP; ++e) out[e] = CodedAt(f, tab, codes, scales, lane + 32 * e);
   } else {
-    if (groups == 1) {
-      const float sc = F16(__ldg(scales));
+    const float s0 = F16(__ldg(scales));
 #pragma unroll
-      for (int e = 0; e < kP; ++e)
-        out[e] = sc * tab[0][UnitCode<F>(codes + e * kUnitBytes<F>, lane)];
-    } else {
-#pragma unroll
-      for (int e = 0; e < kP; ++e)
-        out[e] = F16(__ldg(scales + gi[e])) * tab[0][UnitCode<F>(codes + e * kUnitBytes<F>, lane)];
+    for (int e = 0; e < kP; ++e) {
+      const float sc = gi[e] == 0 ? s0 : F16(__ldg(scales + gi[e]));
+      out[e] = sc * tab[0][UnitCode<F>(codes + e * kUnitBytes<F>, lane)];
     }
   }
 }
@@ -275,21 +272,23 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     const int64_t a = max(lo, s.begin), b = min(hi, s.end);
     const bool qjl = s.coded && kv.qjl_matrix;
     for (int64_t t0 = a + warp * kT; t0 < b; t0 += kAttnWarps * kT) {
+      // The tile's keys and values, every load issued before the first use: a position past b
+      // reloads the last one (its score is masked below), and the span's kind is one branch.
       float kk[kT][kP], vv[kT][kP], qjl_scale[kT];
+      if (s.coded) {
 #pragma unroll
-      for (int u = 0; u < kT; ++u) {
-        const int64_t slot = kvh * s.head_stride + (t0 + u - s.begin);
-        qjl_scale[u] = 0.0f;
-        if (t0 + u >= b) {
-#pragma unroll
-          for (int e = 0; e < kP; ++e) kk[u][e] = vv[u][e] = 0.0f;
-        } else if (s.coded) {
+        for (int u = 0; u < kT; ++u) {
+          const int64_t slot = kvh * s.head_stride + (min(t0 + u, b - 1) - s.begin);
           DecodeLane<kP, KF>(kv.kf, ktab, s.k_codes + slot * kv.kf.code_bytes,
-                             s.k_scales + slot * kgroups, kgroups, kgi, lane, kk[u]);
+                             s.k_scales + slot * kgroups, kgi, lane, kk[u]);
           DecodeLane<kP, VF>(kv.vf, vtab, s.v_codes + slot * kv.vf.code_bytes,
-                             s.v_scales + slot * vgroups, vgroups, vgi, lane, vv[u]);
-          if (qjl) qjl_scale[u] = F16(s.k_qjl_norm[slot]) * kv.qjl_factor;
-        } else {
+                             s.v_scales + slot * vgroups, vgi, lane, vv[u]);
+          qjl_scale[u] = qjl ? F16(s.k_qjl_norm[slot]) * kv.qjl_factor : 0.0f;
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < kT; ++u) {
+          const int64_t slot = kvh * s.head_stride + (min(t0 + u, b - 1) - s.begin);
           const uint16_t* k16 = s.k16 + slot * kD;
           const uint16_t* v16 = s.v16 + slot * kD;
 #pragma unroll
@@ -297,6 +296,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
             kk[u][e] = F16(__ldg(k16 + lane + 32 * e));
             vv[u][e] = F16(__ldg(v16 + lane + 32 * e));
           }
+          qjl_scale[u] = 0.0f;
         }
       }
 #pragma unroll
@@ -316,8 +316,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
           const float* sq = qg + g * qstride + kD;
 #pragma unroll
           for (int u = 0; u < kT; ++u) {
-            if (t0 + u >= b) continue;
-            const uint8_t* bits = s.k_qjl + (kvh * s.head_stride + (t0 + u - s.begin)) * sign_bytes;
+            const int64_t slot = kvh * s.head_stride + (min(t0 + u, b - 1) - s.begin);
+            const uint8_t* bits = s.k_qjl + slot * sign_bytes;
             float sd = 0.0f;
             for (int64_t r = lane; r < kv.qjl_m; r += 32)
               sd += (bits[r >> 3] >> (r & 7) & 1) ? sq[r] : -sq[r];

@@ -32,23 +32,20 @@ __device__ __forceinline__ double WarpSumD(double v) {
   return v;
 }
 
-__device__ __forceinline__ const DevSegment& SegmentOf(const DevCodeFormat& f, int64_t i) {
-  return f.seg[f.num_segments > 1 && i >= f.seg[0].end ? 1 : 0];
-}
+// A segment's levels and thresholds in shared memory (KvEncodeKernel loads both segments' once a
+// block: the global tables cost one dependent L1 round trip per comparison).
+struct SharedBook {
+  float level[2][256];
+  float thr[2][256];
+};
 
-// #{t < v} over the segment's thresholds (the nearest level; NaN codes to 0).
-__device__ __forceinline__ int NearestCode(const DevSegment& g, float v) {
-  const int last = g.levels - 1;
-  const float* t = g.thresholds;
-  if (last <= 16) {
-    int c = 0;
-    for (int i = 0; i < last; ++i) c += v > __ldg(t + i);
-    return c;
-  }
-  int lo = 0, hi = last;  // lower_bound: the first t[i] >= v (or not < v)
+// #{t < v} over segment sg's thresholds (the nearest level; NaN codes to 0): the first t[i] >= v
+// (or not < v) by binary search, which counts the same as the scalar codec's linear count.
+__device__ __forceinline__ int NearestCode(const DevSegment& g, const float* t, float v) {
+  int lo = 0, hi = g.levels - 1;
   while (lo < hi) {
     const int mid = (lo + hi) >> 1;
-    if (__ldg(t + mid) < v) {
+    if (t[mid] < v) {
       lo = mid + 1;
     } else {
       hi = mid;
@@ -57,17 +54,21 @@ __device__ __forceinline__ int NearestCode(const DevSegment& g, float v) {
   return lo;
 }
 
+__device__ __forceinline__ int SegmentIndex(const DevCodeFormat& f, int64_t i) {
+  return f.num_segments > 1 && i >= f.seg[0].end ? 1 : 0;
+}
+
 // Codes of the group's channels [c0, c0 + group) at scale s into codes[c0 ..]; every lane gets
 // Σ (x - s·level)² (double).
-__device__ double Assign(const DevCodeFormat& f, const float* x, int64_t c0, float s,
-                         uint8_t* codes, int lane) {
+__device__ double Assign(const DevCodeFormat& f, const SharedBook& book, const float* x, int64_t c0,
+                         float s, uint8_t* codes, int lane) {
   const float inv = s > 0 ? 1.0f / s : 0.0f;
   double err = 0;
   for (int64_t i = c0 + lane; i < c0 + f.group; i += 32) {
-    const DevSegment& g = SegmentOf(f, i);
-    const int c = NearestCode(g, __fmul_rn(x[i], inv));
+    const int sg = SegmentIndex(f, i);
+    const int c = NearestCode(f.seg[sg], book.thr[sg], __fmul_rn(x[i], inv));
     codes[i] = uint8_t(c);
-    const double e = double(x[i]) - double(s) * double(__ldg(g.table + c));  // exact product
+    const double e = double(x[i]) - double(s) * double(book.level[sg][c]);  // exact product
     err += __dmul_rn(e, e);
   }
   return WarpSumD(err);
@@ -79,10 +80,17 @@ __global__ void KvEncodeKernel(DevKvEncode p, const void* src, bool src_f16, int
                                DevCodeSlots dst, int64_t slot0) {
   __shared__ float xs[kEncodeWarps][kEncodeMaxDim];
   __shared__ uint8_t idxs[kEncodeWarps][kEncodeMaxDim], trials[kEncodeWarps][kEncodeMaxDim];
+  __shared__ SharedBook book;
+  const DevCodeFormat& f = p.f;
+  for (int sg = 0; sg < f.num_segments; ++sg)
+    for (int c = int(threadIdx.x); c < f.seg[sg].levels; c += int(blockDim.x)) {
+      book.level[sg][c] = __ldg(f.seg[sg].table + c);
+      if (c + 1 < f.seg[sg].levels) book.thr[sg][c] = __ldg(f.seg[sg].thresholds + c);
+    }
+  __syncthreads();
   const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
   const int64_t t = int64_t(blockIdx.x) * kEncodeWarps + warp;
   if (t >= n * heads) return;  // the whole warp
-  const DevCodeFormat& f = p.f;
   const int64_t i = t / heads, h = t - i * heads, d = f.dim, g = f.group;
   float* x = xs[warp];
   uint8_t* idx = idxs[warp];
@@ -100,15 +108,15 @@ __global__ void KvEncodeKernel(DevKvEncode p, const void* src, bool src_f16, int
     ss = WarpSumD(ss);
     uint16_t best = F16Bits(float(sqrt(ss / double(g))));
     if (!Finite(F16(best))) best = F16Bits(65504.0f);
-    double best_err = Assign(f, x, c0, F16(best), idx, lane);
+    double best_err = Assign(f, book, x, c0, F16(best), idx, lane);
     if (p.scale != 0) {  // mse / unbiased: three rounds of σ = ⟨x, c⟩ / ⟨c, c⟩
       uint16_t s = best;
       for (int round = 0; round < 3; ++round) {
-        Assign(f, x, c0, F16(s), trial, lane);
+        Assign(f, book, x, c0, F16(s), trial, lane);
         __syncwarp();
         double xc = 0, cc = 0;
         for (int64_t j = c0 + lane; j < c0 + g; j += 32) {
-          const double c = __ldg(SegmentOf(f, j).table + trial[j]);
+          const double c = book.level[SegmentIndex(f, j)][trial[j]];
           xc += double(x[j]) * c;
           cc += c * c;
         }
@@ -118,7 +126,7 @@ __global__ void KvEncodeKernel(DevKvEncode p, const void* src, bool src_f16, int
         const uint16_t next = F16Bits(float(xc / cc));
         if (next == s || !Finite(F16(next))) break;
         s = next;
-        const double err = Assign(f, x, c0, F16(s), trial, lane);
+        const double err = Assign(f, book, x, c0, F16(s), trial, lane);
         if (err < best_err) {
           best_err = err;
           best = s;
@@ -130,7 +138,7 @@ __global__ void KvEncodeKernel(DevKvEncode p, const void* src, bool src_f16, int
     if (p.scale == 2) {  // unbiased: keep the codes, σ = ‖x‖² / ⟨x, c⟩
       double xc = 0;
       for (int64_t j = c0 + lane; j < c0 + g; j += 32)
-        xc += double(x[j]) * double(__ldg(SegmentOf(f, j).table + idx[j]));
+        xc += double(x[j]) * double(book.level[SegmentIndex(f, j)][idx[j]]);
       xc = WarpSumD(xc);
       const uint16_t s = F16Bits(float(ss / xc));
       if (xc > 0 && Finite(F16(s))) best = s;
@@ -154,7 +162,7 @@ __global__ void KvEncodeKernel(DevKvEncode p, const void* src, bool src_f16, int
   if (!p.qjl_matrix) return;
   // The residual r = x - σ·level (in place of x), then bits = sign(S r) and ‖r‖.
   for (int64_t j = lane; j < d; j += 32) {
-    const float back = __fmul_rn(F16(scales[j / g]), __ldg(SegmentOf(f, j).table + idx[j]));
+    const float back = __fmul_rn(F16(scales[j / g]), book.level[SegmentIndex(f, j)][idx[j]]);
     x[j] = __fsub_rn(x[j], back);
   }
   __syncwarp();
