@@ -198,6 +198,15 @@ class Backend {
   virtual void KvEncode(const KvEncodeParams& p, const void* src, DType src_dtype, int64_t n,
                         int64_t heads, int64_t pos_stride, int64_t head_stride,
                         const KvCodeSlots& dst, int64_t slot0) = 0;
+  // An append's keys and values: KvEncode(kp, ksrc, .., kdst, ..) then KvEncode(vp, vsrc, ..,
+  // vdst, ..) with the same positions and strides; a device does both in one launch.
+  virtual void KvEncodePair(const KvEncodeParams& kp, const void* ksrc, const KvCodeSlots& kdst,
+                            const KvEncodeParams& vp, const void* vsrc, const KvCodeSlots& vdst,
+                            DType src_dtype, int64_t n, int64_t heads, int64_t pos_stride,
+                            int64_t head_stride, int64_t slot0) {
+    KvEncode(kp, ksrc, src_dtype, n, heads, pos_stride, head_stride, kdst, slot0);
+    KvEncode(vp, vsrc, src_dtype, n, heads, pos_stride, head_stride, vdst, slot0);
+  }
   // x [rows, width]: when mean_rows > 0, first mean [width] = the mean of rows 0 .. mean_rows-1
   // (summed in row order in fp32, then divided by mean_rows); then x[r, j] -= mean[j] for every
   // row (mean_rows = 0: subtracts the mean as it is).

@@ -252,11 +252,13 @@ void TurboQuantKvCache::RecordRoundtrip(const Layer& y, bool key, const void* sr
 
 void TurboQuantKvCache::CodeOldestTail(Layer& y, int64_t m) {
   const int64_t H = layout_.num_kv_heads, D = layout_.head_dim;
+  uint16_t* tail_k = y.tail_k.as<uint16_t>();
+  uint16_t* tail_v = y.tail_v.as<uint16_t>();
+  backend_->KvEncodePair(EncodeParams(y, true), tail_k, Slots(y, true), EncodeParams(y, false),
+                         tail_v, Slots(y, false), DType::F16, m, H, D, tail_cap_ * D, y.coded);
   for (int kv = 0; kv < 2; ++kv) {
     const bool key = kv == 0;
-    const kernels::KvEncodeParams p = key ? EncodeParams(y, true) : EncodeParams(y, false);
-    uint16_t* tail = (key ? y.tail_k : y.tail_v).as<uint16_t>();
-    backend_->KvEncode(p, tail, DType::F16, m, H, D, tail_cap_ * D, Slots(y, key), y.coded);
+    uint16_t* tail = key ? tail_k : tail_v;
     if (opts_.roundtrip_stats) RecordRoundtrip(y, key, tail, true, m, D, tail_cap_ * D, y.coded);
     for (int64_t h = 0; h < H; ++h) {  // the rest of each head's tail moves to its front
       uint16_t* head = tail + h * tail_cap_ * D;
@@ -316,12 +318,13 @@ void TurboQuantKvCache::Append(int64_t layer, const float* k, const float* v, in
   if (opts_.window == 0) {
     // Every remaining position is coded now.
     const int64_t m = n - i;
-    for (int kv = 0; kv < 2; ++kv) {
-      const bool key = kv == 0;
-      const float* src = (key ? rot : rot_v) + i * H * D;
-      backend_->KvEncode(EncodeParams(y, key), src, DType::F32, m, H, H * D, D, Slots(y, key),
-                         y.coded);
-      if (opts_.roundtrip_stats) RecordRoundtrip(y, key, src, false, m, H * D, D, y.coded);
+    const float* src_k = rot + i * H * D;
+    const float* src_v = rot_v + i * H * D;
+    backend_->KvEncodePair(EncodeParams(y, true), src_k, Slots(y, true), EncodeParams(y, false),
+                           src_v, Slots(y, false), DType::F32, m, H, H * D, D, y.coded);
+    if (opts_.roundtrip_stats) {
+      RecordRoundtrip(y, true, src_k, false, m, H * D, D, y.coded);
+      RecordRoundtrip(y, false, src_v, false, m, H * D, D, y.coded);
     }
     y.coded += m;
     return;

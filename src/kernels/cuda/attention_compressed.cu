@@ -228,7 +228,7 @@ __device__ __forceinline__ void DecodeLane(const DevCodeFormat& f, const float (
 // positions at a time (their loads in flight together, one softmax rescale per tile) and keeps
 // the running max in log2 units (exp2f; the state it writes is in natural units). KF / VF: the
 // key / value code format known at compile time (DecodeLane), or kAnyFormat.
-template <int kD, int KF, int VF>
+template <int kD, int kG, int KF, int VF>
 __global__ void __launch_bounds__(kAttnWarps * 32)
     CompressedSplitKernel(const float* __restrict__ qp, int64_t pos0, DevCompressedKv kv,
                           DevAttention p, int64_t chunk, float* __restrict__ part) {
@@ -236,8 +236,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   constexpr int kP = kD / 32;
   constexpr int kT = kD <= 128 ? 4 : 2;  // positions a warp holds at once
   constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
-  __shared__ float ms[kAttnWarps][kMaxQueryGroup], ls[kAttnWarps][kMaxQueryGroup];
-  __shared__ float accs[kAttnWarps][kMaxQueryGroup][kD];
+  __shared__ float ms[kAttnWarps][kG], ls[kAttnWarps][kG];
+  __shared__ float accs[kAttnWarps][kG][kD];
   __shared__ float ktab[2][256], vtab[2][256];
   const int64_t i = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
   const int splits = int(gridDim.z);
@@ -250,9 +250,9 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   const float* qg = qp + (i * p.num_heads + kvh * G) * qstride;  // the group's first head
   const float scale2 = p.scale * kLog2e;                         // scores in log2 units
   LoadTables(kv, ktab, vtab);
-  float qv[kMaxQueryGroup][kP], acc[kMaxQueryGroup][kP], m[kMaxQueryGroup], l[kMaxQueryGroup];
+  float qv[kG][kP], acc[kG][kP], m[kG], l[kG];
 #pragma unroll
-  for (int g = 0; g < kMaxQueryGroup; ++g) {
+  for (int g = 0; g < kG; ++g) {
 #pragma unroll
     for (int e = 0; e < kP; ++e) {
       qv[g][e] = g < G ? qg[g * qstride + lane + 32 * e] : 0.0f;
@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
         }
       }
 #pragma unroll
-      for (int g = 0; g < kMaxQueryGroup; ++g) {
+      for (int g = 0; g < kG; ++g) {
         if (g >= G) break;
         float sc[kT];
 #pragma unroll
@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   }
   // Merge the warps (a warp with no position has m = -inf, l = 0) into the split's state.
 #pragma unroll
-  for (int g = 0; g < kMaxQueryGroup; ++g) {
+  for (int g = 0; g < kG; ++g) {
     if (g >= G) break;
     if (lane == 0) ms[warp][g] = m[g] * kLn2, ls[warp][g] = l[g];
 #pragma unroll
@@ -386,47 +386,49 @@ __global__ void CompressedMergeKernel(const float* __restrict__ part, int splits
 
 using SplitKernel = void (*)(const float*, int64_t, DevCompressedKv, DevAttention, int64_t, float*);
 
-// The key format's instance for value format VF (kAnyFormat: the key is not a fast format).
-template <int kD, int VF>
+// The key format's instance for value format VF (null: the key is not a fast format).
+template <int kD, int kG, int VF>
 SplitKernel SplitKernelForKey(int kf) {
   switch (kf) {
     case kQ2:
-      return CompressedSplitKernel<kD, kQ2, VF>;
+      return CompressedSplitKernel<kD, kG, kQ2, VF>;
     case kQ3:
-      return CompressedSplitKernel<kD, kQ3, VF>;
+      return CompressedSplitKernel<kD, kG, kQ3, VF>;
     case kQ4:
-      return CompressedSplitKernel<kD, kQ4, VF>;
+      return CompressedSplitKernel<kD, kG, kQ4, VF>;
     case kQ8:
-      return CompressedSplitKernel<kD, kQ8, VF>;
+      return CompressedSplitKernel<kD, kG, kQ8, VF>;
     default:
       return nullptr;
   }
 }
 
-// The split kernel for the cache's formats: a compiled-in decoder where both sides have one
-// segment, groups of a multiple of 32 channels, q2/q3/q4/q8 keys and q2/q3/q4 values (every
-// K·V· preset); CodedAt's run-time decoder otherwise (outlier splits, fractional widths, q1).
+template <int kD, int kG>
+SplitKernel FastSplitKernel(const DevCompressedKv& kv) {
+  switch (kv.vf.seg[0].format) {
+    case kQ2:
+      return SplitKernelForKey<kD, kG, kQ2>(kv.kf.seg[0].format);
+    case kQ3:
+      return SplitKernelForKey<kD, kG, kQ3>(kv.kf.seg[0].format);
+    case kQ4:
+      return SplitKernelForKey<kD, kG, kQ4>(kv.kf.seg[0].format);
+    default:
+      return nullptr;
+  }
+}
+
+// The split kernel for the cache's formats and query group G: a compiled-in decoder where both
+// sides have one segment, groups of a multiple of 32 channels, q2/q3/q4/q8 keys and q2/q3/q4
+// values (every K·V· preset), its per-head registers sized for G <= 4 (Llama, Mistral, Qwen3:
+// fewer registers, more blocks an SM) or G <= 8; CodedAt's run-time decoder otherwise (outlier
+// splits, fractional widths, q1).
 template <int kD>
-SplitKernel SplitKernelFor(const DevCompressedKv& kv) {
+SplitKernel SplitKernelFor(const DevCompressedKv& kv, int64_t group) {
   const bool fast = kv.kf.num_segments == 1 && kv.vf.num_segments == 1 && kv.kf.group % 32 == 0 &&
                     kv.vf.group % 32 == 0;
   SplitKernel k = nullptr;
-  if (fast) {
-    switch (kv.vf.seg[0].format) {
-      case kQ2:
-        k = SplitKernelForKey<kD, kQ2>(kv.kf.seg[0].format);
-        break;
-      case kQ3:
-        k = SplitKernelForKey<kD, kQ3>(kv.kf.seg[0].format);
-        break;
-      case kQ4:
-        k = SplitKernelForKey<kD, kQ4>(kv.kf.seg[0].format);
-        break;
-      default:
-        break;
-    }
-  }
-  return k ? k : CompressedSplitKernel<kD, kAnyFormat, kAnyFormat>;
+  if (fast) k = group <= 4 ? FastSplitKernel<kD, 4>(kv) : FastSplitKernel<kD, kMaxQueryGroup>(kv);
+  return k ? k : CompressedSplitKernel<kD, kMaxQueryGroup, kAnyFormat, kAnyFormat>;
 }
 
 // The split plan when the split kernels take the shape (head_dim, group, QJL sketch that the
@@ -459,9 +461,10 @@ void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const De
   float* part = scratch + n * p.num_heads * (p.head_dim + kv.qjl_m);
   TQ_LAUNCH(CompressedQueryKernel, dim3(unsigned(n), unsigned(p.num_heads)), 128, s, q, kv, p, qp);
   const dim3 grid(unsigned(n), unsigned(p.num_kv_heads), unsigned(plan.splits));
-  auto* kernel = p.head_dim == 64    ? SplitKernelFor<64>(kv)
-                 : p.head_dim == 128 ? SplitKernelFor<128>(kv)
-                                     : SplitKernelFor<256>(kv);
+  const int64_t group = p.num_heads / p.num_kv_heads;
+  auto* kernel = p.head_dim == 64    ? SplitKernelFor<64>(kv, group)
+                 : p.head_dim == 128 ? SplitKernelFor<128>(kv, group)
+                                     : SplitKernelFor<256>(kv, group);
   TQ_LAUNCH(kernel, grid, kAttnWarps * 32, s, qp, pos0, kv, p, plan.chunk, part);
   TQ_LAUNCH(CompressedMergeKernel, unsigned(n * p.num_heads), unsigned(p.head_dim), s, part,
             plan.splits, kv, p, out);

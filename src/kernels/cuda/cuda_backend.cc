@@ -431,6 +431,29 @@ class CudaBackend final : public Backend {
                 int64_t pos_stride, int64_t head_stride, const KvCodeSlots& dst,
                 int64_t slot0) override {
     const std::string where = name_ + " kv encode";
+    const cuda::DevKvEncodeJob job = EncodeJob(p, src, src_dtype, dst, where);
+    if (n <= 0 || heads <= 0) return;
+    Enter();
+    cuda::LaunchKvEncode(job.p, src, src_dtype == DType::F16, n, heads, pos_stride, head_stride,
+                         job.dst, slot0, stream_);
+    Launched(where);
+  }
+  void KvEncodePair(const KvEncodeParams& kp, const void* ksrc, const KvCodeSlots& kdst,
+                    const KvEncodeParams& vp, const void* vsrc, const KvCodeSlots& vdst,
+                    DType src_dtype, int64_t n, int64_t heads, int64_t pos_stride,
+                    int64_t head_stride, int64_t slot0) override {
+    const std::string where = name_ + " kv encode pair";
+    const cuda::DevKvEncodeJob k = EncodeJob(kp, ksrc, src_dtype, kdst, where);
+    const cuda::DevKvEncodeJob v = EncodeJob(vp, vsrc, src_dtype, vdst, where);
+    if (n <= 0 || heads <= 0) return;
+    Enter();
+    cuda::LaunchKvEncodePair(k, v, src_dtype == DType::F16, n, heads, pos_stride, head_stride,
+                             slot0, stream_);
+    Launched(where);
+  }
+  // One side of an encode, checked (KvEncode's contract, backend.h).
+  static cuda::DevKvEncodeJob EncodeJob(const KvEncodeParams& p, const void* src, DType src_dtype,
+                                        const KvCodeSlots& dst, const std::string& where) {
     const KvCodeFormat& f = p.format;
     TQ_CHECK(src_dtype == DType::F32 || src_dtype == DType::F16, where,
              "source dtype {} (expected f32 or f16)", DTypeName(src_dtype));
@@ -445,18 +468,14 @@ class CudaBackend final : public Backend {
              "missing destination arrays");
     TQ_CHECK(!p.qjl_matrix || (p.qjl_m > 0 && p.qjl_m <= 1024), where, "sketch of {} rows",
              p.qjl_m);
-    if (n <= 0 || heads <= 0) return;
-    cuda::DevKvEncode d;
-    d.f = ToDev(f);
-    d.scale = int(p.scale);
-    d.qjl_matrix = p.qjl_matrix;
-    d.qjl_m = p.qjl_matrix ? p.qjl_m : 0;
-    const cuda::DevCodeSlots slots{dst.codes, dst.scales, dst.qjl_bits, dst.qjl_norm,
-                                   dst.head_stride};
-    Enter();
-    cuda::LaunchKvEncode(d, src, src_dtype == DType::F16, n, heads, pos_stride, head_stride, slots,
-                         slot0, stream_);
-    Launched(where);
+    cuda::DevKvEncodeJob j;
+    j.p.f = ToDev(f);
+    j.p.scale = int(p.scale);
+    j.p.qjl_matrix = p.qjl_matrix;
+    j.p.qjl_m = p.qjl_matrix ? p.qjl_m : 0;
+    j.src = src;
+    j.dst = {dst.codes, dst.scales, dst.qjl_bits, dst.qjl_norm, dst.head_stride};
+    return j;
   }
 
   void CenterRows(float* x, int64_t rows, int64_t width, float* mean, int64_t mean_rows) override {

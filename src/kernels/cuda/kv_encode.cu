@@ -74,10 +74,16 @@ __device__ double Assign(const DevCodeFormat& f, const SharedBook& book, const f
   return WarpSumD(err);
 }
 
-// One warp per vector t = (position i, kv head h), t < n · heads: EncodeKvVector's steps.
-__global__ void KvEncodeKernel(DevKvEncode p, const void* src, bool src_f16, int64_t n,
+// One warp per vector t = (position i, kv head h), t < n · heads: EncodeKvVector's steps. Job
+// blockIdx.y of {j0, j1} (an append's keys and values in one launch; a single encode passes one
+// job and grid.y = 1).
+__global__ void KvEncodeKernel(DevKvEncodeJob j0, DevKvEncodeJob j1, bool src_f16, int64_t n,
                                int64_t heads, int64_t pos_stride, int64_t head_stride,
-                               DevCodeSlots dst, int64_t slot0) {
+                               int64_t slot0) {
+  const DevKvEncodeJob& job = blockIdx.y == 0 ? j0 : j1;
+  const DevKvEncode& p = job.p;
+  const void* src = job.src;
+  const DevCodeSlots& dst = job.dst;
   __shared__ float xs[kEncodeWarps][kEncodeMaxDim];
   __shared__ uint8_t idxs[kEncodeWarps][kEncodeMaxDim], trials[kEncodeWarps][kEncodeMaxDim];
   __shared__ SharedBook book;
@@ -220,8 +226,19 @@ void LaunchKvEncode(const DevKvEncode& p, const void* src, bool src_f16, int64_t
                     cudaStream_t s) {
   const int64_t vectors = n * heads;
   if (vectors <= 0) return;
-  TQ_LAUNCH(KvEncodeKernel, Blocks(vectors, kEncodeWarps), kEncodeWarps * 32, s, p, src, src_f16, n,
-            heads, pos_stride, head_stride, dst, slot0);
+  const DevKvEncodeJob job{p, src, dst};
+  TQ_LAUNCH(KvEncodeKernel, Blocks(vectors, kEncodeWarps), kEncodeWarps * 32, s, job, job, src_f16,
+            n, heads, pos_stride, head_stride, slot0);
+}
+
+void LaunchKvEncodePair(const DevKvEncodeJob& k, const DevKvEncodeJob& v, bool src_f16, int64_t n,
+                        int64_t heads, int64_t pos_stride, int64_t head_stride, int64_t slot0,
+                        cudaStream_t s) {
+  const int64_t vectors = n * heads;
+  if (vectors <= 0) return;
+  const dim3 grid(Blocks(vectors, kEncodeWarps), 2);
+  TQ_LAUNCH(KvEncodeKernel, grid, kEncodeWarps * 32, s, k, v, src_f16, n, heads, pos_stride,
+            head_stride, slot0);
 }
 
 void LaunchCenterRows(float* x, int64_t rows, int64_t width, float* mean, int64_t mean_rows,

@@ -146,6 +146,12 @@ struct DevCodeSlots {
   uint16_t* qjl_norm = nullptr;
   int64_t head_stride = 0;
 };
+// One side (keys or values) of an encode: what, from where, to where.
+struct DevKvEncodeJob {
+  DevKvEncode p;
+  const void* src = nullptr;
+  DevCodeSlots dst;
+};
 
 struct DevAttention {
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0, window = 0;
@@ -184,6 +190,10 @@ void LaunchArgmax(const float* x, int64_t rows, int64_t n, int32_t* out, cudaStr
 void LaunchKvEncode(const DevKvEncode& p, const void* src, bool src_f16, int64_t n, int64_t heads,
                     int64_t pos_stride, int64_t head_stride, const DevCodeSlots& dst, int64_t slot0,
                     cudaStream_t s);
+// Keys and values of one append in one launch (grid.y = 2), the same positions and strides.
+void LaunchKvEncodePair(const DevKvEncodeJob& k, const DevKvEncodeJob& v, bool src_f16, int64_t n,
+                        int64_t heads, int64_t pos_stride, int64_t head_stride, int64_t slot0,
+                        cudaStream_t s);
 void LaunchCenterRows(float* x, int64_t rows, int64_t width, float* mean, int64_t mean_rows,
                       cudaStream_t s);
 void LaunchGatherColumns(const float* x, int64_t rows, int64_t dim, const int32_t* order,
