@@ -417,17 +417,17 @@ SplitKernel FastSplitKernel(const DevCompressedKv& kv) {
   }
 }
 
-// The split kernel for the cache's formats and query group G: a compiled-in decoder where both
-// sides have one segment, groups of a multiple of 32 channels, q2/q3/q4/q8 keys and q2/q3/q4
-// values (every K·V· preset), its per-head registers sized for G <= 4 (Llama, Mistral, Qwen3:
-// fewer registers, more blocks an SM) or G <= 8; CodedAt's run-time decoder otherwise (outlier
-// splits, fractional widths, q1).
+// The split kernel for the cache's formats: a compiled-in decoder where both sides have one
+// segment, groups of a multiple of 32 channels, q2/q3/q4/q8 keys and q2/q3/q4 values (every K·V·
+// preset); CodedAt's run-time decoder otherwise (outlier splits, fractional widths, q1). Per-head
+// registers are sized for 8 query heads a KV head for every model: an instance sized for 4 (168
+// registers with spills, 3 blocks an SM) was measured slower on the H100 (K4V3, 32K positions:
+// 273 against 197 µs a call).
 template <int kD>
-SplitKernel SplitKernelFor(const DevCompressedKv& kv, int64_t group) {
+SplitKernel SplitKernelFor(const DevCompressedKv& kv) {
   const bool fast = kv.kf.num_segments == 1 && kv.vf.num_segments == 1 && kv.kf.group % 32 == 0 &&
                     kv.vf.group % 32 == 0;
-  SplitKernel k = nullptr;
-  if (fast) k = group <= 4 ? FastSplitKernel<kD, 4>(kv) : FastSplitKernel<kD, kMaxQueryGroup>(kv);
+  SplitKernel k = fast ? FastSplitKernel<kD, kMaxQueryGroup>(kv) : nullptr;
   return k ? k : CompressedSplitKernel<kD, kMaxQueryGroup, kAnyFormat, kAnyFormat>;
 }
 
@@ -461,10 +461,9 @@ void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const De
   float* part = scratch + n * p.num_heads * (p.head_dim + kv.qjl_m);
   TQ_LAUNCH(CompressedQueryKernel, dim3(unsigned(n), unsigned(p.num_heads)), 128, s, q, kv, p, qp);
   const dim3 grid(unsigned(n), unsigned(p.num_kv_heads), unsigned(plan.splits));
-  const int64_t group = p.num_heads / p.num_kv_heads;
-  auto* kernel = p.head_dim == 64    ? SplitKernelFor<64>(kv, group)
-                 : p.head_dim == 128 ? SplitKernelFor<128>(kv, group)
-                                     : SplitKernelFor<256>(kv, group);
+  auto* kernel = p.head_dim == 64    ? SplitKernelFor<64>(kv)
+                 : p.head_dim == 128 ? SplitKernelFor<128>(kv)
+                                     : SplitKernelFor<256>(kv);
   TQ_LAUNCH(kernel, grid, kAttnWarps * 32, s, qp, pos0, kv, p, plan.chunk, part);
   TQ_LAUNCH(CompressedMergeKernel, unsigned(n * p.num_heads), unsigned(p.head_dim), s, part,
             plan.splits, kv, p, out);
