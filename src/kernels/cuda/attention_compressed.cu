@@ -193,11 +193,6 @@ __device__ __forceinline__ int UnitCode(const uint8_t* __restrict__ unit, int j)
     return __ldg(unit + j);
   }
 }
-template <int F>
-constexpr int kUnitBytes = F == kQ2   ? 8
-                           : F == kQ3 ? 12
-                           : F == kQ4 ? 16
-                                      : 32;
 constexpr int kAnyFormat = -1;  // CompressedSplitKernel's run-time path (CodedAt)
 
 // This lane's channels lane + 32 e (e < kP) of one coded vector: level × group scale. F a format:
@@ -216,7 +211,7 @@ __device__ __forceinline__ void DecodeLane(const DevCodeFormat& f, const float (
 #pragma unroll
     for (int e = 0; e < kP; ++e) {
       const float sc = gi[e] == 0 ? s0 : F16(__ldg(scales + gi[e]));
-      out[e] = sc * tab[0][UnitCode<F>(codes + e * kUnitBytes<F>, lane)];
+      out[e] = sc * tab[0][UnitCode<F>(codes + e * UnitBytes(F), lane)];
     }
   }
 }
@@ -228,7 +223,7 @@ __device__ __forceinline__ void DecodeLane(const DevCodeFormat& f, const float (
 // positions at a time (their loads in flight together, one softmax rescale per tile) and keeps
 // the running max in log2 units (exp2f; the state it writes is in natural units). KF / VF: the
 // key / value code format known at compile time (DecodeLane), or kAnyFormat.
-template <int kD, int kG, int KF, int VF>
+template <int kD, int KF, int VF>
 __global__ void __launch_bounds__(kAttnWarps * 32)
     CompressedSplitKernel(const float* __restrict__ qp, int64_t pos0, DevCompressedKv kv,
                           DevAttention p, int64_t chunk, float* __restrict__ part) {
@@ -236,8 +231,8 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   constexpr int kP = kD / 32;
   constexpr int kT = kD <= 128 ? 4 : 2;  // positions a warp holds at once
   constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
-  __shared__ float ms[kAttnWarps][kG], ls[kAttnWarps][kG];
-  __shared__ float accs[kAttnWarps][kG][kD];
+  __shared__ float ms[kAttnWarps][kMaxQueryGroup], ls[kAttnWarps][kMaxQueryGroup];
+  __shared__ float accs[kAttnWarps][kMaxQueryGroup][kD];
   __shared__ float ktab[2][256], vtab[2][256];
   const int64_t i = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
   const int splits = int(gridDim.z);
@@ -250,9 +245,9 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   const float* qg = qp + (i * p.num_heads + kvh * G) * qstride;  // the group's first head
   const float scale2 = p.scale * kLog2e;                         // scores in log2 units
   LoadTables(kv, ktab, vtab);
-  float qv[kG][kP], acc[kG][kP], m[kG], l[kG];
+  float qv[kMaxQueryGroup][kP], acc[kMaxQueryGroup][kP], m[kMaxQueryGroup], l[kMaxQueryGroup];
 #pragma unroll
-  for (int g = 0; g < kG; ++g) {
+  for (int g = 0; g < kMaxQueryGroup; ++g) {
 #pragma unroll
     for (int e = 0; e < kP; ++e) {
       qv[g][e] = g < G ? qg[g * qstride + lane + 32 * e] : 0.0f;
@@ -274,23 +269,24 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     for (int64_t t0 = a + warp * kT; t0 < b; t0 += kAttnWarps * kT) {
       // The tile's keys and values, every load issued before the first use: a position past b
       // reloads the last one (its score is masked below), and the span's kind is one branch.
+      int64_t slot[kT];
+#pragma unroll
+      for (int u = 0; u < kT; ++u) slot[u] = kvh * s.head_stride + (min(t0 + u, b - 1) - s.begin);
       float kk[kT][kP], vv[kT][kP], qjl_scale[kT];
       if (s.coded) {
 #pragma unroll
         for (int u = 0; u < kT; ++u) {
-          const int64_t slot = kvh * s.head_stride + (min(t0 + u, b - 1) - s.begin);
-          DecodeLane<kP, KF>(kv.kf, ktab, s.k_codes + slot * kv.kf.code_bytes,
-                             s.k_scales + slot * kgroups, kgi, lane, kk[u]);
-          DecodeLane<kP, VF>(kv.vf, vtab, s.v_codes + slot * kv.vf.code_bytes,
-                             s.v_scales + slot * vgroups, vgi, lane, vv[u]);
-          qjl_scale[u] = qjl ? F16(s.k_qjl_norm[slot]) * kv.qjl_factor : 0.0f;
+          DecodeLane<kP, KF>(kv.kf, ktab, s.k_codes + slot[u] * kv.kf.code_bytes,
+                             s.k_scales + slot[u] * kgroups, kgi, lane, kk[u]);
+          DecodeLane<kP, VF>(kv.vf, vtab, s.v_codes + slot[u] * kv.vf.code_bytes,
+                             s.v_scales + slot[u] * vgroups, vgi, lane, vv[u]);
+          qjl_scale[u] = qjl ? F16(s.k_qjl_norm[slot[u]]) * kv.qjl_factor : 0.0f;
         }
       } else {
 #pragma unroll
         for (int u = 0; u < kT; ++u) {
-          const int64_t slot = kvh * s.head_stride + (min(t0 + u, b - 1) - s.begin);
-          const uint16_t* k16 = s.k16 + slot * kD;
-          const uint16_t* v16 = s.v16 + slot * kD;
+          const uint16_t* k16 = s.k16 + slot[u] * kD;
+          const uint16_t* v16 = s.v16 + slot[u] * kD;
 #pragma unroll
           for (int e = 0; e < kP; ++e) {
             kk[u][e] = F16(__ldg(k16 + lane + 32 * e));
@@ -300,7 +296,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
         }
       }
 #pragma unroll
-      for (int g = 0; g < kG; ++g) {
+      for (int g = 0; g < kMaxQueryGroup; ++g) {
         if (g >= G) break;
         float sc[kT];
 #pragma unroll
@@ -316,8 +312,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
           const float* sq = qg + g * qstride + kD;
 #pragma unroll
           for (int u = 0; u < kT; ++u) {
-            const int64_t slot = kvh * s.head_stride + (min(t0 + u, b - 1) - s.begin);
-            const uint8_t* bits = s.k_qjl + slot * sign_bytes;
+            const uint8_t* bits = s.k_qjl + slot[u] * sign_bytes;
             float sd = 0.0f;
             for (int64_t r = lane; r < kv.qjl_m; r += 32)
               sd += (bits[r >> 3] >> (r & 7) & 1) ? sq[r] : -sq[r];
@@ -347,7 +342,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   }
   // Merge the warps (a warp with no position has m = -inf, l = 0) into the split's state.
 #pragma unroll
-  for (int g = 0; g < kG; ++g) {
+  for (int g = 0; g < kMaxQueryGroup; ++g) {
     if (g >= G) break;
     if (lane == 0) ms[warp][g] = m[g] * kLn2, ls[warp][g] = l[g];
 #pragma unroll
@@ -387,31 +382,31 @@ __global__ void CompressedMergeKernel(const float* __restrict__ part, int splits
 using SplitKernel = void (*)(const float*, int64_t, DevCompressedKv, DevAttention, int64_t, float*);
 
 // The key format's instance for value format VF (null: the key is not a fast format).
-template <int kD, int kG, int VF>
+template <int kD, int VF>
 SplitKernel SplitKernelForKey(int kf) {
   switch (kf) {
     case kQ2:
-      return CompressedSplitKernel<kD, kG, kQ2, VF>;
+      return CompressedSplitKernel<kD, kQ2, VF>;
     case kQ3:
-      return CompressedSplitKernel<kD, kG, kQ3, VF>;
+      return CompressedSplitKernel<kD, kQ3, VF>;
     case kQ4:
-      return CompressedSplitKernel<kD, kG, kQ4, VF>;
+      return CompressedSplitKernel<kD, kQ4, VF>;
     case kQ8:
-      return CompressedSplitKernel<kD, kG, kQ8, VF>;
+      return CompressedSplitKernel<kD, kQ8, VF>;
     default:
       return nullptr;
   }
 }
 
-template <int kD, int kG>
+template <int kD>
 SplitKernel FastSplitKernel(const DevCompressedKv& kv) {
   switch (kv.vf.seg[0].format) {
     case kQ2:
-      return SplitKernelForKey<kD, kG, kQ2>(kv.kf.seg[0].format);
+      return SplitKernelForKey<kD, kQ2>(kv.kf.seg[0].format);
     case kQ3:
-      return SplitKernelForKey<kD, kG, kQ3>(kv.kf.seg[0].format);
+      return SplitKernelForKey<kD, kQ3>(kv.kf.seg[0].format);
     case kQ4:
-      return SplitKernelForKey<kD, kG, kQ4>(kv.kf.seg[0].format);
+      return SplitKernelForKey<kD, kQ4>(kv.kf.seg[0].format);
     default:
       return nullptr;
   }
@@ -427,8 +422,8 @@ template <int kD>
 SplitKernel SplitKernelFor(const DevCompressedKv& kv) {
   const bool fast = kv.kf.num_segments == 1 && kv.vf.num_segments == 1 && kv.kf.group % 32 == 0 &&
                     kv.vf.group % 32 == 0;
-  SplitKernel k = fast ? FastSplitKernel<kD, kMaxQueryGroup>(kv) : nullptr;
-  return k ? k : CompressedSplitKernel<kD, kMaxQueryGroup, kAnyFormat, kAnyFormat>;
+  SplitKernel k = fast ? FastSplitKernel<kD>(kv) : nullptr;
+  return k ? k : CompressedSplitKernel<kD, kAnyFormat, kAnyFormat>;
 }
 
 // The split plan when the split kernels take the shape (head_dim, group, QJL sketch that the
