@@ -18,8 +18,10 @@
 #include "../../src/kernels/cuda/matmul.cu"
 #include "../../src/kernels/cuda/gemm_bf16.cu"
 #include "../../src/kernels/cuda/attention.cu"
+#include "../../src/kernels/cuda/attention_piped.cu"
 #include "../../src/kernels/cuda/attention_prefill.cu"
 #include "../../src/kernels/cuda/attention_compressed.cu"
+#include "../../src/kernels/cuda/attention_compressed_piped.cu"
 #include "../../src/kernels/cuda/kv_encode.cu"
 #include "../../src/kernels/cuda/cuda_backend.cc"
 // clang-format on

@@ -434,6 +434,13 @@ inline cudaError_t cudaFuncSetAttribute(F* f, cudaFuncAttribute, int bytes) {
   tq::emu::g_smem_limit[reinterpret_cast<const void*>(f)] = bytes;
   return cudaSuccess;
 }
+// Two blocks an SM of any kernel whose shared memory fits (the split plans' waves).
+template <typename F>
+inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, F*, int threads,
+                                                                 size_t smem) {
+  *blocks = threads <= 1024 && smem <= 227 * 1024 ? 2 : 0;
+  return cudaSuccess;
+}
 inline cudaError_t cudaGetLastError() {
   const cudaError_t e = tq::emu::g_last_error;
   tq::emu::g_last_error = cudaSuccess;

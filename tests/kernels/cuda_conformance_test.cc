@@ -288,6 +288,7 @@ TEST_P(CudaConformance, Attention) {
                       {4, 300, 8, 2, 64, 0},
                       {3, 200, 8, 2, 128, 50},
                       {2, 77, 16, 1, 64, 0},
+                      {2, 150, 16, 2, 128, 0},  // 8 heads a group
                       // The prefill kernel (>= 16 rows, head_dim 64/128): a short tile, a chunk
                       // after earlier positions, windows inside and across the 64-position
                       // tiles, an 8B-shaped 512-token prompt.

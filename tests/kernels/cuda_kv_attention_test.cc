@@ -258,10 +258,15 @@ INSTANTIATE_TEST_SUITE_P(
             Case{64, 8, 2, 0, 257, 0, 257, 2, 2, 3, 3, true},               // QJL prefill
             Case{64, 8, 2, 4, 500, 16, 5, 4, 4, 3, 3, false, false, false, 64},  // sliding window
             Case{64, 8, 2, 4, 500, 16, 1, 4, 4, 3, 3, false, true, true, 300},  // window into codes
-            Case{128, 32, 8, 4, 4076, 16, 1, 4, 4, 3, 3},                       // 4K cache
-            Case{128, 8, 2, 4, 32748, 16, 1, 4, 4, 3, 3},                       // 32K cache, K4V3
-            Case{128, 8, 2, 4, 32748, 16, 1, 8, 8, 3, 3, false, true},          // 32K cache, K8V3
-            Case{128, 8, 2, 4, 32700, 64, 2, 3, 3, 3, 3, true, true, true})),   // 32K, everything
+            // Long enough for the pipelined kernel's stages to wrap on the emulator too:
+            Case{64, 4, 1, 3, 2000, 5, 1, 4, 4, 3, 3},     // G 4, 6 tiles a block
+            Case{128, 8, 1, 0, 1900, 7, 1, 4, 4, 2, 2},    // G 8, 5 tiles a block
+            Case{256, 2, 1, 2, 900, 3, 2, 8, 8, 4, 4},     // 32-position tiles
+            Case{64, 4, 1, 0, 1500, 0, 1, 3, 3, 3, 3},     // 24-byte code rows: 8-byte copies
+            Case{128, 32, 8, 4, 4076, 16, 1, 4, 4, 3, 3},  // 4K cache
+            Case{128, 8, 2, 4, 32748, 16, 1, 4, 4, 3, 3},  // 32K cache, K4V3
+            Case{128, 8, 2, 4, 32748, 16, 1, 8, 8, 3, 3, false, true},         // 32K cache, K8V3
+            Case{128, 8, 2, 4, 32700, 64, 2, 3, 3, 3, 3, true, true, true})),  // 32K, everything
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::to_string(info.index); });
 
 class CudaKvAttentionChecks : public ::testing::TestWithParam<std::string> {};

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cfloat>
 
-#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_pipe.cuh"
 
 namespace tq::kernels::cuda {
 namespace {
@@ -166,21 +166,31 @@ template <Elem E>
 void LaunchSplit(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
                  int64_t head_stride, const DevAttention& p, const SplitPlan& plan, float* part,
                  float* out, cudaStream_t s) {
-  const dim3 grid(unsigned(n), unsigned(p.num_kv_heads), unsigned(plan.splits));
-  auto* kernel = p.head_dim == 64    ? AttentionSplitKernel<E, 64>
-                 : p.head_dim == 128 ? AttentionSplitKernel<E, 128>
-                                     : AttentionSplitKernel<E, 256>;
-  TQ_LAUNCH(kernel, grid, kWarps * 32, s, q, pos0, k, v, head_stride, p, plan.splits, plan.chunk,
-            part, out);
+  if (!LaunchPlainPipedSplit(q, n, pos0, k, v, E, head_stride, p, plan.splits, plan.chunk, part,
+                             out, s)) {
+    const dim3 grid(unsigned(n), unsigned(p.num_kv_heads), unsigned(plan.splits));
+    auto* kernel = p.head_dim == 64    ? AttentionSplitKernel<E, 64>
+                   : p.head_dim == 128 ? AttentionSplitKernel<E, 128>
+                                       : AttentionSplitKernel<E, 256>;
+    TQ_LAUNCH(kernel, grid, kWarps * 32, s, q, pos0, k, v, head_stride, p, plan.splits, plan.chunk,
+              part, out);
+  }
   if (plan.splits > 1)
     TQ_LAUNCH(AttentionMergeKernel, unsigned(n * p.num_heads), unsigned(p.head_dim), s, part,
               plan.splits, p.head_dim, out);
 }
 
+// The split plan: one wave of the pipelined kernel's blocks where it takes the shape, else
+// PlanSplits' default (either kernel runs any plan).
+SplitPlan PlainPlan(int64_t n, int64_t pos0, Elem elem, const DevAttention& p) {
+  const int per_sm = PlainPipedBlocksPerSm(elem, p);
+  return per_sm > 0 ? PipedPlan(n, pos0, p, per_sm) : PlanSplits(n, pos0, p);
+}
+
 }  // namespace
 
-int64_t AttentionScratchFloats(int64_t n, int64_t pos0, const DevAttention& p) {
-  const SplitPlan plan = PlanSplits(n, pos0, p);
+int64_t AttentionScratchFloats(int64_t n, int64_t pos0, Elem elem, const DevAttention& p) {
+  const SplitPlan plan = PlainPlan(n, pos0, elem, p);
   return plan.splits > 1 ? n * p.num_heads * plan.splits * (p.head_dim + 2) : 0;
 }
 
@@ -188,7 +198,7 @@ void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, con
                      Elem elem, int64_t head_stride, const DevAttention& p, float* scratch,
                      float* out, cudaStream_t s) {
   if (PrefillAttention(q, n, pos0, k, v, elem, head_stride, p, out, s)) return;
-  const SplitPlan plan = PlanSplits(n, pos0, p);
+  const SplitPlan plan = PlainPlan(n, pos0, elem, p);
   if (plan.splits > 0) {
     switch (elem) {
       case Elem::kF32:

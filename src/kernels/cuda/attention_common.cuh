@@ -82,21 +82,23 @@ __device__ inline void MergeSplits(const float* __restrict__ ps, int splits, int
   }
 }
 
-// The split plan of the flash-decoding kernels for n rows ending at pos0 + n - 1: about
-// kTargetBlocks blocks (4 per SM of a 132-SM part) and at least kMinChunk positions a split.
+// The split plan of the flash-decoding kernels for n rows ending at pos0 + n - 1: about `target`
+// blocks (<= kMaxSplits a row and head; default 4 per SM of a 132-SM part) and at least
+// kMinChunk positions a split.
 struct SplitPlan {
   int splits = 0;  // 0: not eligible (the generic kernel runs)
   int64_t chunk = 0;
 };
 
-inline SplitPlan PlanSplits(int64_t n, int64_t pos0, const DevAttention& p) {
+inline SplitPlan PlanSplits(int64_t n, int64_t pos0, const DevAttention& p,
+                            int64_t target = kTargetBlocks) {
   const int64_t g = p.num_heads / p.num_kv_heads;
   if ((p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) || g > kMaxQueryGroup) return {};
   const int64_t longest =
       p.window > 0 ? std::min(p.window, pos0 + n) : pos0 + n;  // positions a row
   const int64_t units = n * p.num_kv_heads;
-  int64_t splits = std::max(int64_t(1), std::min((kTargetBlocks + units - 1) / units,
-                                                 (longest + kMinChunk - 1) / kMinChunk));
+  int64_t splits = std::max(int64_t(1), std::min({(target + units - 1) / units, int64_t(kMaxSplits),
+                                                  (longest + kMinChunk - 1) / kMinChunk}));
   const int64_t chunk = (longest + splits - 1) / splits;
   splits = (longest + chunk - 1) / chunk;
   return {int(splits), chunk};

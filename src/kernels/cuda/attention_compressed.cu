@@ -19,30 +19,11 @@
 #include <algorithm>
 #include <cfloat>
 
-#include "kernels/cuda/attention_common.cuh"
+#include "kernels/cuda/attention_compressed.cuh"
+#include "kernels/cuda/attention_pipe.cuh"
 
 namespace tq::kernels::cuda {
 namespace {
-
-// Channel j of a coded vector (codes, fp16 scales) in format f with level tables tab[segment].
-__device__ __forceinline__ float CodedAt(const DevCodeFormat& f, const float (*tab)[256],
-                                         const uint8_t* codes, const uint16_t* scales, int64_t j) {
-  const int s = (f.num_segments == 2 && j >= f.seg[1].begin) ? 1 : 0;
-  const DevSegment& seg = f.seg[s];
-  const int code = CodeAt(seg.format, codes + seg.byte_offset, j - seg.begin, seg.end - seg.begin);
-  return F16(__ldg(scales + j / f.group)) * tab[s][code];
-}
-
-// The key and value level tables of both segments into shared memory (all threads; no barrier).
-__device__ __forceinline__ void LoadTables(const DevCompressedKv& kv, float (*ktab)[256],
-                                           float (*vtab)[256]) {
-  for (int s = 0; s < 2; ++s) {
-    for (int c = threadIdx.x; c < 256; c += blockDim.x) {
-      ktab[s][c] = s < kv.kf.num_segments && c < kv.kf.seg[s].levels ? kv.kf.seg[s].table[c] : 0.0f;
-      vtab[s][c] = s < kv.vf.num_segments && c < kv.vf.seg[s].levels ? kv.vf.seg[s].table[c] : 0.0f;
-    }
-  }
-}
 
 // qr[0..d) (shared, 16-byte aligned) = R_k P q_h of query row qh; all threads; ends with a barrier.
 __device__ __forceinline__ void RotateQuery(const DevCompressedKv& kv, const float* qh, int64_t kvh,
@@ -173,46 +154,6 @@ __global__ void __launch_bounds__(128)
     float acc = 0.0f;
     for (int64_t j = 0; j < d; ++j) acc += row[j] * qr[j];
     o[d + r] = acc;
-  }
-}
-
-// Code of channel 32 e + j (j < 32: the lane) of a row in binary format F, from the 32-code unit
-// at `unit` (CodeAt's layout with the format and the unit known at compile time: a byte load, a
-// shift and a mask; q3 two loads).
-template <int F>
-__device__ __forceinline__ int UnitCode(const uint8_t* __restrict__ unit, int j) {
-  if constexpr (F == kQ2) {
-    return (__ldg(unit + (j & 7)) >> (2 * (j >> 3))) & 3;
-  } else if constexpr (F == kQ3) {
-    return ((__ldg(unit + (j & 7)) >> (2 * (j >> 3))) & 3) |
-           (((__ldg(unit + 8 + (j >> 3)) >> (j & 7)) & 1) << 2);
-  } else if constexpr (F == kQ4) {
-    return (__ldg(unit + (j & 15)) >> (4 * (j >> 4))) & 15;
-  } else {
-    static_assert(F == kQ8, "UnitCode: q2, q3, q4 or q8");
-    return __ldg(unit + j);
-  }
-}
-constexpr int kAnyFormat = -1;  // CompressedSplitKernel's run-time path (CodedAt)
-
-// This lane's channels lane + 32 e (e < kP) of one coded vector: level × group scale. F a format:
-// one segment, groups of a multiple of 32 channels (gi[e] the group of channel 32 e); kAnyFormat:
-// CodedAt (any segments and groups). No branch: the caller's loads of several vectors stay in one
-// basic block, so they are all in flight before the first is used.
-template <int kP, int F>
-__device__ __forceinline__ void DecodeLane(const DevCodeFormat& f, const float (*tab)[256],
-                                           const uint8_t* codes, const uint16_t* scales,
-                                           const int* gi, int lane, float* out) {
-  if constexpr (F == kAnyFormat) {
-#pragma unroll
-    for (int e = 0; e < kP; ++e) out[e] = CodedAt(f, tab, codes, scales, lane + 32 * e);
-  } else {
-    const float s0 = F16(__ldg(scales));
-#pragma unroll
-    for (int e = 0; e < kP; ++e) {
-      const float sc = gi[e] == 0 ? s0 : F16(__ldg(scales + gi[e]));
-      out[e] = sc * tab[0][UnitCode<F>(codes + e * UnitBytes(F), lane)];
-    }
   }
 }
 
@@ -427,10 +368,16 @@ SplitKernel SplitKernelFor(const DevCompressedKv& kv) {
 }
 
 // The split plan when the split kernels take the shape (head_dim, group, QJL sketch that the
-// generic kernel's shared sketch buffer would also hold).
-SplitPlan CompressedPlan(int64_t n, int64_t pos0, const DevCompressedKv& kv,
-                         const DevAttention& p) {
+// generic kernel's shared sketch buffer would also hold); `piped`: the pipelined split kernel
+// takes it, and the plan fills one wave of its blocks.
+SplitPlan CompressedPlan(int64_t n, int64_t pos0, const DevCompressedKv& kv, const DevAttention& p,
+                         bool* piped) {
+  *piped = false;
   if (kv.qjl_m > 1024) return {};
+  if (const int per_sm = PipedSplitBlocksPerSm(kv, p); per_sm > 0) {
+    *piped = true;
+    return PipedPlan(n, pos0, p, per_sm);
+  }
   return PlanSplits(n, pos0, p);
 }
 
@@ -438,7 +385,8 @@ SplitPlan CompressedPlan(int64_t n, int64_t pos0, const DevCompressedKv& kv,
 
 int64_t CompressedAttentionScratchFloats(int64_t n, int64_t pos0, const DevCompressedKv& kv,
                                          const DevAttention& p) {
-  const SplitPlan plan = CompressedPlan(n, pos0, kv, p);
+  bool piped = false;
+  const SplitPlan plan = CompressedPlan(n, pos0, kv, p, &piped);
   if (plan.splits == 0) return 0;
   return n * p.num_heads * (p.head_dim + kv.qjl_m) +
          n * p.num_heads * plan.splits * (p.head_dim + 2);
@@ -446,7 +394,8 @@ int64_t CompressedAttentionScratchFloats(int64_t n, int64_t pos0, const DevCompr
 
 void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const DevCompressedKv& kv,
                                const DevAttention& p, float* scratch, float* out, cudaStream_t s) {
-  const SplitPlan plan = CompressedPlan(n, pos0, kv, p);
+  bool piped = false;
+  const SplitPlan plan = CompressedPlan(n, pos0, kv, p, &piped);
   if (plan.splits == 0 || !scratch) {
     const dim3 grid(unsigned(n), unsigned(p.num_heads));
     TQ_LAUNCH(CompressedAttentionKernel, grid, kAttnWarps * 32, s, q, pos0, kv, p, out);
@@ -455,11 +404,15 @@ void LaunchCompressedAttention(const float* q, int64_t n, int64_t pos0, const De
   float* qp = scratch;
   float* part = scratch + n * p.num_heads * (p.head_dim + kv.qjl_m);
   TQ_LAUNCH(CompressedQueryKernel, dim3(unsigned(n), unsigned(p.num_heads)), 128, s, q, kv, p, qp);
-  const dim3 grid(unsigned(n), unsigned(p.num_kv_heads), unsigned(plan.splits));
-  auto* kernel = p.head_dim == 64    ? SplitKernelFor<64>(kv)
-                 : p.head_dim == 128 ? SplitKernelFor<128>(kv)
-                                     : SplitKernelFor<256>(kv);
-  TQ_LAUNCH(kernel, grid, kAttnWarps * 32, s, qp, pos0, kv, p, plan.chunk, part);
+  if (piped) {
+    LaunchPipedSplit(qp, n, pos0, kv, p, plan.splits, plan.chunk, part, s);
+  } else {
+    const dim3 grid(unsigned(n), unsigned(p.num_kv_heads), unsigned(plan.splits));
+    auto* kernel = p.head_dim == 64    ? SplitKernelFor<64>(kv)
+                   : p.head_dim == 128 ? SplitKernelFor<128>(kv)
+                                       : SplitKernelFor<256>(kv);
+    TQ_LAUNCH(kernel, grid, kAttnWarps * 32, s, qp, pos0, kv, p, plan.chunk, part);
+  }
   TQ_LAUNCH(CompressedMergeKernel, unsigned(n * p.num_heads), unsigned(p.head_dim), s, part,
             plan.splits, kv, p, out);
 }

@@ -9,6 +9,7 @@
 #endif
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda/code_at.h"
 #include "kernels/cuda/launch.h"
@@ -254,6 +255,35 @@ __device__ __forceinline__ void Mma3xTf32(float (&c)[4], const uint32_t (&ah)[4]
   TQ_MMA_TF32(ah, bl);
   TQ_MMA_TF32(ah, bh);
 #undef TQ_MMA_TF32
+#endif
+}
+
+// cp.async (sm_80+): `bytes` (4, 8 or 16; src and dst aligned to it) from global to shared
+// memory without going through registers; a thread's copies are grouped by CpAsyncCommit and
+// waited for by CpAsyncWait<N> (until at most N of its groups are in flight; a barrier then
+// makes them visible to the block). The emulator copies at once.
+__device__ __forceinline__ void CpAsync(void* dst, const void* src, int bytes) {
+#if defined(TQ_CUDA_EMU)
+  std::memcpy(dst, src, size_t(bytes));
+#else
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  if (bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+  else if (bytes == 8)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+#endif
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+#if !defined(TQ_CUDA_EMU)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+#if !defined(TQ_CUDA_EMU)
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
 

@@ -356,7 +356,7 @@ class CudaBackend final : public Backend {
     const Elem e = ElemOf(kv.dtype, where);
     if (!CheckPlainKv(kv, pos0, n, p.num_kv_heads, p.head_dim, where)) return;
     Enter();
-    const int64_t scratch = cuda::AttentionScratchFloats(n, pos0, Dev(p));
+    const int64_t scratch = cuda::AttentionScratchFloats(n, pos0, e, Dev(p));
     float* part =
         scratch == 0
             ? nullptr

@@ -268,10 +268,11 @@ const char* GemmBf16(Blas* b, const uint16_t* x, int64_t n, const uint16_t* w, i
                      int64_t in, float beta, float* y, int64_t ldy);
 
 // --- attention.cu --- head_dim 64/128/256 with at most 8 query heads per KV head: one CUDA
-// block (4 warps) per (query row, KV head, split of the positions), then a log-sum-exp merge of
-// the splits through `scratch` (AttentionScratchFloats(n, pos0, p) floats, device memory; none
+// block (4 warps) per (query row, KV head, split of the positions; the cp.async-pipelined kernel
+// of attention_piped.cu unless TURBOQUANT_CUDA_KV_SPLIT=warp), then a log-sum-exp merge of the
+// splits through `scratch` (AttentionScratchFloats(n, pos0, elem, p) floats, device memory; none
 // needed when that is 0); other shapes: one block per (query row, head). Online softmax.
-int64_t AttentionScratchFloats(int64_t n, int64_t pos0, const DevAttention& p);
+int64_t AttentionScratchFloats(int64_t n, int64_t pos0, Elem elem, const DevAttention& p);
 void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, const void* v,
                      Elem elem, int64_t head_stride, const DevAttention& p, float* scratch,
                      float* out, cudaStream_t s);

@@ -112,40 +112,18 @@ constexpr int kAsyncDepth = 8;
 template <int F>
 inline constexpr int kAsyncWarpBytes = kAsyncDepth * 32 * kUnitBytes<F>;
 
-// dst (shared) <- one unit at src (global), asynchronously (the emulator copies at once).
+// dst (shared) <- one unit at src (global), asynchronously (common.cuh CpAsync).
 template <int F>
 __device__ __forceinline__ void CpAsyncUnit(uint8_t* dst, const uint8_t* src) {
-#if defined(TQ_CUDA_EMU)
-  std::memcpy(dst, src, kUnitBytes<F>);
-#else
-  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
-  if constexpr (F == kQ4) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-  } else if constexpr (F == kQ8) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + 16), "l"(src + 16)
-                 : "memory");
+  if constexpr (F == kQ4 || F == kQ8) {
+#pragma unroll
+    for (int i = 0; i < kUnitBytes<F>; i += 16) CpAsync(dst + i, src + i, 16);
   } else if constexpr (F == kQ2) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src) : "memory");
+    CpAsync(dst, src, 8);
   } else {
 #pragma unroll
-    for (int i = 0; i < 3; ++i)
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d + 4 * i), "l"(src + 4 * i)
-                   : "memory");
+    for (int i = 0; i < kUnitBytes<F>; i += 4) CpAsync(dst + i, src + i, 4);
   }
-#endif
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-#if !defined(TQ_CUDA_EMU)
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-// Waits until at most N of this thread's committed groups are still in flight.
-template <int N>
-__device__ __forceinline__ void CpAsyncWait() {
-#if !defined(TQ_CUDA_EMU)
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
 }
 
 // A unit from shared memory (the cp.async ring).
