@@ -284,6 +284,14 @@ class Backend {
                            int64_t rotary_dim, const int64_t* positions, const float* inv_freq,
                            float attn_factor);
 
+  // --- step graphs (cuda: kernels/cuda/cuda_step_graph.h; the defaults do nothing) ---
+  // The ops from BeginStep to the step's first sync point (Download, Synchronize, Upload) or
+  // EndStep run as one recorded graph: the caller (Model::Run, for decode steps) passes a key
+  // naming the step's shape, so that each shape keeps its own graph. Host pointers given to
+  // CopyToDevice inside a step may be reused as soon as it returns, as always.
+  virtual void BeginStep(int64_t /*key*/) {}
+  virtual void EndStep() {}
+
   // Scratch floats for a packed group's rotated input, valid until the next call (grown on
   // demand, reserved once in practice so device addresses stay stable).
   virtual float* RotationScratch(int64_t count) = 0;

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <numeric>
 
 #include "core/error.h"
@@ -75,6 +76,34 @@ void GatedMlpForward(Backend& be, const GatedMlp& m, Activation act, const float
   m.down->MatMul(be, g, n, y);  // [n, hidden]
 }
 
+// A decode step (at most kGraphTokens tokens) as one device graph (Backend::BeginStep): the
+// backend records the step's ops up to its sync point (the logits' download) and runs them as
+// one launch. The key names what changes a step's kernels: tokens, sequences, logit rows, the
+// output kind. EndStep also runs on an exception (its errors then dropped for the first).
+constexpr int64_t kGraphTokens = 8;
+class StepGraph {
+ public:
+  StepGraph(Backend& be, int64_t n, size_t segments, size_t logit_rows, bool hidden)
+      : be_(be), on_(n <= kGraphTokens) {
+    if (on_)
+      be_.BeginStep(n << 20 | int64_t(std::min<size_t>(segments, 1023)) << 10 |
+                    int64_t(std::min<size_t>(logit_rows, 511)) << 1 | (hidden ? 1 : 0));
+  }
+  void End() {
+    if (on_) on_ = false, be_.EndStep();
+  }
+  ~StepGraph() {
+    try {
+      End();
+    } catch (const std::exception&) {  // unwinding already: the first error is the one to see
+    }
+  }
+
+ private:
+  Backend& be_;
+  bool on_;
+};
+
 }  // namespace
 
 void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segments,
@@ -90,6 +119,7 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   const int64_t qdim = heads * hd, kvdim = kv_heads * hd;
   const float eps = float(c.rms_norm_eps);
 
+  StepGraph graph(be, n, segments.size(), logit_rows.size(), hidden_rows_);
   // The step descriptor: token ids and positions in the backend's memory.
   ws.positions_host.resize(size_t(n));
   for (const Segment& s : segments)
@@ -456,6 +486,7 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     be.RmsNorm(h, m, hidden, w.final_norm.data(), eps, h);
     if (hidden_rows_) {  // ForwardHidden: the final-normed rows [m, hidden] into `logits`
       be.Download(logits, h, size_t(m * hidden) * sizeof(float));
+      graph.End();
       for (const Segment& s : segments) s.cache->Commit(s.count);
       return;
     }
@@ -467,6 +498,7 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   } else {
     be.Synchronize();
   }
+  graph.End();
   for (const Segment& s : segments) s.cache->Commit(s.count);
 }
 

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "convert/convert.h"
@@ -286,6 +288,66 @@ TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
     // code or an fp16 scale), so its logits sit far closer to the host's than the compression
     // moves them; a wrong code, scale, sign or order moves them as much as the compression does.
     EXPECT_LE(err, plain + 0.25 * effect) << c.name;
+  }
+}
+
+// Decode steps as CUDA graphs (Backend::BeginStep) compute exactly what the same steps launched
+// one kernel at a time compute: the same kernels with the same arguments, recorded. One sequence
+// (a plain f16 cache and the K4V3 TurboQuant cache) and a batch of three (DecodeBatch).
+TEST(CudaModel, GraphStepsEqualEagerSteps) {
+  TQ_REQUIRE_GPU();
+  test::TempDir tmp;
+  SynthOptions so;
+  so.like = "llama-3.2-1b";
+  so.out_dir = tmp.file("l1b");
+  so.layers = 2;
+  so.bits = 4;
+  so.progress = false;
+  WriteSynthCheckpoint(so);
+  auto m = Model::Load(so.out_dir, {.device = "cuda"});
+  const size_t vocab = size_t(m->vocab_size());
+  auto decode = [&](const KvCacheOptions& o, bool graphs) {
+    setenv("TURBOQUANT_CUDA_GRAPHS", graphs ? "1" : "0", 1);
+    auto cache = m->NewCache(o);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 70; ++i) prompt.push_back(int32_t((i * 7919) % 120000 + 3));
+    std::vector<float> logits(vocab), all;
+    m->Forward(prompt, *cache, logits.data());
+    for (int s = 0; s < 12; ++s) {  // past the first (eager) step of the shape
+      const int32_t next = int32_t((s * 104729) % 120000 + 5);
+      m->Forward(std::span<const int32_t>(&next, 1), *cache, logits.data());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    // Three sequences a step.
+    std::vector<std::unique_ptr<KvCache>> caches;
+    std::vector<KvCache*> ptrs;
+    for (int b = 0; b < 3; ++b) {
+      caches.push_back(m->NewCache(o));
+      ptrs.push_back(caches.back().get());
+      m->Forward(std::span<const int32_t>(prompt.data(), size_t(20 + 9 * b)), *ptrs.back(),
+                 logits.data());
+    }
+    std::vector<float> batch(3 * vocab);
+    for (int s = 0; s < 6; ++s) {
+      const int32_t ids[3] = {int32_t(11 + s), int32_t(500 + 3 * s), int32_t(90000 - s)};
+      m->DecodeBatch(ids, ptrs, batch.data());
+      all.insert(all.end(), batch.begin(), batch.end());
+    }
+    unsetenv("TURBOQUANT_CUDA_GRAPHS");
+    return all;
+  };
+  KvCacheOptions f16;
+  f16.max_tokens = 256;
+  f16.dtype = KvDType::kF16;
+  KvCacheOptions k4v3 = f16;
+  k4v3.k_bits = 4, k4v3.v_bits = 3;
+  for (const auto& [name, o] : {std::pair{"f16", f16}, std::pair{"K4V3", k4v3}}) {
+    const std::vector<float> eager = decode(o, false), graphs = decode(o, true);
+    ASSERT_EQ(eager.size(), graphs.size());
+    const double diff = MaxAbsDiff(eager, graphs);
+    std::printf("CudaModel graphs %s: max |graph - eager| = %.3g over %zu logits\n", name, diff,
+                eager.size());
+    EXPECT_EQ(diff, 0.0) << name;
   }
 }
 

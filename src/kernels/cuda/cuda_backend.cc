@@ -14,12 +14,15 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <numbers>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cuda/cuda_step_graph.h"
+#include "kernels/cuda/cuda_views.h"
 #include "kernels/cuda/launch.h"
 #include "quant/format.h"
 #include "quant/hadamard_blocks.h"
@@ -27,8 +30,14 @@
 namespace tq::kernels {
 namespace {
 
+using cuda::CheckHeads;
+using cuda::CheckPlainKv;
+using cuda::Dev;
 using cuda::DevPacked;
 using cuda::Elem;
+using cuda::GroupViews;
+using cuda::kMaxGroupViews;
+using cuda::ToDev;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -88,6 +97,7 @@ class CudaBackend final : public Backend {
     cc_minor_ = prop.minor;
     total_ = prop.totalGlobalMem;
     Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    graphs_ = std::make_unique<cuda::StepGraphs>(stream_);
     Check(cudaMalloc(&err_, sizeof(cuda::DeviceError)), "cudaMalloc (error word)");
     Check(cudaMemset(err_, 0, sizeof(cuda::DeviceError)), "cudaMemset");
     // A bad TURBOQUANT_CUDA_GEMM fails here, before any work; cuBLAS is set up now (it loads a
@@ -98,6 +108,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    graphs_.reset();
     cuda::DestroyBlas(blas_);
     for (void* p :
          {static_cast<void*>(err_), rot_scratch_, copy_scratch_, attn_scratch_, xhi_, xlo_, deq_})
@@ -134,6 +145,7 @@ class CudaBackend final : public Backend {
   }
 
   DeviceBuffer Upload(const void* host, size_t bytes, std::string_view what) override {
+    graphs_->Finish();  // (a sync point)
     DeviceBuffer b = Allocate(bytes, what);
     if (bytes) {
       // Ordered after everything queued (the buffer may be read by the next op).
@@ -145,18 +157,21 @@ class CudaBackend final : public Backend {
 
   void CopyToDevice(void* dst, const void* src, size_t bytes) override {
     Enter();
+    if (bytes && graphs_->capturing()) src = graphs_->Stage(src, bytes);  // read at the launch
     if (bytes)
       Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "copy to device");
   }
 
   void Download(void* dst, const void* src, size_t bytes) override {
     Enter();
+    graphs_->Finish();
     if (bytes) Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
     SyncAndCheck("download");
   }
 
   void Synchronize() override {
     Enter();
+    graphs_->Finish();
     SyncAndCheck("synchronize");
   }
 
@@ -218,7 +233,7 @@ class CudaBackend final : public Backend {
     CheckRotation(r, where);
     if (rows <= 0) return;
     Enter();
-    cuda::LaunchRotate(ToDev(r), x, rows, out, stream_);
+    cuda::LaunchRotate(DevRot(r), x, rows, out, stream_);
     Launched(where);
   }
 
@@ -278,7 +293,7 @@ class CudaBackend final : public Backend {
       for (size_t i = 0; i < outs.size(); ++i)
         TQ_CHECK(v.ws[i].cols == r.dim, where, "rotation of {} for {} inputs", r.dim, v.ws[i].cols);
       Enter();
-      const cuda::DevRotation dr = ToDev(r);
+      const cuda::DevRotation dr = DevRot(r);
       if (cuda::MmaPackedMatVec(x, v.ws, v.biases, v.ys, int(outs.size()), &dr, stream_)) {
         Launched(where);
         return;
@@ -345,7 +360,7 @@ class CudaBackend final : public Backend {
     CheckRotation(r, where);
     if (rows <= 0) return;
     Enter();
-    cuda::LaunchRotate(ToDev(r), gate, rows, out, stream_, up);
+    cuda::LaunchRotate(DevRot(r), gate, rows, out, stream_, up);
     Launched(where);
   }
 
@@ -695,6 +710,15 @@ class CudaBackend final : public Backend {
     Launched("ssd");
   }
 
+  void BeginStep(int64_t key) override {
+    Enter();
+    graphs_->Begin(key);
+  }
+  void EndStep() override {
+    Enter();
+    graphs_->Finish();
+  }
+
   float* RotationScratch(int64_t count) override {
     Enter();
     return static_cast<float*>(Grow(&rot_scratch_, &rot_scratch_bytes_,
@@ -706,6 +730,10 @@ class CudaBackend final : public Backend {
   static void FreeDevice(void* p, void* ctx) {
     auto* self = static_cast<CudaBackend*>(ctx);
     cudaSetDevice(self->device_);
+    if (self->graphs_ && self->graphs_->capturing()) {  // the graph being recorded may use it
+      self->graphs_->Retire(p);
+      return;
+    }
     // Work queued on the stream may still read it.
     cudaStreamSynchronize(self->stream_);
     cudaFree(p);
@@ -786,6 +814,7 @@ class CudaBackend final : public Backend {
   // Waits for the stream, then reads (and clears) the device error word.
   void SyncAndCheck(const char* what) {
     Check(cudaStreamSynchronize(stream_), what);
+    graphs_->FreeRetired();
     cuda::DeviceError e{};
     Check(cudaMemcpy(&e, err_, sizeof(e), cudaMemcpyDeviceToHost), what);
     if (e.code == cuda::kErrNone) return;
@@ -799,7 +828,11 @@ class CudaBackend final : public Backend {
   // A buffer that only grows (stable address once reserved).
   void* Grow(void** buf, size_t* have, size_t need, const char* what) {
     if (need <= *have) return *buf;
-    if (*buf) {
+    if (*buf && graphs_->capturing()) {
+      graphs_->Retire(*buf);  // the graph being recorded may use it
+      *buf = nullptr;
+      *have = 0;
+    } else if (*buf) {
       Check(cudaStreamSynchronize(stream_), what);
       cudaFree(*buf);
       *buf = nullptr;
@@ -826,84 +859,10 @@ class CudaBackend final : public Backend {
 
   // The kernels' view of a checked rotation: for a block m · 2^k (m > 1) with H_m in device
   // memory (uploaded once).
-  cuda::DevRotation ToDev(const RotationView& r) {
+  cuda::DevRotation DevRot(const RotationView& r) {
     cuda::DevRotation d{r.signs, r.dim, r.block};
     d.m = quant::HadamardBlockFactor(r.block);
     if (d.m > 1) d.small = DeviceBytes(quant::SmallHadamard(d.m));
-    return d;
-  }
-
-  // A plain cache's view for queries at pos0 .. pos0 + n - 1: false when there is nothing to do.
-  static bool CheckPlainKv(const KvView& kv, int64_t pos0, int64_t n, int64_t kv_heads,
-                           int64_t head_dim, const std::string& where) {
-    TQ_CHECK(pos0 >= 0, where, "negative start position {}", pos0);
-    if (n <= 0) return false;
-    TQ_CHECK(kv.k && kv.v && (kv_heads == 1 || kv.head_stride >= (pos0 + n) * head_dim), where,
-             "cache of head stride {} cannot hold {} positions of head_dim {}", kv.head_stride,
-             pos0 + n, head_dim);
-    return true;
-  }
-
-  void CheckHeads(const AttentionParams& p, const std::string& where) const {
-    TQ_CHECK(p.num_kv_heads > 0 && p.num_heads > 0 && p.num_heads % p.num_kv_heads == 0 &&
-                 p.head_dim > 0 && p.head_dim <= cuda::kMaxHeadDim,
-             where, "bad head counts {} / {} or head_dim {} (at most {})", p.num_heads,
-             p.num_kv_heads, p.head_dim, cuda::kMaxHeadDim);
-  }
-
-  static cuda::DevAttention Dev(const AttentionParams& p) {
-    return {p.num_heads, p.num_kv_heads, p.head_dim, p.window, p.scale};
-  }
-
-  // The device views of a group's outputs (launch.h FastPackedMatVecGroup / MmaPackedMatVec
-  // take at most 4).
-  static constexpr size_t kMaxGroupViews = 4;
-  struct GroupViews {
-    DevPacked ws[kMaxGroupViews];
-    const float* biases[kMaxGroupViews];
-    float* ys[kMaxGroupViews];
-  };
-  static void ToDev(std::span<const PackedMatMulOutput> outs, GroupViews& v,
-                    const std::string& where) {
-    for (size_t i = 0; i < outs.size(); ++i) {
-      TQ_CHECK(outs[i].w && outs[i].y, where, "output {} has no weight or no destination", i);
-      v.ws[i] = ToDev(*outs[i].w, where);
-      v.biases[i] = outs[i].bias;
-      v.ys[i] = outs[i].y;
-    }
-  }
-
-  static DevPacked ToDev(const PackedMatrix& w, const std::string& where) {
-    CheckPackedMatrix(w, where.c_str());
-    DevPacked d;
-    d.affine = w.method == quant::QuantMethod::kAffine ? 1 : 0;
-    d.format = int(w.format);
-    d.rows = w.rows;
-    d.cols = w.cols;
-    d.group_size = w.group_size;
-    d.row_bytes = w.row_bytes;
-    d.codes = w.codes;
-    d.scales = w.scales;
-    d.scale_codes = w.scale_codes;
-    d.scale_table = w.scale_table;
-    d.mins = w.mins;
-    d.codebook = w.codebook;
-    d.levels = quant::Traits(w.format).levels;
-    return d;
-  }
-
-  static cuda::DevCodeFormat ToDev(const KvCodeFormat& f) {
-    cuda::DevCodeFormat d;
-    d.dim = f.dim;
-    d.group = f.group;
-    d.code_bytes = f.code_bytes;
-    d.num_segments = f.num_segments;
-    for (int s = 0; s < f.num_segments; ++s) {
-      const KvCodeSegment& g = f.segments[s];
-      d.seg[s] = {
-          g.begin,  g.end,       g.byte_offset, int(g.format), quant::Traits(g.format).levels,
-          g.levels, g.thresholds};
-    }
     return d;
   }
 
@@ -940,6 +899,7 @@ class CudaBackend final : public Backend {
   int cc_major_ = 0, cc_minor_ = 0;
   size_t total_ = 0;
   cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::StepGraphs> graphs_;  // decode steps as graphs (BeginStep)
   cuda::DeviceError* err_ = nullptr;
   void* rot_scratch_ = nullptr;
   size_t rot_scratch_bytes_ = 0;
