@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/aligned_buffer.h"
@@ -76,7 +77,11 @@ std::vector<PackedMatrix> Matrices(CodeFormat f, int64_t max_count) {
     m.codes = p.codes.data() + i * code_bytes;
     m.row_bytes = rb;
     m.scales = p.scales.data() + i * scale_count;
-    m.codebook = tq::quant::GaussianCodebook(f).levels.data();
+    // TQ_PK_Q8=linear: q8 with convert's linear codebook (the int8 kernels' no-lookup path).
+    const char* q8 = std::getenv("TQ_PK_Q8");
+    m.codebook = f == CodeFormat::kQ8 && q8 && std::string(q8) == "linear"
+                     ? tq::quant::LinearQ8Codebook().levels.data()
+                     : tq::quant::GaussianCodebook(f).levels.data();
     ms.push_back(m);
   }
   return ms;

@@ -333,6 +333,14 @@ const Codebook& LinearQ8Codebook() {
   return book;
 }
 
+bool IsLinearQ8Levels(const float* levels) {
+  const float step = levels[129];
+  if (!(step > 0.0f)) return false;
+  for (int c = 0; c < 256; ++c)
+    if (std::fabs(levels[c] - float(c - 128) * step) > 1e-6f * step) return false;
+  return true;
+}
+
 const Codebook& GaussianCodebook(CodeFormat format) {
   if (format == CodeFormat::kTernary) return TernaryCodebook();
   return GaussianCodebook(Traits(format).code_bits);

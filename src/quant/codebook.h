@@ -98,6 +98,9 @@ const Codebook& GaussianCodebook(CodeFormat format);
 // 3.1e-5, but the int8 kernels compute with Lloyd-Max's levels rounded to an int8 grid (173
 // distinct values), ~1.4e-4; with this grid they use the stored levels exactly.
 const Codebook& LinearQ8Codebook();
+// True when 256 levels are the int8 grid times one step: levels[c] = (c - 128) · step, within 1e-6
+// of a step (LinearQ8Codebook's form, at any step): the int8 kernels then read codes as int8.
+bool IsLinearQ8Levels(const float* levels);
 // Lloyd-Max for SphereCoordinateDensity(dim) at 1, 2, 3, 4 or 8 bits (dim in [4, 65536]).
 const Codebook& SphereCodebook(int dim, int bits);
 

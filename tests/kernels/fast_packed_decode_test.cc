@@ -173,33 +173,38 @@ TEST(FastPackedDecode, Q8SymmetricAndSkewedCodebooks) {
 }
 
 // q8 with convert's linear codebook (quant::LinearQ8Codebook: codes read as int8 c - 128, no
-// lookup) on AVX2: decode (steps, units, groups of 16; fp16 and e8 scales) and the int8 GEMM
-// against the oracle, random codes and the extreme ones (every code 0: w = -128, whose |w| = 128
-// must not saturate vpmaddubsw's pair sums with |x| = 127 of either sign, and every code 255).
+// lookup) on AVX2 and AVX-512 (the code is the u8 weight of vpdpbusd): decode (steps, units,
+// groups of 16; fp16 and e8 scales) and the int8 GEMM against the oracle, random codes and the
+// extreme ones (every code 0: w = -128, whose |w| = 128 must not saturate vpmaddubsw's pair sums
+// with |x| = 127 of either sign, and every code 255).
 TEST(FastPackedDecode, Q8LinearCodebook) {
   if (cpu::DetectedIsa() < Isa::kAvx2) GTEST_SKIP();
-  IsaScope scope(Isa::kAvx2);
   std::mt19937 rng(6);
   std::normal_distribution<float> nd;
   const std::vector<float>& lin = quant::LinearQ8Codebook().levels;
-  for (int64_t g : {16, 32, 64, 128})
-    for (Scales sc : {Scales::kF16, Scales::kE8})
-      for (int fill : {-1, 0, 255}) {  // -1: random codes
-        Packed o = RandomPacked(QuantMethod::kCodebook, CodeFormat::kQ8, 37, 640, g, 10, sc);
-        o.q.codebook = lin;
-        o.view.codebook = o.q.codebook.data();
-        if (fill >= 0) std::fill(o.q.codes.begin(), o.q.codes.end(), uint8_t(fill));
-        o.view.codes = o.q.codes.data();
-        ASSERT_TRUE(cpu::FastDecodeSupports(o.view));
-        for (int64_t n : {1, 2, 5, 12, 40}) {  // 40: the int8 GEMM
-          std::vector<float> x(size_t(n * 640)), want(size_t(n * 37)), got(want.size());
-          for (auto& v : x) v = fill >= 0 ? (nd(rng) > 0 ? 1.0f : -1.0f) : nd(rng);
-          ref::PackedMatMul(x.data(), n, o.view, nullptr, want.data());
-          cpu::PackedMatMul(x.data(), n, o.view, nullptr, got.data());
-          EXPECT_LE(Nmse(got, want), cpu::kFastDecodeMaxNmse[int(CodeFormat::kQ8)])
-              << "g" << g << (sc == Scales::kE8 ? " e8" : " f16") << " fill " << fill << " n=" << n;
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (cpu::DetectedIsa() < isa) continue;
+    IsaScope scope(isa);
+    for (int64_t g : {16, 32, 64, 128})
+      for (Scales sc : {Scales::kF16, Scales::kE8})
+        for (int fill : {-1, 0, 255}) {  // -1: random codes
+          Packed o = RandomPacked(QuantMethod::kCodebook, CodeFormat::kQ8, 37, 640, g, 10, sc);
+          o.q.codebook = lin;
+          o.view.codebook = o.q.codebook.data();
+          if (fill >= 0) std::fill(o.q.codes.begin(), o.q.codes.end(), uint8_t(fill));
+          o.view.codes = o.q.codes.data();
+          ASSERT_TRUE(cpu::FastDecodeSupports(o.view));
+          for (int64_t n : {1, 2, 5, 12, 40}) {  // 40: the int8 GEMM
+            std::vector<float> x(size_t(n * 640)), want(size_t(n * 37)), got(want.size());
+            for (auto& v : x) v = fill >= 0 ? (nd(rng) > 0 ? 1.0f : -1.0f) : nd(rng);
+            ref::PackedMatMul(x.data(), n, o.view, nullptr, want.data());
+            cpu::PackedMatMul(x.data(), n, o.view, nullptr, got.data());
+            EXPECT_LE(Nmse(got, want), cpu::kFastDecodeMaxNmse[int(CodeFormat::kQ8)])
+                << cpu::IsaName(isa) << " g" << g << (sc == Scales::kE8 ? " e8" : " f16")
+                << " fill " << fill << " n=" << n;
+          }
         }
-      }
+  }
 }
 
 // Through the public entry point: the dispatch takes the int8 kernel for one token and the

@@ -13,11 +13,11 @@
 // 3-level vpblendvb tree on bits 4-6) and its sign is c's top bit: 22 ops per 32 codes instead of
 // the 64 of 16 masked vpshufb over the whole table (the fallback kept for other tables). A
 // linear q8 codebook (levels[c] = (c - 128) · step, convert's q8 tier: quant::LinearQ8Codebook)
-// needs no table: w = c ^ 0x80 as int8, centroid = w · step (IsLinearQ8, LookupLinear).
-// vpmaddubsw multiplies unsigned by signed bytes, so a product is |w| · (x with w's sign): pair
-// sums stay <= 2·128·127 (no int16 saturation; |w| = 128 only for the linear grid's code 0).
-// Affine codes (0..15) are already unsigned.
-// Include only in x86-64 translation units whose functions carry TQ_AVX2.
+// needs no table: w = c ^ 0x80 as int8, centroid = w · step (quant::IsLinearQ8Levels,
+// LookupLinear). vpmaddubsw multiplies unsigned by signed bytes, so a product is |w| · (x with w's
+// sign): pair sums stay <= 2·128·127 (no int16 saturation; |w| = 128 only for the linear grid's
+// code 0). Affine codes (0..15) are already unsigned. Include only in x86-64 translation units
+// whose functions carry TQ_AVX2.
 #pragma once
 
 #if defined(__x86_64__)
@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include "kernels/packed_ops.h"
+#include "quant/codebook.h"
 #include "quant/format.h"
 
 #define TQ_AVX2 __attribute__((target("avx2,fma,f16c,bmi2")))
@@ -95,16 +96,6 @@ TQ_AVX2_INLINE void ExpandStep(const uint8_t* p, __m256i* a, __m256i* b) {
   }
 }
 
-// True when a 256-level codebook is the int8 grid times one step: levels[c] = (c - 128) · step,
-// within 1e-6 of a step (convert's q8 tier: quant::LinearQ8Codebook).
-inline bool IsLinearQ8(const float* levels) {
-  const float step = levels[129];
-  if (!(step > 0.0f)) return false;
-  for (int c = 0; c < 256; ++c)
-    if (std::fabs(levels[c] - float(c - 128) * step) > 1e-6f * step) return false;
-  return true;
-}
-
 // The codebook scaled to int8, in the forms the lookups need.
 struct Tables {
   __m256i t16;             // <= 16 levels: signed centroids in both 128-bit lanes
@@ -133,7 +124,7 @@ TQ_AVX2 inline void BuildTables(const PackedMatrix& w, Tables* t) {
     t->t16 = BothLanes(tab);
     return;
   }
-  if (IsLinearQ8(w.codebook)) {
+  if (quant::IsLinearQ8Levels(w.codebook)) {
     t->q8_linear = true;
     t->cb_scale = w.codebook[129];
     return;

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "kernels/packed_ops.h"
+#include "quant/codebook.h"
 #include "quant/format.h"
 
 #define TQ_AVX512 \
@@ -86,14 +87,16 @@ TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
 }
 
 struct Tables {
-  __m512i t16;         // ≤16 levels: the u8 table in each 128-bit lane
-  __m512i t256[4];     // q8: 4 × 64 entries
-  float cb_scale = 1;  // centroid = (table - 128) · cb_scale
+  __m512i t16;             // ≤16 levels: the u8 table in each 128-bit lane
+  __m512i t256[4];         // q8: 4 × 64 entries
+  bool q8_linear = false;  // q8, levels[c] = (c - 128) · step: the code is its own table entry
+  float cb_scale = 1;      // centroid = (table - 128) · cb_scale
 };
 
-template <CodeFormat F, bool kAffine>
+// kLinear: a linear q8 codebook (Tables::q8_linear), whose code c is the u8 entry c itself.
+template <CodeFormat F, bool kAffine, bool kLinear = false>
 TQ_AVX512_INLINE __m512i Lookup(__m512i c, const Tables& t) {
-  if constexpr (kAffine) {
+  if constexpr (kAffine || kLinear) {
     return c;
   } else if constexpr (F == CodeFormat::kQ8) {
     const __m512i lo = _mm512_permutex2var_epi8(t.t256[0], c, t.t256[1]);
@@ -113,6 +116,11 @@ TQ_AVX512 inline void BuildTables(const PackedMatrix& w, Tables* t) {
   for (int i = 0; i < levels; ++i) amax = std::max(amax, std::fabs(w.codebook[i]));
   const float s = amax > 0.0f ? 127.0f / amax : 0.0f;
   t->cb_scale = amax > 0.0f ? amax / 127.0f : 0.0f;
+  if (levels == 256 && quant::IsLinearQ8Levels(w.codebook)) {  // exact: no table, no rounding
+    t->q8_linear = true;
+    t->cb_scale = w.codebook[129];
+    return;
+  }
   alignas(64) uint8_t tab[256] = {};
   for (int i = 0; i < levels; ++i) tab[i] = uint8_t(128 + std::lrintf(w.codebook[i] * s));
   if (levels <= 16) {

@@ -122,11 +122,12 @@ struct RowCtx {
 
 // One step of R rows × N tokens: each row's codes are expanded and looked up once and reused for
 // the N tokens (the int8 activations, bias lanes and scales of a token are loaded per use).
-template <CodeFormat F, bool kAffine, int R, int N, bool kTail>
+template <CodeFormat F, bool kAffine, bool kLinear, int R, int N, bool kTail>
 TQ_AVX512_INLINE void Step(const RowCtx& c, const TokenView* tv, int64_t s, const uint8_t* const* p,
                            const __m512* ws, __m512 (*acc)[N]) {
   for (int r = 0; r < R; ++r) {
-    const __m512i wv = Lookup<F, kAffine>(Expand<F, kTail>(p[r] + s * kStepBytes<F>), *c.t);
+    const __m512i wv =
+        Lookup<F, kAffine, kLinear>(Expand<F, kTail>(p[r] + s * kStepBytes<F>), *c.t);
     for (int t = 0; t < N; ++t) {
       const __m512i d = _mm512_dpbusd_epi32(_mm512_load_si512(tv[t].bias + s * 16), wv,
                                             _mm512_load_si512(tv[t].xq + s * 64));
@@ -138,12 +139,13 @@ TQ_AVX512_INLINE void Step(const RowCtx& c, const TokenView* tv, int64_t s, cons
 }
 
 // Step with a scalar float factor per (row, token): f[r][t] = group scale · activation scale.
-template <CodeFormat F, bool kAffine, int R, int N, bool kTail>
+template <CodeFormat F, bool kAffine, bool kLinear, int R, int N, bool kTail>
 TQ_AVX512_INLINE void StepScalar(const RowCtx& c, const TokenView* tv, int64_t s,
                                  const uint8_t* const* p, const float (*f)[N][16], int i,
                                  __m512 (*acc)[N]) {
   for (int r = 0; r < R; ++r) {
-    const __m512i wv = Lookup<F, kAffine>(Expand<F, kTail>(p[r] + s * kStepBytes<F>), *c.t);
+    const __m512i wv =
+        Lookup<F, kAffine, kLinear>(Expand<F, kTail>(p[r] + s * kStepBytes<F>), *c.t);
     for (int t = 0; t < N; ++t) {
       const __m512i d = _mm512_dpbusd_epi32(_mm512_load_si512(tv[t].bias + s * 16), wv,
                                             _mm512_load_si512(tv[t].xq + s * 64));
@@ -169,7 +171,7 @@ TQ_AVX512_INLINE void PrefetchStep(const uint8_t* pf, int64_t s) {
 // 32 (kGps = 4 or 2 groups per step, each dword lane has its own scale) or a multiple of
 // 64 (a group spans whole steps). Scales are converted 16 groups at a time (LoadScales).
 // pf: the next block to prefetch, or null.
-template <CodeFormat F, bool kAffine, int kGps, int R, int N>
+template <CodeFormat F, bool kAffine, bool kLinear, int kGps, int R, int N>
 TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, int64_t ystride,
                     const uint8_t* pf) {
   const PackedMatrix& w = *c.w;
@@ -219,9 +221,9 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
         const int64_t s = s0 + i;
         PrefetchStep<F, R>(pf, s);
         if (s < c.full_steps) {
-          StepScalar<F, kAffine, R, N, false>(c, tv, s, p, f, i, acc);
+          StepScalar<F, kAffine, kLinear, R, N, false>(c, tv, s, p, f, i, acc);
         } else {
-          StepScalar<F, kAffine, R, N, true>(c, tv, s, p, f, i, acc);
+          StepScalar<F, kAffine, kLinear, R, N, true>(c, tv, s, p, f, i, acc);
         }
       }
     }
@@ -250,9 +252,9 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
         }
         PrefetchStep<F, R>(pf, s);
         if (s < c.full_steps) {
-          Step<F, kAffine, R, N, false>(c, tv, s, p, ws, acc);
+          Step<F, kAffine, kLinear, R, N, false>(c, tv, s, p, ws, acc);
         } else {
-          Step<F, kAffine, R, N, true>(c, tv, s, p, ws, acc);
+          Step<F, kAffine, kLinear, R, N, true>(c, tv, s, p, ws, acc);
         }
       }
     } else {
@@ -271,9 +273,9 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
           for (int r = 0; r < R; ++r) ws[r] = _mm512_permutexvar_ps(idx, gv[r]);
           PrefetchStep<F, R>(pf, s);
           if (s < c.full_steps) {
-            Step<F, kAffine, R, N, false>(c, tv, s, p, ws, acc);
+            Step<F, kAffine, kLinear, R, N, false>(c, tv, s, p, ws, acc);
           } else {
-            Step<F, kAffine, R, N, true>(c, tv, s, p, ws, acc);
+            Step<F, kAffine, kLinear, R, N, true>(c, tv, s, p, ws, acc);
           }
         }
       }
@@ -302,7 +304,7 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
 // accumulators); the first pass prefetches the next block, the others find it in L1/L2.
 inline constexpr int kTokensPerPass = 4;
 
-template <CodeFormat F, bool kAffine, int kGps, int R>
+template <CodeFormat F, bool kAffine, bool kLinear, int kGps, int R>
 TQ_AVX512 void RowsAllTokens(const RowCtx& c, int64_t r0, const TokenView* tv, int64_t n, float* y,
                              int64_t ystride, const uint8_t* pf) {
   for (int64_t t0 = 0; t0 < n; t0 += kTokensPerPass) {
@@ -311,22 +313,22 @@ TQ_AVX512 void RowsAllTokens(const RowCtx& c, int64_t r0, const TokenView* tv, i
     const uint8_t* f = t0 == 0 ? pf : nullptr;
     switch (std::min<int64_t>(kTokensPerPass, n - t0)) {
       case 1:
-        Rows<F, kAffine, kGps, R, 1>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kLinear, kGps, R, 1>(c, r0, tp, yp, ystride, f);
         break;
       case 2:
-        Rows<F, kAffine, kGps, R, 2>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kLinear, kGps, R, 2>(c, r0, tp, yp, ystride, f);
         break;
       case 3:
-        Rows<F, kAffine, kGps, R, 3>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kLinear, kGps, R, 3>(c, r0, tp, yp, ystride, f);
         break;
       default:
-        Rows<F, kAffine, kGps, R, 4>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kLinear, kGps, R, 4>(c, r0, tp, yp, ystride, f);
         break;
     }
   }
 }
 
-template <CodeFormat F, bool kAffine, int kGps>
+template <CodeFormat F, bool kAffine, int kGps, bool kLinear = false>
 void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
                const Tables& t) {
   const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
@@ -342,9 +344,9 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
     int64_t r = b;
     for (; r + 4 <= e; r += 4) {
       const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
-      RowsAllTokens<F, kAffine, kGps, 4>(ctx, r, tv, n, y, rows, pf);
+      RowsAllTokens<F, kAffine, kLinear, kGps, 4>(ctx, r, tv, n, y, rows, pf);
     }
-    for (; r < e; ++r) RowsAllTokens<F, kAffine, kGps, 1>(ctx, r, tv, n, y, rows, nullptr);
+    for (; r < e; ++r) RowsAllTokens<F, kAffine, kLinear, kGps, 1>(ctx, r, tv, n, y, rows, nullptr);
     if (bias != nullptr)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
@@ -361,6 +363,13 @@ void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bia
     if (g == 16) return RunFormat<F, true, 4>(x, n, w, bias, y, t);
     if (g == 32) return RunFormat<F, true, 2>(x, n, w, bias, y, t);
     return RunFormat<F, true, 0>(x, n, w, bias, y, t);
+  }
+  if constexpr (F == CodeFormat::kQ8) {
+    if (t.q8_linear) {  // convert's q8 tier: the codes are the u8 weights (no lookup)
+      if (g == 16) return RunFormat<F, false, 4, true>(x, n, w, bias, y, t);
+      if (g == 32) return RunFormat<F, false, 2, true>(x, n, w, bias, y, t);
+      return RunFormat<F, false, 0, true>(x, n, w, bias, y, t);
+    }
   }
   if (g == 16) return RunFormat<F, false, 4>(x, n, w, bias, y, t);
   if (g == 32) return RunFormat<F, false, 2>(x, n, w, bias, y, t);

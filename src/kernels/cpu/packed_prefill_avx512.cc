@@ -119,9 +119,10 @@ TQ_AVX512 void ExpandPanel(const PackedMatrix& w, const Tables& t, int64_t r0, i
       const char* next = reinterpret_cast<const char*>(p + kPrefetchRows * w.row_bytes);
       for (int64_t k = 0; k < w.row_bytes; k += 64) _mm_prefetch(next + k, _MM_HINT_T0);
     }
-    for (int64_t s = 0; s < steps; ++s)
-      _mm512_store_si512(q + s * 64,
-                         Lookup<F, kAffine>(Expand<F, false>(p + s * kStepBytes<F>), t));
+    for (int64_t s = 0; s < steps; ++s) {
+      const __m512i c = Expand<F, false>(p + s * kStepBytes<F>);
+      _mm512_store_si512(q + s * 64, t.q8_linear ? c : Lookup<F, kAffine>(c, t));
+    }
     float* ws = pn->s.data() + r * sp;
     float* wb = pn->b.data() + r * sp;
     const int64_t i0 = (r0 + r) * groups;
