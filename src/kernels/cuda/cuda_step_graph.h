@@ -10,7 +10,8 @@
 // uploads, scratch growth and function attributes that must not happen inside a capture.
 // Host bytes that an op copies to the device during a capture (token ids, positions) are staged
 // in pinned memory that lives until the graph has run, since the graph reads them at launch.
-// TURBOQUANT_CUDA_GRAPHS=0 turns graphs off (read at each BeginStep).
+// TURBOQUANT_CUDA_GRAPHS=1 turns graphs on (read at each BeginStep; off by default until measured
+// on a GPU).
 #pragma once
 
 #if !defined(TQ_CUDA_EMU)
