@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -230,9 +231,8 @@ TEST(CudaModel, MixtureOfExpertsEqualsTheCpu) {
 // rounding (the cpu's int8 activations, the GPU's bf16 GEMMs) already moves the logits: bound
 // the compressed cache's difference by the f32 cache's plus 2% of the logits' scale (a wrong
 // code, scale, order or span gives O(1)).
-TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
-  TQ_REQUIRE_GPU();
-  test::TempDir tmp;
+// A 2-layer Llama-3.2-1B-shaped 4-bit model written into tmp (random weights); its directory.
+std::string SynthL1b(test::TempDir& tmp) {
   SynthOptions so;
   so.like = "llama-3.2-1b";
   so.out_dir = tmp.file("l1b");
@@ -240,8 +240,15 @@ TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
   so.bits = 4;
   so.progress = false;
   WriteSynthCheckpoint(so);
-  auto gpu = Model::Load(so.out_dir, {.device = "cuda"});
-  auto cpu = Model::Load(so.out_dir, {.device = "cpu"});
+  return so.out_dir;
+}
+
+TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
+  TQ_REQUIRE_GPU();
+  test::TempDir tmp;
+  const std::string dir = SynthL1b(tmp);
+  auto gpu = Model::Load(dir, {.device = "cuda"});
+  auto cpu = Model::Load(dir, {.device = "cpu"});
   std::vector<int32_t> ids;
   for (int i = 0; i < 300; ++i) ids.push_back(int32_t((i * 7919) % 120000 + 3));
   // Decode steps feed fixed ids (not each backend's own greedy choice: on random weights a
@@ -297,14 +304,7 @@ TEST(CudaModel, TurboQuantKvCacheEqualsTheCpu) {
 TEST(CudaModel, GraphStepsEqualEagerSteps) {
   TQ_REQUIRE_GPU();
   test::TempDir tmp;
-  SynthOptions so;
-  so.like = "llama-3.2-1b";
-  so.out_dir = tmp.file("l1b");
-  so.layers = 2;
-  so.bits = 4;
-  so.progress = false;
-  WriteSynthCheckpoint(so);
-  auto m = Model::Load(so.out_dir, {.device = "cuda"});
+  auto m = Model::Load(SynthL1b(tmp), {.device = "cuda"});
   const size_t vocab = size_t(m->vocab_size());
   auto decode = [&](const KvCacheOptions& o, bool graphs) {
     setenv("TURBOQUANT_CUDA_GRAPHS", graphs ? "1" : "0", 1);

@@ -40,12 +40,9 @@ __global__ void __launch_bounds__(kPipeThreads, 2)
   constexpr int kWarpRows = kTileRows / kAttnWarps;  // a warp's rows of a tile
   __shared__ float ktab[1][256], vtab[1][256];
   auto* smem = reinterpret_cast<uint8_t*>(DynamicShared());
-  const int64_t i = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
+  const auto [i, kvh, split, lo, hi] = SplitOfBlock(pos0, p, chunk);
   const int splits = int(gridDim.z);
   const int G = int(p.num_heads / p.num_kv_heads);
-  const int64_t pos = pos0 + i;
-  const int64_t first = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
-  const int64_t lo = first + split * chunk, hi = min(pos + 1, lo + chunk);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float* qg = qp + (i * p.num_heads + kvh * G) * kD;  // the group's first head
   const float scale2 = p.scale * kPipeLog2e;

@@ -54,6 +54,19 @@ __device__ __forceinline__ float ReduceScatter(float (&v)[N], int lane) {
   return r;
 }
 
+// The positions [lo, hi) a split block (blockIdx: row i, KV head, split) attends to: row i is at
+// pos0 + i and sees the window's positions (all with window 0), cut into splits of `chunk`.
+struct SplitRange {
+  int64_t i, kvh, split, lo, hi;
+};
+__device__ __forceinline__ SplitRange SplitOfBlock(int64_t pos0, const DevAttention& p,
+                                                   int64_t chunk) {
+  const int64_t i = blockIdx.x, split = blockIdx.z, pos = pos0 + i;
+  const int64_t first = p.window > 0 ? max(int64_t(0), pos - p.window + 1) : 0;
+  const int64_t lo = first + split * chunk;
+  return {i, int64_t(blockIdx.y), split, lo, min(pos + 1, lo + chunk)};
+}
+
 // A warp's online softmax for the group's heads g < G (of kG; lane holds channels lane + 32 e).
 template <int kG, int kP>
 struct GroupState {
