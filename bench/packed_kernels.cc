@@ -7,7 +7,7 @@
 //   speed alone (Gweights/s counts weights × tokens), per format × threads × tokens. Up to
 //   kFastDecodeMaxTokens the int8 decode path runs unless the AMX path takes n >= kAmxMinTokens;
 //   n = 7 vs 8 shows the int8/AMX crossover, 16 vs 17 the int8/tiled one on CPUs without AMX.
-// Set TQ_PK_MIB to change the 1 GiB.
+// Set TQ_PK_MIB to change the 1 GiB, TQ_PK_GROUP the group size (64).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -30,7 +30,15 @@ using tq::kernels::PackedMatrix;
 using tq::kernels::cpu::Isa;
 using tq::quant::CodeFormat;
 
-constexpr int64_t kRows = 8192, kCols = 2048, kGroup = 64;
+constexpr int64_t kRows = 8192, kCols = 2048;
+
+// Group size of the matrices: 64, or TQ_PK_GROUP (convert's default is 128).
+int64_t Group() {
+  const char* env = std::getenv("TQ_PK_GROUP");
+  const int64_t g = env ? std::atoll(env) : 64;
+  return g >= 16 && kCols % g == 0 ? g : 64;
+}
+const int64_t kGroup = Group();
 const CodeFormat kFormats[] = {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8,
                                CodeFormat::kTernary};
 

@@ -50,7 +50,7 @@ double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
 // Per output: |got - want| <= 0.02 · Σ_c |ŵ_rc·x_c| (two int8 roundings, each <= 1/254 of a
 // block maximum; affine: |ŵ| + |ŵ - min| in place of |ŵ|). Per (isa, format, method, scales): the
 // NMSE over all shapes and tokens <= the format's kFastDecodeMaxNmse (a single output can be near
-// zero, so NMSE is only meaningful in aggregate). Group sizes 16 .. 128, fp16 and e8 scales
+// zero, so NMSE is only meaningful in aggregate). Group sizes 16 .. 256, fp16 and e8 scales
 // (codebook method); on AVX-512 every binary format and ternary must take the int8 kernel at every
 // group size and scale encoding.
 TEST(FastPackedDecode, MatchesRefForEveryIsaFormatGroupAndShape) {
@@ -69,10 +69,12 @@ TEST(FastPackedDecode, MatchesRefForEveryIsaFormatGroupAndShape) {
           const std::string name =
               std::string(cpu::IsaName(isa)) + " " + std::string(quant::Traits(f).name) +
               (m == QuantMethod::kAffine ? " affine" : "") + (sk == Scales::kE8 ? " e8" : "");
-          for (int64_t g : {16, 32, 64, 128}) {
+          // 192: 3 steps a group (one activation scale a step); 256: 2 segments of 2 steps.
+          for (int64_t g : {16, 32, 64, 128, 192, 256}) {
             const int64_t u = std::max<int64_t>(g, 32);  // the kernels need cols % 32 == 0
+            const int64_t big = 2048 / u * u;
             for (int64_t rows : {1, 7, 257}) {
-              for (int64_t cols : {u, 3 * u, 5 * u, int64_t{2048}, 2048 + u}) {
+              for (int64_t cols : {u, 3 * u, 5 * u, big, big + u}) {
                 const Packed o = RandomPacked(m, f, rows, cols, g, uint32_t(rows * 131 + cols), sk);
                 if (isa >= Isa::kAvx512) {
                   ASSERT_TRUE(cpu::FastDecodeSupports(o.view)) << name << " g" << g << " " << cols;

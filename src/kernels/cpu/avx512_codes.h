@@ -44,8 +44,11 @@ TQ_AVX512_INLINE __m512i Q3Shifts() {
   return _mm512_set_epi64(6 * k, 4 * k, 2 * k, 0, 6 * k, 4 * k, 2 * k, 0);
 }
 
-// The code indices of one step; kTail: only u0 exists (the row's last, odd unit).
-template <CodeFormat F, bool kTail>
+// The code indices of one step; kTail: only u0 exists (the row's last, odd unit). kClean = false
+// (q2 / q4 only): the bits above each code are left as they are, for a lookup that reads only
+// the code's bits of each index byte (LookupRaw: vpermb takes 6 bits, against a table repeated
+// every 2^bits entries), one AND less a step.
+template <CodeFormat F, bool kTail, bool kClean = true>
 TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
   if constexpr (F == CodeFormat::kQ4) {
     // Both halves hold the 32 bytes (a broadcast load); the upper half is shifted by 4.
@@ -54,7 +57,8 @@ TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
               : _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     const __m512i sh = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll,
                                         0x0004000400040004ll, 0x0004000400040004ll, 0, 0, 0, 0);
-    return _mm512_and_si512(_mm512_srlv_epi16(z, sh), _mm512_set1_epi8(0x0F));
+    const __m512i v = _mm512_srlv_epi16(z, sh);
+    return kClean ? _mm512_and_si512(v, _mm512_set1_epi8(0x0F)) : v;
   } else if constexpr (F == CodeFormat::kQ2) {
     const __m128i v = kTail ? _mm_maskz_loadu_epi8(0xFF, p)
                             : _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -63,7 +67,7 @@ TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
         _mm512_set_epi64(6 * 0x0001000100010001ll, 6 * 0x0001000100010001ll,
                          4 * 0x0001000100010001ll, 4 * 0x0001000100010001ll,
                          2 * 0x0001000100010001ll, 2 * 0x0001000100010001ll, 0, 0));
-    return _mm512_and_si512(z, _mm512_set1_epi8(0x03));
+    return kClean ? _mm512_and_si512(z, _mm512_set1_epi8(0x03)) : z;
   } else if constexpr (F == CodeFormat::kQ3) {
     // Step bytes: u0 low bits [0, 8), u0 bit 2 [8, 12), u1 low bits [12, 20), u1 bit 2 [20, 24).
     // u0's 8 low-bit bytes go to qwords 0..3 and u1's to 4..7; qword q is shifted
@@ -88,6 +92,7 @@ TQ_AVX512_INLINE __m512i Expand(const uint8_t* p) {
 
 struct Tables {
   __m512i t16;             // ≤16 levels: the u8 table in each 128-bit lane
+  __m512i t64;             // q2 / q4: entry i = the u8 table's entry i mod 2^bits (LookupRaw)
   __m512i t256[4];         // q8: 4 × 64 entries
   bool q8_linear = false;  // q8, levels[c] = (c - 128) · step: the code is its own table entry
   float cb_scale = 1;      // centroid = (table - 128) · cb_scale
@@ -105,6 +110,14 @@ TQ_AVX512_INLINE __m512i Lookup(__m512i c, const Tables& t) {
   } else {
     return _mm512_shuffle_epi8(t.t16, c);
   }
+}
+
+// Codebook lookup of Expand<F, kTail, false>'s indices (q2 / q4): vpermb reads the low 6 bits of
+// each byte, the code's bits and bits above them that t64's repetition ignores.
+template <CodeFormat F>
+TQ_AVX512_INLINE __m512i LookupRaw(__m512i c, const Tables& t) {
+  static_assert(F == CodeFormat::kQ2 || F == CodeFormat::kQ4);
+  return _mm512_permutexvar_epi8(c, t.t64);
 }
 
 TQ_AVX512_INLINE float H2F(uint16_t h) { return _cvtsh_ss(h); }
@@ -125,6 +138,9 @@ TQ_AVX512 inline void BuildTables(const PackedMatrix& w, Tables* t) {
   for (int i = 0; i < levels; ++i) tab[i] = uint8_t(128 + std::lrintf(w.codebook[i] * s));
   if (levels <= 16) {
     t->t16 = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(tab)));
+    alignas(64) uint8_t rep[64];
+    for (int i = 0; i < 64; ++i) rep[i] = tab[i % levels];
+    t->t64 = _mm512_load_si512(rep);
   } else {
     for (int k = 0; k < 4; ++k) t->t256[k] = _mm512_load_si512(tab + 64 * k);
   }

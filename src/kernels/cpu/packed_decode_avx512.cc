@@ -42,7 +42,8 @@ inline __mmask16 GroupLanes(int64_t g, int k) {
 // One token's activations in kernel order: xq int8 [steps, 64], bias int32 [steps, 16]
 // (-128 · Σ of each dword's 4 bytes for the codebook method, else 0), xs float [steps, 16] (the
 // activation scale of each dword's unit), gsum float [groups] (Σx per weight group, affine),
-// xss float [steps] (per_step: one activation scale per step, the same in all its lanes).
+// xss float [steps] (seg > 0: one activation scale per segment of seg steps, the same in all its
+// lanes and steps; bias then holds each segment's sum in its first step and 0 in the others).
 struct TokenView {
   const int8_t* xq;
   const int32_t* bias;
@@ -57,44 +58,62 @@ int64_t TokenFloats(int64_t steps, int64_t groups) {
          (steps + 15) / 16 * 16 /*xss*/;
 }
 
-// per_step: quantize per 64 values (a step; groups of 64+ columns) instead of per 32, so the float
-// factor of a step is a scalar (see StepScalar).
+// Steps per activation segment for groups of g >= 64 columns (a multiple of 64): 2 where a group
+// spans an even number of steps (one int8 scale per 128 values, so a segment's two vpdpbusd
+// chain in int32 and its float factor is one scalar: one convert and one fma per 2 steps), else 1.
+inline int SegmentSteps(int64_t g) { return (g / 64) % 2 == 0 ? 2 : 1; }
+
+// seg > 0: quantize per segment of seg steps (groups of 64+ columns, SegmentSteps) instead of per
+// 32 values, so the float factor of a segment is a scalar (see RowsSegmented).
 template <CodeFormat F>
-void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, bool per_step,
-                  float* base, TokenView* tv) {
+void PrepareToken(const float* x, int64_t cols, int64_t g, bool codebook, int seg, float* base,
+                  TokenView* tv) {
   const int64_t units = cols / 32, steps = (units + 1) / 2, groups = cols / g;
   auto* xq = reinterpret_cast<int8_t*>(base);
   auto* bias = reinterpret_cast<int32_t*>(base + steps * 16);
   float* xs = base + steps * 32;
   float* gsum = base + steps * 48;
   float* xss = gsum + (groups + 15) / 16 * 16;
-  float unit_scale[2], inv[2];
+  const int unit_span = seg > 0 ? 2 * seg : 1;  // units sharing one activation scale
+  for (int64_t u0 = 0; u0 < units; u0 += unit_span) {
+    const int64_t u1 = std::min(units, u0 + unit_span);
+    float amax = 0.0f;
+    for (int64_t c = u0 * 32; c < u1 * 32; ++c) amax = std::max(amax, std::fabs(x[c]));
+    const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int64_t unit = u0; unit < u1; ++unit) {
+      const int64_t s = unit / 2, half = unit % 2;
+      int8_t* q = xq + s * 64;
+      for (int p = 0; p < 64; ++p) {
+        const int off = PosToCode<F>(p);
+        if ((off >> 5) != half) continue;
+        q[p] = int8_t(std::lrintf(x[s * 64 + off] * inv));
+      }
+      for (int i = 0; i < 16; ++i)
+        if ((PosToCode<F>(4 * i) >> 5) == half) xs[s * 16 + i] = scale;
+      if (half == 0) xss[s] = scale;
+    }
+  }
+  if (units % 2 == 1) {  // the last step's missing u1: zero activations (its codes are padding)
+    const int64_t s = units / 2;
+    for (int p = 0; p < 64; ++p)
+      if ((PosToCode<F>(p) >> 5) == 1) xq[s * 64 + p] = 0;
+    for (int i = 0; i < 16; ++i)
+      if ((PosToCode<F>(4 * i) >> 5) == 1) xs[s * 16 + i] = 0.0f;
+  }
   for (int64_t s = 0; s < steps; ++s) {
-    for (int u = 0; u < 2; ++u) {
-      const int64_t unit = 2 * s + u;
-      float amax = 0.0f;
-      if (unit < units)
-        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[unit * 32 + j]));
-      unit_scale[u] = amax / 127.0f;
-      inv[u] = amax > 0.0f ? 127.0f / amax : 0.0f;
-    }
-    if (per_step) {
-      const float amax = 127.0f * std::max(unit_scale[0], unit_scale[1]);
-      unit_scale[0] = unit_scale[1] = amax / 127.0f;
-      inv[0] = inv[1] = amax > 0.0f ? 127.0f / amax : 0.0f;
-    }
-    xss[s] = unit_scale[0];
-    int8_t* q = xq + s * 64;
-    for (int p = 0; p < 64; ++p) {
-      const int off = PosToCode<F>(p);
-      const int64_t c = s * 64 + off;
-      q[p] = c < cols ? int8_t(std::lrintf(x[c] * inv[off >> 5])) : 0;
-    }
+    const int8_t* q = xq + s * 64;
     for (int i = 0; i < 16; ++i) {
       const int sum = q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3];
       bias[s * 16 + i] = codebook ? -128 * sum : 0;
-      xs[s * 16 + i] = unit_scale[PosToCode<F>(4 * i) >> 5];
     }
+  }
+  if (seg > 1) {  // a segment's bias in its first step (the chained vpdpbusd add it once)
+    for (int64_t s = 0; s < steps; s += seg)
+      for (int64_t k = s + 1; k < std::min(steps, s + seg); ++k)
+        for (int i = 0; i < 16; ++i) {
+          bias[s * 16 + i] += bias[k * 16 + i];
+          bias[k * 16 + i] = 0;
+        }
   }
   for (int64_t j = 0; j < groups; ++j) {
     float sum = 0.0f;
@@ -120,36 +139,34 @@ struct RowCtx {
   bool odd;                   // a last step with u0 only
 };
 
+// A step's u8 weights: q2 / q4 codebooks by vpermb on the unmasked codes (LookupRaw), the rest
+// by Lookup of the clean indices.
+template <CodeFormat F, bool kAffine, bool kLinear, bool kTail>
+TQ_AVX512_INLINE __m512i StepWeights(const uint8_t* p, const Tables& t) {
+#ifndef TQ_NO_VPERMB
+  if constexpr (!kAffine && (F == CodeFormat::kQ2 || F == CodeFormat::kQ4)) {
+#else
+  if constexpr (false) {
+#endif
+    return LookupRaw<F>(Expand<F, kTail, false>(p), t);
+  } else {
+    return Lookup<F, kAffine, kLinear>(Expand<F, kTail>(p), t);
+  }
+}
+
 // One step of R rows × N tokens: each row's codes are expanded and looked up once and reused for
 // the N tokens (the int8 activations, bias lanes and scales of a token are loaded per use).
 template <CodeFormat F, bool kAffine, bool kLinear, int R, int N, bool kTail>
 TQ_AVX512_INLINE void Step(const RowCtx& c, const TokenView* tv, int64_t s, const uint8_t* const* p,
                            const __m512* ws, __m512 (*acc)[N]) {
   for (int r = 0; r < R; ++r) {
-    const __m512i wv =
-        Lookup<F, kAffine, kLinear>(Expand<F, kTail>(p[r] + s * kStepBytes<F>), *c.t);
+    const __m512i wv = StepWeights<F, kAffine, kLinear, kTail>(p[r] + s * kStepBytes<F>, *c.t);
     for (int t = 0; t < N; ++t) {
       const __m512i d = _mm512_dpbusd_epi32(_mm512_load_si512(tv[t].bias + s * 16), wv,
                                             _mm512_load_si512(tv[t].xq + s * 64));
       acc[r][t] =
           _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
                           _mm512_mul_ps(_mm512_load_ps(tv[t].xs + s * 16), ws[r]), acc[r][t]);
-    }
-  }
-}
-
-// Step with a scalar float factor per (row, token): f[r][t] = group scale · activation scale.
-template <CodeFormat F, bool kAffine, bool kLinear, int R, int N, bool kTail>
-TQ_AVX512_INLINE void StepScalar(const RowCtx& c, const TokenView* tv, int64_t s,
-                                 const uint8_t* const* p, const float (*f)[N][16], int i,
-                                 __m512 (*acc)[N]) {
-  for (int r = 0; r < R; ++r) {
-    const __m512i wv =
-        Lookup<F, kAffine, kLinear>(Expand<F, kTail>(p[r] + s * kStepBytes<F>), *c.t);
-    for (int t = 0; t < N; ++t) {
-      const __m512i d = _mm512_dpbusd_epi32(_mm512_load_si512(tv[t].bias + s * 16), wv,
-                                            _mm512_load_si512(tv[t].xq + s * 64));
-      acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(f[r][t][i]), acc[r][t]);
     }
   }
 }
@@ -169,9 +186,10 @@ TQ_AVX512_INLINE void PrefetchStep(const uint8_t* pf, int64_t s) {
 
 // y[t · ystride + r] = row r0 + r of Ŵ · token t (without bias), r < R, t < N. Group size 16 or
 // 32 (kGps = 4 or 2 groups per step, each dword lane has its own scale) or a multiple of
-// 64 (a group spans whole steps). Scales are converted 16 groups at a time (LoadScales).
+// 64 (kGps = 0: a group spans whole steps, activations quantized per kSeg steps, SegmentSteps;
+// the row has no odd unit). Scales are converted 16 groups at a time (LoadScales).
 // pf: the next block to prefetch, or null.
-template <CodeFormat F, bool kAffine, bool kLinear, int kGps, int R, int N>
+template <CodeFormat F, bool kAffine, bool kLinear, int kGps, int kSeg, int R, int N>
 TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, int64_t ystride,
                     const uint8_t* pf) {
   const PackedMatrix& w = *c.w;
@@ -217,13 +235,23 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
         if (spg > 1) ws = _mm512_permutexvar_ps(gidx, ws);
         for (int t = 0; t < N; ++t) _mm512_store_ps(f[r][t], _mm512_mul_ps(ws, xsv[t]));
       }
-      for (int i = 0; i < sn; ++i) {
+      // Segments of kSeg steps (sn and steps are multiples of kSeg: 16 / kSeg and g / 64 /
+      // kSeg are whole): the steps' vpdpbusd chain in int32 from the segment's bias, then one
+      // convert and one fma with the segment's scalar factor f (the same at each of its steps).
+      for (int i = 0; i < sn; i += kSeg) {
         const int64_t s = s0 + i;
-        PrefetchStep<F, R>(pf, s);
-        if (s < c.full_steps) {
-          StepScalar<F, kAffine, kLinear, R, N, false>(c, tv, s, p, f, i, acc);
-        } else {
-          StepScalar<F, kAffine, kLinear, R, N, true>(c, tv, s, p, f, i, acc);
+        for (int l = 0; l < kSeg; ++l) PrefetchStep<F, R>(pf, s + l);
+        for (int r = 0; r < R; ++r) {
+          __m512i wv[kSeg];
+          for (int l = 0; l < kSeg; ++l)
+            wv[l] = StepWeights<F, kAffine, kLinear, false>(p[r] + (s + l) * kStepBytes<F>, *c.t);
+          for (int t = 0; t < N; ++t) {
+            __m512i d = _mm512_load_si512(tv[t].bias + s * 16);
+            for (int l = 0; l < kSeg; ++l)
+              d = _mm512_dpbusd_epi32(d, wv[l], _mm512_load_si512(tv[t].xq + (s + l) * 64));
+            acc[r][t] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(f[r][t][i]), acc[r][t]);
+          }
         }
       }
     }
@@ -304,7 +332,7 @@ TQ_AVX512 void Rows(const RowCtx& c, int64_t r0, const TokenView* tv, float* y, 
 // accumulators); the first pass prefetches the next block, the others find it in L1/L2.
 inline constexpr int kTokensPerPass = 4;
 
-template <CodeFormat F, bool kAffine, bool kLinear, int kGps, int R>
+template <CodeFormat F, bool kAffine, bool kLinear, int kGps, int kSeg, int R>
 TQ_AVX512 void RowsAllTokens(const RowCtx& c, int64_t r0, const TokenView* tv, int64_t n, float* y,
                              int64_t ystride, const uint8_t* pf) {
   for (int64_t t0 = 0; t0 < n; t0 += kTokensPerPass) {
@@ -313,22 +341,22 @@ TQ_AVX512 void RowsAllTokens(const RowCtx& c, int64_t r0, const TokenView* tv, i
     const uint8_t* f = t0 == 0 ? pf : nullptr;
     switch (std::min<int64_t>(kTokensPerPass, n - t0)) {
       case 1:
-        Rows<F, kAffine, kLinear, kGps, R, 1>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kLinear, kGps, kSeg, R, 1>(c, r0, tp, yp, ystride, f);
         break;
       case 2:
-        Rows<F, kAffine, kLinear, kGps, R, 2>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kLinear, kGps, kSeg, R, 2>(c, r0, tp, yp, ystride, f);
         break;
       case 3:
-        Rows<F, kAffine, kLinear, kGps, R, 3>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kLinear, kGps, kSeg, R, 3>(c, r0, tp, yp, ystride, f);
         break;
       default:
-        Rows<F, kAffine, kLinear, kGps, R, 4>(c, r0, tp, yp, ystride, f);
+        Rows<F, kAffine, kLinear, kGps, kSeg, R, 4>(c, r0, tp, yp, ystride, f);
         break;
     }
   }
 }
 
-template <CodeFormat F, bool kAffine, int kGps, bool kLinear = false>
+template <CodeFormat F, bool kAffine, int kGps, bool kLinear = false, int kSeg = 0>
 void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
                const Tables& t) {
   const int64_t cols = w.cols, rows = w.rows, g = w.group_size;
@@ -338,15 +366,16 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
   if (buf.size() < size_t(per_token * n)) buf.resize(size_t(per_token * n));
   TokenView tv[kFastDecodeMaxTokens];
   for (int64_t i = 0; i < n; ++i)
-    PrepareToken<F>(x + i * cols, cols, g, !kAffine, kGps == 0, buf.data() + i * per_token, &tv[i]);
+    PrepareToken<F>(x + i * cols, cols, g, !kAffine, kSeg, buf.data() + i * per_token, &tv[i]);
   const RowCtx ctx{&w, &t, units, units / 2, (units & 1) != 0};
   auto body = [&](int64_t b, int64_t e) {
     int64_t r = b;
     for (; r + 4 <= e; r += 4) {
       const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
-      RowsAllTokens<F, kAffine, kLinear, kGps, 4>(ctx, r, tv, n, y, rows, pf);
+      RowsAllTokens<F, kAffine, kLinear, kGps, kSeg, 4>(ctx, r, tv, n, y, rows, pf);
     }
-    for (; r < e; ++r) RowsAllTokens<F, kAffine, kLinear, kGps, 1>(ctx, r, tv, n, y, rows, nullptr);
+    for (; r < e; ++r)
+      RowsAllTokens<F, kAffine, kLinear, kGps, kSeg, 1>(ctx, r, tv, n, y, rows, nullptr);
     if (bias != nullptr)
       for (int64_t i = 0; i < n; ++i)
         for (int64_t k = b; k < e; ++k) y[i * rows + k] += bias[k];
@@ -354,26 +383,25 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
   ForRowBlocks(rows, cols, body);
 }
 
+template <CodeFormat F, bool kAffine, bool kLinear = false>
+void DispatchGroup(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
+                   const Tables& t) {
+  const int64_t g = w.group_size;
+  if (g == 16) return RunFormat<F, kAffine, 4, kLinear>(x, n, w, bias, y, t);
+  if (g == 32) return RunFormat<F, kAffine, 2, kLinear>(x, n, w, bias, y, t);
+  if (SegmentSteps(g) == 2) return RunFormat<F, kAffine, 0, kLinear, 2>(x, n, w, bias, y, t);
+  RunFormat<F, kAffine, 0, kLinear, 1>(x, n, w, bias, y, t);
+}
+
 template <CodeFormat F>
 void Dispatch(const float* x, int64_t n, const PackedMatrix& w, const float* bias, float* y,
               const Tables& t) {
-  const bool affine = w.method == QuantMethod::kAffine;
-  const int64_t g = w.group_size;
-  if (affine) {
-    if (g == 16) return RunFormat<F, true, 4>(x, n, w, bias, y, t);
-    if (g == 32) return RunFormat<F, true, 2>(x, n, w, bias, y, t);
-    return RunFormat<F, true, 0>(x, n, w, bias, y, t);
-  }
+  if (w.method == QuantMethod::kAffine) return DispatchGroup<F, true>(x, n, w, bias, y, t);
   if constexpr (F == CodeFormat::kQ8) {
-    if (t.q8_linear) {  // convert's q8 tier: the codes are the u8 weights (no lookup)
-      if (g == 16) return RunFormat<F, false, 4, true>(x, n, w, bias, y, t);
-      if (g == 32) return RunFormat<F, false, 2, true>(x, n, w, bias, y, t);
-      return RunFormat<F, false, 0, true>(x, n, w, bias, y, t);
-    }
+    // convert's q8 tier: the codes are the u8 weights (no lookup)
+    if (t.q8_linear) return DispatchGroup<F, false, true>(x, n, w, bias, y, t);
   }
-  if (g == 16) return RunFormat<F, false, 4>(x, n, w, bias, y, t);
-  if (g == 32) return RunFormat<F, false, 2>(x, n, w, bias, y, t);
-  RunFormat<F, false, 0>(x, n, w, bias, y, t);
+  DispatchGroup<F, false>(x, n, w, bias, y, t);
 }
 
 }  // namespace
@@ -384,7 +412,8 @@ bool Avx512Supports(const PackedMatrix& w) {
   const bool fmt_ok =
       f == CodeFormat::kQ2 || f == CodeFormat::kQ3 || f == CodeFormat::kQ4 || f == CodeFormat::kQ8;
   const int64_t g = w.group_size;
-  return fmt_ok && (g == 16 || g == 32 || g % 64 == 0) && w.cols % 32 == 0;
+  // Groups of 64k columns tile the row (no odd unit: Rows' kGps = 0 path).
+  return fmt_ok && w.cols % 32 == 0 && (g == 16 || g == 32 || (g % 64 == 0 && w.cols % g == 0));
 }
 
 TQ_AVX512 void Avx512Decode(const float* x, int64_t n, const PackedMatrix& w, const float* bias,
