@@ -1,6 +1,7 @@
 // Packed-weight matrix-vector products for few tokens (decode, 1-16), with int8 activations:
-// each token's (rotated) input is quantized to int8 per 32 values (groups of 64·k: per 64, so a
-// step's float factor is one scalar) once per call, codes become
+// each token's (rotated) input is quantized to int8 per 32 values (groups of 64·k: per 64, or on
+// AVX-512 per 128 where a group spans an even number of 64-code steps, so a step's or segment's
+// float factor is one scalar) once per call, codes become
 // int8 centroid values through a byte shuffle of the per-tensor codebook (scaled to int8 once per
 // call), integer dot products accumulate per 32-code unit (VNNI vpdpbusd on AVX-512, maddubs on
 // AVX2), and one fp32 scale per unit (group scale × activation scale) brings them to float. Group
