@@ -11,18 +11,21 @@
 //   (g = lane / 4, t = lane % 4) holds the weights of rows g and g + 8 at the codes of ITS OWN
 //   loaded unit (32 codes): a chunk of 128 columns is units 0..3, unit t to lane t of each quad,
 //   and a unit feeds eight steps;
-// - column n of B is x on the k's of lane t = n only (zero elsewhere; columns 4..7 zero), so
-//   column u of the result is the row's dot product with unit u alone: each unit's group scale
-//   multiplies its own fp32 sum (groups of 32 or more), and lanes t = 0, 1 hold units 0..3;
+// - column n < 4 of B is x's hi part on the k's of lane t = n only (zero elsewhere) and column
+//   n + 4 its lo part on the same k's, so columns u and u + 4 of the result are the row's dot
+//   product with unit u alone: each unit's group scale multiplies its own fp32 sums (groups of
+//   32 or more); lanes t = 0, 1 hold the hi sums of units 0..3, lanes t = 2, 3 the lo sums;
 // - a byte of codes decodes with ONE shared-memory read: q4 (code j: low nibble, j + 16: high)
 //   from a 256-entry table of bf16 pairs {book[v & 15], book[v >> 4]} (two bytes a step), q2
 //   (codes j, j + 8, j + 16, j + 24 in 2-bit fields) from a table of two pairs (one byte a
 //   step). The table is replicated per lane (entry e of lane l at byte 256 e + 4 l, or + 8 l:
 //   every lane its own banks) so the address is one byte permute of the loaded word (byte 1 =
 //   the code byte, byte 0 = the lane's offset);
-// - x is split into bf16 hi + lo parts (16 significant bits; full fp32 range) and multiplied in
-//   two mmas; it is staged once per block in shared memory as the B fragments' pairs, a unit's
-//   32 words padded to 36 (the quads' 16-byte reads of units 0..3 fall in distinct banks).
+// - x is split into bf16 hi + lo parts (16 significant bits; full fp32 range), both in one mma
+//   (session 13's kernel used two, columns 4..7 zero, and each lane read all four words of a
+//   step: ncu found the kernel bound by its L1/shared pipe, 78% busy); it is staged once per
+//   block in shared memory as the B fragments' pairs, a unit's 32 words padded to 36 (the 8
+//   supplying lanes' 8-byte reads of units 0..3 fall in distinct banks; the others read zeros).
 // Accuracy: the codebook's levels rounded to bf16 (relative 2^-9, the same for every weight of a
 // level: a slightly different codebook), x to ~2^-17; NMSE ~1e-6 against the fp32 kernel.
 // TURBOQUANT_CUDA_MATVEC=rows (or TURBOQUANT_CUDA_GEMM=exact) keeps the fp32 kernel.
@@ -307,7 +310,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       const int ga = col >> gshift, gb = (col + 32) >> gshift;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        it[d].q[h] = LoadUnit<F>(lp[h] + lc * (4 * kUnitBytes<F>));
+        it[d].q[h] = LoadUnitStream<F>(lp[h] + lc * (4 * kUnitBytes<F>));
         it[d].s[h] = uint32_t(__ldg(ls[h] + ga)) | uint32_t(__ldg(ls[h] + gb)) << 16;
       }
       it[d].at = ltl << 16 | lc;
@@ -386,14 +389,17 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       return F16(uint16_t(raw));
     }
   };
-  // Rows g and g + 8 of tile `atl`, this lane's two units summed over this warp's chunks of the
-  // tile; lanes t = 0 and 1 add theirs and store once a tile (a warp's chunks of a tile are
-  // consecutive).
+  // Rows g and g + 8 of tile `atl`, this lane's two units (hi or lo part) summed over this
+  // warp's chunks of the tile; the quad's four lanes add theirs and lane t = 0 stores once a tile
+  // (a warp's chunks of a tile are consecutive).
   float acc[2] = {0.0f, 0.0f};
   int atl = ibeg / chunks;
+  const bool xl = (g & 3) == t;  // this lane supplies B column g
   auto flush = [&] {
-    const float r0 = acc[0] + __shfl_xor_sync(0xffffffffu, acc[0], 1);
-    const float r1 = acc[1] + __shfl_xor_sync(0xffffffffu, acc[1], 1);
+    float r0 = acc[0] + __shfl_xor_sync(0xffffffffu, acc[0], 1);
+    float r1 = acc[1] + __shfl_xor_sync(0xffffffffu, acc[1], 1);
+    r0 += __shfl_xor_sync(0xffffffffu, r0, 2);
+    r1 += __shfl_xor_sync(0xffffffffu, r1, 2);
     if (t == 0) {
       float* slot = red + (atl * kMmaWarps + warp) * kTileRows;
       slot[g] = r0;
@@ -411,22 +417,23 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
         flush();
         atl = tl;
       }
-      // B: this lane's unit when it supplies column g (g == t), else zeros.
-      const uint32_t* xu = g == t ? xs + (c * 4 + t) * kXUnitWords : zeros;
-      float ch[4] = {0.0f, 0.0f, 0.0f, 0.0f}, cl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      // B: column g is this lane's unit's x (hi part for g < 4, lo part for g >= 4) when the
+      // lane supplies it (g % 4 == t), else zeros.
+      const uint32_t* xu = xl ? xs + (c * 4 + t) * kXUnitWords + 2 * (g >> 2) : zeros;
+      float cc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int s = 0; s < 8; ++s) {
         uint32_t a[4];
         StepA<F>(a, cur[d].q, hi, s);
-        const uint4 xv = *reinterpret_cast<const uint4*>(xu + s * 4);
-        const uint32_t bh[2] = {xv.x, xv.y}, bl[2] = {xv.z, xv.w};
-        MmaBf16(ch, a, bh);
-        MmaBf16(cl, a, bl);
+        const uint2 xv = *reinterpret_cast<const uint2*>(xu + s * 4);
+        const uint32_t b[2] = {xv.x, xv.y};
+        MmaBf16(cc, a, b);
       }
-      // Columns 2t, 2t + 1 = units u0, u0 + 1 (meaningful on lanes t = 0, 1).
+      // Columns 2t, 2t + 1 = units u0, u0 + 1: their hi parts on lanes t = 0, 1, their lo parts
+      // on lanes t = 2, 3 (the same units, so the same scales).
       const uint32_t s0 = cur[d].s[0], s1 = cur[d].s[1];
-      acc[0] += scale(s0 & 0xFFFFu) * (ch[0] + cl[0]) + scale(s0 >> 16) * (ch[1] + cl[1]);
-      acc[1] += scale(s1 & 0xFFFFu) * (ch[2] + cl[2]) + scale(s1 >> 16) * (ch[3] + cl[3]);
+      acc[0] += scale(s0 & 0xFFFFu) * cc[0] + scale(s0 >> 16) * cc[1];
+      acc[1] += scale(s1 & 0xFFFFu) * cc[2] + scale(s1 >> 16) * cc[3];
     }
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) cur[d] = nxt[d];

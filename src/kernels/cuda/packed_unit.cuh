@@ -41,6 +41,32 @@ __device__ __forceinline__ Unit<F> LoadUnit(const uint8_t* p) {
   return u;
 }
 
+// LoadUnit for weights read once a product (the one-token tensor-core matvec): the same words,
+// loaded without allocating in L1 (`ld.global.nc.L1::no_allocate`), whose data path the kernel's
+// shared-memory lookups share; q4 and q2 (the other formats load as LoadUnit).
+template <int F>
+__device__ __forceinline__ Unit<F> LoadUnitStream(const uint8_t* p) {
+#if defined(TQ_CUDA_EMU)
+  return LoadUnit<F>(p);
+#else
+  if constexpr (F == kQ4) {
+    Unit<F> u;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(u.w[0]), "=r"(u.w[1]), "=r"(u.w[2]), "=r"(u.w[3])
+        : "l"(p));
+    return u;
+  } else if constexpr (F == kQ2) {
+    Unit<F> u;
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+        : "=r"(u.w[0]), "=r"(u.w[1])
+        : "l"(p));
+    return u;
+  } else {
+    return LoadUnit<F>(p);
+  }
+#endif
+}
+
 // Code j (0..31) of a unit, code_at.h's layout read from the loaded words.
 template <int F>
 __device__ __forceinline__ int UnitCode(const Unit<F>& u, int j) {
