@@ -93,8 +93,12 @@ BenchPacked MakePacked(Backend& gpu, quant::CodeFormat f, int64_t rows, int64_t 
   const int64_t row_bytes = int64_t(quant::PackedBytes(f, cols));
   p.codes = RandomBytes(gpu, size_t(rows * row_bytes), 1);
   p.scales = Halfs(gpu, size_t(rows * cols / g), 0.01f);
-  const auto& book = quant::GaussianCodebook(f).levels;
+  // q8: the linear codebook of convert's q8 tier (the LM head's), which the tensor-core matvec
+  // takes; the others Gaussian.
+  const bool linear = f == quant::CodeFormat::kQ8;
+  const auto& book = linear ? quant::LinearQ8Codebook().levels : quant::GaussianCodebook(f).levels;
   p.codebook = gpu.Upload(book.data(), book.size() * 4, "codebook");
+  if (linear) p.w.linear_q8_step = book[129];
   p.w.format = f;
   p.w.rows = rows;
   p.w.cols = cols;

@@ -29,6 +29,10 @@ struct PackedMatrix {
   const float* scale_table = nullptr;    // [256], with scale_codes (a per-tensor log grid)
   const uint16_t* mins = nullptr;        // fp16 [rows, cols / group_size], affine only
   const float* codebook = nullptr;       // [levels], codebook method only
+  // > 0: format q8 with the linear codebook, level c = (c - 128) · linear_q8_step
+  // (quant::IsLinearQ8Levels), set where the codebook is on the host (PackedLinear), so that a
+  // backend whose copy of the codebook is device memory knows it (0: not known to be linear).
+  float linear_q8_step = 0.0f;
 
   bool e8_scales() const { return scale_codes != nullptr; }
   // Where the stored scale of flat group i (row · groups + group) starts, and the bytes of one

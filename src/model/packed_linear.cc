@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "quant/codebook.h"
 #include "quant/e8_scales.h"
 #include "quant/format.h"
 #include "quant/hadamard_blocks.h"
@@ -108,6 +109,10 @@ PackedLinear::PackedLinear(kernels::PackedMatrix w, std::vector<float> codebook,
       rotation_(std::move(rotation)),
       bias_(std::move(bias)) {
   if (w_.method == quant::QuantMethod::kCodebook) w_.codebook = codebook_.data();
+  w_.linear_q8_step = 0.0f;
+  if (w_.codebook && w_.format == quant::CodeFormat::kQ8 && codebook_.size() == 256 &&
+      quant::IsLinearQ8Levels(codebook_.data()))
+    w_.linear_q8_step = codebook_[129];
   if (w_.scale_codes) {
     TQ_CHECK(scale_table_ != nullptr, "packed linear", "e8 scale codes without a table");
     quant::ValidateE8ScaleTable(scale_table_->data(), int64_t(scale_table_->size()),

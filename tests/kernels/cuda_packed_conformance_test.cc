@@ -84,6 +84,7 @@ struct PackedKind {
   quant::QuantMethod method;
   quant::CodeFormat format;
   test::Scales scales;
+  bool linear = false;  // q8 with convert's linear codebook (linear_q8_step set)
 };
 std::vector<PackedKind> AllPackedKinds() {
   using quant::CodeFormat;
@@ -92,14 +93,18 @@ std::vector<PackedKind> AllPackedKinds() {
                        CodeFormat::kQ8, CodeFormat::kTernary})
     for (test::Scales s : {test::Scales::kF16, test::Scales::kE8})
       k.push_back({quant::QuantMethod::kCodebook, f, s});
+  for (test::Scales s : {test::Scales::kF16, test::Scales::kE8})
+    k.push_back({quant::QuantMethod::kCodebook, CodeFormat::kQ8, s, true});
   for (CodeFormat f : {CodeFormat::kQ2, CodeFormat::kQ3, CodeFormat::kQ4, CodeFormat::kQ8})
     k.push_back({quant::QuantMethod::kAffine, f, test::Scales::kF16});
   return k;
 }
 std::string KindName(const PackedKind& k, int64_t g) {
   return fmt::format("{}{} g{} {}", quant::Traits(k.format).name,
-                     k.method == quant::QuantMethod::kAffine ? " affine" : "", g,
-                     k.scales == test::Scales::kE8 ? "e8" : "f16");
+                     k.method == quant::QuantMethod::kAffine ? " affine"
+                     : k.linear                              ? " linear"
+                                                             : "",
+                     g, k.scales == test::Scales::kE8 ? "e8" : "f16");
 }
 
 TEST_P(CudaConformance, PackedMatMul) {
@@ -116,8 +121,9 @@ TEST_P(CudaConformance, PackedMatMul) {
       for (const S s : {S{37, 640}, S{5, 352}, S{3, 4608}, S{9, 9216}}) {
         if (s.cols % g) continue;
         if ((s.cols == 4608 || s.cols == 9216) && g != 64) continue;
-        const test::Owned o = test::RandomPacked(k.method, k.format, s.rows, s.cols, g,
-                                                 uint32_t(s.rows + g), k.scales);
+        test::Owned o = test::RandomPacked(k.method, k.format, s.rows, s.cols, g,
+                                           uint32_t(s.rows + g), k.scales);
+        if (k.linear) test::UseLinearQ8Codebook(o);
         DevicePacked d = ToDevice(*gpu, o);
         const auto bias = Random(s.rows, 5);
         auto db = Up(*gpu, bias);
@@ -461,7 +467,8 @@ TEST_P(CudaConformance, PackedEmbedRows) {
   for (const PackedKind& k : AllPackedKinds()) {
     for (int64_t g : {16, 64}) {
       const int64_t rows = 50, cols = 352 - (352 % g);
-      const test::Owned o = test::RandomPacked(k.method, k.format, rows, cols, g, 9, k.scales);
+      test::Owned o = test::RandomPacked(k.method, k.format, rows, cols, g, 9, k.scales);
+      if (k.linear) test::UseLinearQ8Codebook(o);
       DevicePacked d = ToDevice(*gpu, o);
       const std::vector<int32_t> ids = {0, 49, 7, 7, 31};
       std::vector<float> want(ids.size() * size_t(cols));

@@ -87,6 +87,14 @@ inline Owned RandomPacked(quant::QuantMethod method, CodeFormat f, int64_t rows,
   return o;
 }
 
+// o with the linear q8 codebook (convert's q8 tier: level c = (c - 128) · step) instead of the
+// Gaussian one, and the view's linear_q8_step set as PackedLinear sets it.
+inline void UseLinearQ8Codebook(Owned& o) {
+  o.q.codebook = quant::LinearQ8Codebook().levels;
+  o.view.codebook = o.q.codebook.data();
+  o.view.linear_q8_step = o.q.codebook[129];
+}
+
 class IsaScope {
  public:
   explicit IsaScope(cpu::Isa isa) : saved_(cpu::ActiveIsa()) { cpu::SetActiveIsa(isa); }

@@ -52,6 +52,7 @@ inline DevPacked ToDev(const PackedMatrix& w, const std::string& where) {
   d.mins = w.mins;
   d.codebook = w.codebook;
   d.levels = quant::Traits(w.format).levels;
+  d.linear_q8_step = w.linear_q8_step;
   return d;
 }
 

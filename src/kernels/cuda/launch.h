@@ -76,6 +76,7 @@ struct DevPacked {
   const uint16_t* mins = nullptr;   // fp16, affine only
   const float* codebook = nullptr;  // [levels], codebook only
   int levels = 0;
+  float linear_q8_step = 0.0f;  // PackedMatrix::linear_q8_step
 };
 
 // A dense weight [out, in] of elem type.

@@ -1,7 +1,11 @@
 // The decode step's q4 / q2 products on the tensor cores: y [out] = W x (+ bias) for one token, W
 // packed q4 or q2 with a codebook (the default 4- and 2-bit files: g128 / g64, e8 or fp16
 // scales; any power-of-two group of at least 32), one matrix or a q/k/v- or gate/up-like group
-// over one x.
+// over one x; and q8 with convert's linear codebook (the LM head of the default files: level c =
+// (c - 128) · step, PackedMatrix::linear_q8_step), whose codes become exact bf16 integers c - 128
+// by three integer operations and one bf16x2 add a pair (Q8Pair: no table, so no shared-memory
+// lookups), the step applied to each row's sum. Session 19's ncu: the fp32 row kernel took the
+// 8B shape's q8 LM head in 307 µs (1.7 TB/s), ~8.5% of a 4-bit decode step.
 //
 // Why: the fp32 row kernel (matvec.cu) spends ~6 instructions a weight (a code extract, one
 // codebook read from shared memory, an FMA, x reads) and is bound by its instruction issue and
@@ -55,8 +59,10 @@ constexpr int kTileRows = 16;          // rows of a warp tile (the mma's M)
 constexpr int kChunkCols = 128;        // columns of an item: 4 units, one per lane of a quad
 constexpr int kXUnitWords = 36;        // staged x: 8 steps × {hi b0, hi b1, lo b0, lo b1}
 constexpr int kTableWords = 256 * 64;  // the code-byte table (entry e: bytes 256 e ..)
-constexpr int kMaxTilesPerBlock = 32;  // the block's partial sums: 2 KiB... 32 KiB
-constexpr int kDepth = 3;              // items a warp computes per batch (two batches in flight)
+constexpr int kMaxTilesPerBlock = 64;  // the block's partial sums: 1 KiB a tile
+// Items a warp computes per batch (two batches in flight): a q8 item is twice a q4 one's bytes.
+template <int F>
+inline constexpr int kDepth = F == kQ8 ? 2 : 3;
 constexpr int kMaxMmaGroup = 4;
 // The widest x rotated inside the kernel: every block rotates all of x in shared memory (its own
 // region, before the code-byte table) after the wait for the previous kernel. Session 12's
@@ -151,12 +157,37 @@ __device__ __forceinline__ uint2 LdShared64(uint32_t a) {
 }
 #endif
 
+// Codes 2k, 2k + 1 (k = 0, 1) of `word` as the bf16 pair {c - 128, c' - 128}, exactly (integers
+// of magnitude <= 128): bytes spread to 16-bit fields, the low 7 bits m put under bf16 128's
+// exponent (128 + m, whose unit in the last place is 1) and 128 or 256 taken off as bit 7 says.
+__device__ __forceinline__ uint32_t Q8Pair(uint32_t word, int k) {
+  const uint32_t t = __byte_perm(word, 0u, k ? 0x4342u : 0x4140u);  // {c, 0, c', 0}
+  const uint32_t m = (t & 0x007F007Fu) | 0x43004300u;               // 128 + m
+  const uint32_t off = (~t & 0x00800080u) | 0xC300C300u;            // -128 (bit 7 set) or -256
+#if defined(TQ_CUDA_EMU)
+  const float lo = Bf16(uint16_t(m)) + Bf16(uint16_t(off));
+  const float hi = Bf16(uint16_t(m >> 16)) + Bf16(uint16_t(off >> 16));
+  return uint32_t(Bf16Bits(lo)) | uint32_t(Bf16Bits(hi)) << 16;
+#else
+  uint32_t r;
+  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(r) : "r"(m), "r"(off));
+  return r;
+#endif
+}
+
 // The A fragment of step s (0..7) from this lane's units of rows g (q[0]) and g + 8 (q[1]):
 // q4: bytes 2s (k 2t, 2t + 1) and 2s + 1 (k 2t + 8, ..) of each row, one pair each;
-// q2: byte s of each row, whose entry is both pairs.
+// q2: byte s of each row, whose entry is both pairs;
+// q8 (linear codebook): word s of each row, codes 4s, 4s + 1 (k 2t, ..) and 4s + 2, 4s + 3
+// (k 2t + 8, ..) as c - 128 (Q8Pair; no table).
 template <int F>
 __device__ __forceinline__ void StepA(uint32_t (&a)[4], const Unit<F> (&q)[2], uint32_t hi, int s) {
-  if constexpr (F == kQ4) {
+  if constexpr (F == kQ8) {
+    a[0] = Q8Pair(q[0].w[s], 0);
+    a[1] = Q8Pair(q[1].w[s], 0);
+    a[2] = Q8Pair(q[0].w[s], 1);
+    a[3] = Q8Pair(q[1].w[s], 1);
+  } else if constexpr (F == kQ4) {
     const int word = s >> 1, k0 = (2 * s) & 3;
     a[0] = LdShared32(ByteAddr(q[0].w[word], hi, k0));
     a[1] = LdShared32(ByteAddr(q[1].w[word], hi, k0));
@@ -178,7 +209,9 @@ inline constexpr int kLaneBytes = F == kQ4 ? 4 : 8;
 // A fragment's order: step p / 2, register p % 2.
 template <int F>
 __device__ __forceinline__ void PairCols(int p, int& c0, int& c1) {
-  if constexpr (F == kQ4) {
+  if constexpr (F == kQ8) {
+    c0 = 2 * p, c1 = 2 * p + 1;  // word p / 2, codes 4 (p / 2) + 2 (p % 2) ..
+  } else if constexpr (F == kQ4) {
     c0 = p, c1 = p + 16;  // byte p: codes p, p + 16
   } else {
     const int s = p >> 1;
@@ -301,9 +334,10 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     }
   };
   enter(ltl);
-  auto load = [&](Item<F>(&it)[kDepth]) {
+  constexpr int kD = kDepth<F>;
+  auto load = [&](Item<F>(&it)[kD]) {
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d) {
+    for (int d = 0; d < kD; ++d) {
       it[d].at = -1;
       if (left <= 0) continue;
       const int col = lc * kChunkCols + u0 * 32;
@@ -322,18 +356,18 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     }
   };
   // The first items' loads go out before the set-up below, which then overlaps their latency.
-  Item<F> cur[kDepth], nxt[kDepth];
+  Item<F> cur[kD], nxt[kD];
   load(cur);
 
   // What depends on no earlier kernel (launched with PDL, this overlaps the previous kernel's
-  // tail): the e8 scale table, zeroed partial sums and the code-byte table.
+  // tail): the e8 scale table, zeroed partial sums and the code-byte table (not for q8).
   if (kE8 && threadIdx.x < 256) e8[threadIdx.x] = __ldg(w.scale_table + threadIdx.x);
   if (threadIdx.x < 32) zeros[threadIdx.x] = 0u;
   for (int i = threadIdx.x; i < ntiles * kMmaWarps * kTileRows; i += kMmaThreads) red[i] = 0.0f;
   constexpr int kLaneWords = kLaneBytes<F> / 4;
   const float* __restrict__ book = w.codebook;  // read once from the staged DevPacked
 #pragma unroll 4
-  for (int i = threadIdx.x; i < 256 * 32; i += kMmaThreads) {
+  for (int i = threadIdx.x; i < (F == kQ8 ? 0 : 256 * 32); i += kMmaThreads) {
     const int e = i >> 5, l = i & 31;
     uint32_t* dst = table + e * 64 + l * kLaneWords;
     if constexpr (F == kQ4) {
@@ -410,7 +444,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
   while (cur[0].at >= 0) {
     load(nxt);  // in flight while this batch computes
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d) {
+    for (int d = 0; d < kD; ++d) {
       if (cur[d].at < 0) break;
       const int tl = cur[d].at >> 16, c = cur[d].at & 0xFFFF;
       if (tl != atl) {
@@ -436,7 +470,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       acc[1] += scale(s1 & 0xFFFFu) * cc[2] + scale(s1 >> 16) * cc[3];
     }
 #pragma unroll
-    for (int d = 0; d < kDepth; ++d) cur[d] = nxt[d];
+    for (int d = 0; d < kD; ++d) cur[d] = nxt[d];
   }
   // Every lane takes part in the flush's shuffles (the warp's run is the same for all lanes).
   if (iend > ibeg) flush();
@@ -452,6 +486,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     if (r >= w.rows) continue;
     float sum = 0.0f;
     for (int v = 0; v < kMmaWarps; ++v) sum += red[(tl * kMmaWarps + v) * kTileRows + row];
+    if constexpr (F == kQ8) sum *= w.linear_q8_step;  // the sums are of c - 128
     y[r] = sum + (bias ? bias[r] : 0.0f);
   }
 }
@@ -542,12 +577,14 @@ int SmCount() {
 }
 
 bool MmaEligible(const DevPacked& w, const DevPacked& w0) {
-  return (w.format == kQ4 || w.format == kQ2) && !w.affine &&
-         w.levels == (w.format == kQ4 ? 16 : 4) && w.rows > 0 && UnitLayout(w) &&
-         w.cols % kChunkCols == 0 && w.group_size >= 32 &&
-         (w.group_size & (w.group_size - 1)) == 0 && w.cols < (int64_t(1) << 30) &&
-         w.format == w0.format && w.cols == w0.cols && w.group_size == w0.group_size &&
-         (w.scale_codes != nullptr) == (w0.scale_codes != nullptr);
+  const bool format = w.format == kQ4   ? w.levels == 16
+                      : w.format == kQ2 ? w.levels == 4
+                      : w.format == kQ8 ? w.levels == 256 && w.linear_q8_step > 0.0f
+                                        : false;
+  return format && !w.affine && w.rows > 0 && UnitLayout(w) && w.cols % kChunkCols == 0 &&
+         w.group_size >= 32 && (w.group_size & (w.group_size - 1)) == 0 &&
+         w.cols < (int64_t(1) << 30) && w.format == w0.format && w.cols == w0.cols &&
+         w.group_size == w0.group_size && (w.scale_codes != nullptr) == (w0.scale_codes != nullptr);
 }
 
 template <int F, bool kE8>
@@ -618,6 +655,9 @@ bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* bi
     bshift = CeilLog2(rot->block);
   }
   const bool e8 = ws[0].scale_codes != nullptr;
+  if (ws[0].format == kQ8)
+    return e8 ? LaunchMma<kQ8, true>(x, g, gshift, lay, r, bshift, s)
+              : LaunchMma<kQ8, false>(x, g, gshift, lay, r, bshift, s);
   if (ws[0].format == kQ4)
     return e8 ? LaunchMma<kQ4, true>(x, g, gshift, lay, r, bshift, s)
               : LaunchMma<kQ4, false>(x, g, gshift, lay, r, bshift, s);

@@ -43,7 +43,7 @@ __device__ __forceinline__ Unit<F> LoadUnit(const uint8_t* p) {
 
 // LoadUnit for weights read once a product (the one-token tensor-core matvec): the same words,
 // loaded without allocating in L1 (`ld.global.nc.L1::no_allocate`), whose data path the kernel's
-// shared-memory lookups share; q4 and q2 (the other formats load as LoadUnit).
+// shared-memory lookups share; q4, q8 and q2 (q3 loads as LoadUnit).
 template <int F>
 __device__ __forceinline__ Unit<F> LoadUnitStream(const uint8_t* p) {
 #if defined(TQ_CUDA_EMU)
@@ -54,6 +54,15 @@ __device__ __forceinline__ Unit<F> LoadUnitStream(const uint8_t* p) {
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(u.w[0]), "=r"(u.w[1]), "=r"(u.w[2]), "=r"(u.w[3])
         : "l"(p));
+    return u;
+  } else if constexpr (F == kQ8) {
+    Unit<F> u;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(u.w[0]), "=r"(u.w[1]), "=r"(u.w[2]), "=r"(u.w[3])
+        : "l"(p));
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(u.w[4]), "=r"(u.w[5]), "=r"(u.w[6]), "=r"(u.w[7])
+        : "l"(p + 16));
     return u;
   } else if constexpr (F == kQ2) {
     Unit<F> u;
