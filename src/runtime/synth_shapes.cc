@@ -297,6 +297,78 @@ std::vector<SynthShape> MakeShapes() {
                                               {"mlp_bias", false},
                                               {"tie_word_embeddings", false}}));
 
+  // Qwen/Qwen3.6-35B-A3B's text model (qwen3_5_moe, the Qwen3.5-35B-A3B architecture): 40
+  // layers, 10 × (3 Gated DeltaNet + 1 output-gated full attention), every layer MoE (256 experts
+  // of 512, top 8, one shared expert of 512 with its gate); DeltaNet 16 key / 32 value heads of
+  // 128; attention 16 query / 2 KV heads of 256, a quarter of each rotated; 248,320-token
+  // vocabulary (padded), untied. The card's 35B counts the vision tower and the MTP layer too.
+  {
+    nlohmann::json types = nlohmann::json::array();
+    for (int l = 0; l < 40; ++l)
+      types.push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
+    v.push_back(FromConfig(
+        "qwen3.6-35b-a3b",
+        {{"architectures", {"Qwen3_5MoeForCausalLM"}},
+         {"model_type", "qwen3_5_moe_text"},
+         {"vocab_size", 248320},
+         {"hidden_size", 2048},
+         {"intermediate_size", 512},
+         {"moe_intermediate_size", 512},
+         {"shared_expert_intermediate_size", 512},
+         {"num_experts", 256},
+         {"num_experts_per_tok", 8},
+         {"num_hidden_layers", 40},
+         {"layer_types", types},
+         {"num_attention_heads", 16},
+         {"num_key_value_heads", 2},
+         {"head_dim", 256},
+         {"hidden_act", "silu"},
+         {"linear_conv_kernel_dim", 4},
+         {"linear_key_head_dim", 128},
+         {"linear_value_head_dim", 128},
+         {"linear_num_key_heads", 16},
+         {"linear_num_value_heads", 32},
+         {"max_position_embeddings", 262144},
+         {"rms_norm_eps", 1e-6},
+         {"rope_parameters",
+          {{"rope_type", "default"}, {"rope_theta", 1e7}, {"partial_rotary_factor", 0.25}}},
+         {"attention_bias", false},
+         {"tie_word_embeddings", false}}));
+  }
+  // nvidia/Nemotron-H-8B-Base-8K: 52 blocks by its hybrid_override_pattern (24 Mamba-2, 4
+  // attention, 24 ReLU² MLP), Mamba-2 of 128 heads × 64 (expand 2), 8 groups, state 128, conv 4;
+  // attention 32 query / 8 KV heads of 128; MLP 21,504; 131,072-token vocabulary, untied.
+  v.push_back(FromConfig("nemotron-h-8b", {{"architectures", {"NemotronHForCausalLM"}},
+                                           {"model_type", "nemotron_h"},
+                                           {"vocab_size", 131072},
+                                           {"hidden_size", 4096},
+                                           {"intermediate_size", 21504},
+                                           {"num_hidden_layers", 52},
+                                           {"hybrid_override_pattern",
+                                            "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"},
+                                           {"num_attention_heads", 32},
+                                           {"num_key_value_heads", 8},
+                                           {"head_dim", 128},
+                                           {"attention_head_dim", 128},
+                                           {"mamba_num_heads", 128},
+                                           {"mamba_head_dim", 64},
+                                           {"ssm_state_size", 128},
+                                           {"n_groups", 8},
+                                           {"conv_kernel", 4},
+                                           {"expand", 2},
+                                           {"chunk_size", 128},
+                                           {"mlp_hidden_act", "relu2"},
+                                           {"mamba_hidden_act", "silu"},
+                                           {"use_conv_bias", true},
+                                           {"mamba_proj_bias", false},
+                                           {"use_bias", false},
+                                           {"mlp_bias", false},
+                                           {"attention_bias", false},
+                                           {"layer_norm_epsilon", 1e-5},
+                                           {"rms_norm_eps", 1e-5},
+                                           {"max_position_embeddings", 8192},
+                                           {"tie_word_embeddings", false}}));
+
   // A small Gated DeltaNet hybrid (not a hub model; the decode-speed shape of the hybrid
   // mixers): qwen3_5_text's layers, three linear-attention layers to one output-gated full
   // attention layer, Qwen3-Next's DeltaNet head ratio (8 key heads, 16 value heads of 128).
@@ -352,6 +424,9 @@ nlohmann::json SynthConfigJson(const SynthShape& s, int64_t layers) {
       nlohmann::json& t = j["layer_types"];
       t.erase(t.begin() + std::min<int64_t>(layers, int64_t(t.size())), t.end());
     }
+    if (j.contains("hybrid_override_pattern"))  // nemotron_h: one symbol a layer
+      j["hybrid_override_pattern"] =
+          j["hybrid_override_pattern"].get<std::string>().substr(0, size_t(layers));
     j["turboquant_synth"] = {{"like", s.name}, {"layers", layers}};
     return j;
   }
