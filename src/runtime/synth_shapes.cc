@@ -55,14 +55,21 @@ SynthShape Qwen(std::string name, std::string model_type, std::string arch, int6
 }
 
 // qwen3_5_text (dense Gated DeltaNet hybrid) of the given size, built from its layer spec.
+// layer_types of `layers` Qwen3.5 / 3.6 hybrid layers: three Gated DeltaNet layers, then one
+// full attention layer, repeated.
+nlohmann::json DeltaNetPattern(int64_t layers) {
+  nlohmann::json t = nlohmann::json::array();
+  for (int64_t l = 0; l < layers; ++l)
+    t.push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
+  return t;
+}
+
 SynthShape Qwen35Hybrid(std::string name, int64_t hidden, int64_t inter, int64_t layers,
                         int64_t vocab, bool test_only) {
   SynthShape s = Qwen(std::move(name), "qwen3_5_text", "Qwen3_5ForCausalLM", hidden, inter, layers,
                       8, 2, vocab, 32768);
   s.test_only = test_only;
-  nlohmann::json types = nlohmann::json::array();
-  for (int64_t l = 0; l < layers; ++l)
-    types.push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
+  const nlohmann::json types = DeltaNetPattern(layers);
   s.config = {{"architectures", {s.architecture}},
               {"model_type", s.model_type},
               {"vocab_size", vocab},
@@ -303,9 +310,6 @@ std::vector<SynthShape> MakeShapes() {
   // 128; attention 16 query / 2 KV heads of 256, a quarter of each rotated; 248,320-token
   // vocabulary (padded), untied. The card's 35B counts the vision tower and the MTP layer too.
   {
-    nlohmann::json types = nlohmann::json::array();
-    for (int l = 0; l < 40; ++l)
-      types.push_back(l % 4 == 3 ? "full_attention" : "linear_attention");
     v.push_back(FromConfig(
         "qwen3.6-35b-a3b",
         {{"architectures", {"Qwen3_5MoeForCausalLM"}},
@@ -318,7 +322,7 @@ std::vector<SynthShape> MakeShapes() {
          {"num_experts", 256},
          {"num_experts_per_tok", 8},
          {"num_hidden_layers", 40},
-         {"layer_types", types},
+         {"layer_types", DeltaNetPattern(40)},
          {"num_attention_heads", 16},
          {"num_key_value_heads", 2},
          {"head_dim", 256},

@@ -44,34 +44,32 @@ __device__ __forceinline__ Unit<F> LoadUnit(const uint8_t* p) {
 // LoadUnit for weights read once a product (the one-token tensor-core matvec): the same words,
 // loaded without allocating in L1 (`ld.global.nc.L1::no_allocate`), whose data path the kernel's
 // shared-memory lookups share; q4, q8 and q2 (q3 loads as LoadUnit).
+#if !defined(TQ_CUDA_EMU)
+// kW (2 or 4) words at p (aligned to their size) into w[0..kW).
+template <int kW>
+__device__ __forceinline__ void LdNoAllocate(uint32_t* w, const uint8_t* p) {
+  if constexpr (kW == 4) {
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+        : "l"(p));
+  } else {
+    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));
+  }
+}
+#endif
 template <int F>
 __device__ __forceinline__ Unit<F> LoadUnitStream(const uint8_t* p) {
 #if defined(TQ_CUDA_EMU)
   return LoadUnit<F>(p);
 #else
-  if constexpr (F == kQ4) {
-    Unit<F> u;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(u.w[0]), "=r"(u.w[1]), "=r"(u.w[2]), "=r"(u.w[3])
-        : "l"(p));
-    return u;
-  } else if constexpr (F == kQ8) {
-    Unit<F> u;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(u.w[0]), "=r"(u.w[1]), "=r"(u.w[2]), "=r"(u.w[3])
-        : "l"(p));
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(u.w[4]), "=r"(u.w[5]), "=r"(u.w[6]), "=r"(u.w[7])
-        : "l"(p + 16));
-    return u;
-  } else if constexpr (F == kQ2) {
-    Unit<F> u;
-    asm("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
-        : "=r"(u.w[0]), "=r"(u.w[1])
-        : "l"(p));
-    return u;
-  } else {
+  if constexpr (F == kQ3) {
     return LoadUnit<F>(p);
+  } else {
+    Unit<F> u;
+    constexpr int kW = F == kQ2 ? 2 : 4, kWords = kUnitBytes<F> / 4;
+#pragma unroll
+    for (int i = 0; i < kWords; i += kW) LdNoAllocate<kW>(u.w + i, p + 4 * i);
+    return u;
   }
 #endif
 }
