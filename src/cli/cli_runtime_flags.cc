@@ -36,6 +36,12 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
                  "often used, counts halved over time)")
       ->check(CLI::IsMember({"lru", "lfu"}))
       ->capture_default_str();
+  app.add_option("--gpu-memory-limit", flags->gpu_memory_limit,
+                 "GPU runs: the most the engine may hold on the card (weights, KV cache, "
+                 "workspace; e.g. 8GiB; the CUDA context and cuBLAS's workspace come on top). A "
+                 "MoE model larger than this streams its experts from pinned host memory (see "
+                 "--expert-cache); anything else that does not fit is an out-of-memory error "
+                 "naming the limit. Default: the card's memory");
   app.add_option("--expert-readers", flags->expert_readers,
                  "threads reading the next layer's predicted experts ahead (0: no prefetch)")
       ->check(CLI::Range(0, 64))
@@ -43,9 +49,10 @@ void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags) {
 }
 
 int64_t PlannedExpertCache(const RuntimeFlags& flags, const std::string& model_dir, int64_t context,
-                           std::string* why) {
+                           std::string* why, bool gpu) {
   PlanOptions po;
   po.model_dir = model_dir;
+  po.device = gpu ? PlanDevice::kCuda : PlanDevice::kCpu;
   po.context = std::max<int64_t>(0, context);  // 0: the verbs' default context
   po.threads = flags.threads;
   try {
@@ -53,7 +60,13 @@ int64_t PlannedExpertCache(const RuntimeFlags& flags, const std::string& model_d
   } catch (const Error&) {
     return -1;  // the verb reports its bad KV flags
   }
-  const char* env = std::getenv("TURBOQUANT_RAM_GB");
+  const char* env = gpu ? nullptr : std::getenv("TURBOQUANT_RAM_GB");
+  const char* source = env && *env ? "$TURBOQUANT_RAM_GB" : nullptr;
+  if (gpu && !flags.gpu_memory_limit.empty()) {
+    po.ram_gb = double(ParseByteSize(flags.gpu_memory_limit, "--gpu-memory-limit")) /
+                double(int64_t(1) << 30);
+    source = "--gpu-memory-limit";
+  }
   if (env && *env) {
     char* end = nullptr;
     const double gb = std::strtod(env, &end);
@@ -74,7 +87,7 @@ int64_t PlannedExpertCache(const RuntimeFlags& flags, const std::string& model_d
         "--expert-cache {}MiB ({:.0f}% of experts resident), as `turboquant plan` recommends; "
         "--expert-cache all keeps every expert resident",
         HumanBytes(p.memory.peak()), p.context, HumanBytes(p.usable_bytes),
-        env && *env ? "$TURBOQUANT_RAM_GB" : p.usable_source, p.streaming_cache_bytes >> 20,
+        source ? source : p.usable_source.c_str(), p.streaming_cache_bytes >> 20,
         100.0 * p.streaming_resident_fraction);
   return p.streaming_cache_bytes;
 }
@@ -83,6 +96,11 @@ ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model
                              int64_t context) {
   ModelLoadOptions o;
   o.device = flags.device;
+  if (!flags.gpu_memory_limit.empty()) {
+    o.device_memory_limit = ParseByteSize(flags.gpu_memory_limit, "--gpu-memory-limit");
+    if (o.device_memory_limit <= 0)
+      throw UsageError("--gpu-memory-limit", "must be more than 0 bytes");
+  }
   o.expert_cache_policy = flags.expert_cache_policy;
   o.expert_readers = flags.expert_readers;
   if (flags.expert_cache == "all") return o;
@@ -98,7 +116,7 @@ ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model
     return o;  // Model::Load names the device problem
   }
   std::string why;
-  if (host) o.expert_cache_bytes = PlannedExpertCache(flags, model_dir, context, &why);
+  o.expert_cache_bytes = PlannedExpertCache(flags, model_dir, context, &why, !host);
   if (o.expert_cache_bytes >= 0) std::fprintf(stderr, "[expert cache] %s\n", why.c_str());
   return o;
 }

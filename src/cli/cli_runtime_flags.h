@@ -1,7 +1,7 @@
 // Flags shared by the verbs that run a model (generate, perplexity, bench, serve):
 // --device cpu|ref|cuda[:N], -t/--threads N (default: all cores, $TURBOQUANT_THREADS) and
 // --kv-dtype f16|bf16|f32, and MoE expert streaming: --expert-cache SIZE, --expert-cache-policy,
-// --expert-readers.
+// --expert-readers, and --gpu-memory-limit SIZE (what the engine may hold on the card).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -24,6 +24,7 @@ struct RuntimeFlags {
   std::string expert_cache;
   std::string expert_cache_policy = "lru";  // lru | lfu
   int expert_readers = 2;                   // prefetch reader threads (0: no prefetch)
+  std::string gpu_memory_limit;             // "" = the card's memory; else a size ("8GiB")
 };
 
 void AddRuntimeFlags(CLI::App& app, RuntimeFlags* flags);
@@ -36,11 +37,12 @@ ModelLoadOptions LoadOptions(const RuntimeFlags& flags, const std::string& model
 
 // The --expert-cache default: plan's recommended cache (bytes) when `model_dir` is an MoE model
 // whose plan at `context` tokens (0: the default context) with the flags' KV cache and threads
-// does not fit (usable memory: $TURBOQUANT_RAM_GB GiB when set, else MemAvailable) and fits with
+// does not fit (usable memory on the host: $TURBOQUANT_RAM_GB GiB when set, else MemAvailable;
+// on a GPU (`gpu`): --gpu-memory-limit when set, else the card's free memory) and fits with
 // streaming; -1 (every expert resident) otherwise, also when the directory cannot be planned
 // (loading reports that). `why` gets the reason when >= 0.
 int64_t PlannedExpertCache(const RuntimeFlags& flags, const std::string& model_dir, int64_t context,
-                           std::string* why);
+                           std::string* why, bool gpu = false);
 // Sets the global thread pool size.
 void ApplyThreads(const RuntimeFlags& flags);
 // "f16" | "bf16" | "f32" -> KvDType; tq::UsageError otherwise.

@@ -34,6 +34,7 @@ nlohmann::json ExpertStatsJson(const ExpertCacheStats& s, int64_t tokens) {
       {"bytes_read", s.bytes_read},
       {"bytes_read_per_token", double(s.bytes_read) * per},
       {"stall_seconds", s.stall_seconds},
+      {"host_copy_bytes", s.host_copy_bytes},
       {"stall_seconds_per_token", s.stall_seconds * per}};
 }
 
@@ -104,6 +105,11 @@ int Run(int argc, char** argv) {
                           {"bytes_read_per_decode_token", bytes_per_token},
                           {"weight_bytes_per_decode_token", r.weight_bytes_per_token},
                           {"logits_finite", r.logits_finite}};
+      if (r.device_used_bytes >= 0) {
+        j["device_peak_allocated_bytes"] = r.device_peak_allocated_bytes;
+        j["device_used_bytes"] = r.device_used_bytes;
+        j["device_memory_limit"] = model->backend().MemoryLimit();
+      }
       if (r.expert_streaming) {
         j["expert_cache"] = {{"prefill", ExpertStatsJson(r.prefill_experts, r.prompt_tokens)},
                              {"decode", ExpertStatsJson(r.decode_experts, r.gen_tokens)},
@@ -132,6 +138,10 @@ int Run(int argc, char** argv) {
                   DescribeKvCache(o.kv).c_str(), static_cast<long long>(r.kv_bytes_per_token),
                   static_cast<long long>(r.kv_bytes));
       std::printf("peak rss     %s\n", HumanBytes(int64_t(r.peak_rss_bytes)).c_str());
+      if (r.device_used_bytes >= 0)
+        std::printf("device mem   %s peak held by the engine, %s of the card in use at the end\n",
+                    HumanBytes(r.device_peak_allocated_bytes).c_str(),
+                    HumanBytes(r.device_used_bytes).c_str());
       if (r.expert_streaming) {
         const ExpertCacheStats& d = r.decode_experts;
         std::printf(

@@ -1,5 +1,7 @@
 #include "kernels/backend.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cstdlib>
 #include <map>
@@ -136,6 +138,27 @@ void Backend::AddRmsNorm(float* x, const float* y, int64_t rows, int64_t dim, co
                          float eps, float* out) {
   Add(x, y, rows * dim);
   RmsNorm(x, rows, dim, weight, eps, out);
+}
+
+void Backend::SetMemoryLimit(int64_t bytes) {
+  if (bytes > 0)
+    throw UsageError("--gpu-memory-limit",
+                     fmt::format("the run is on {}, not a GPU: use --expert-cache (host memory) "
+                                 "instead",
+                                 name()));
+}
+
+DeviceBuffer Backend::AllocatePinnedHost(size_t bytes, std::string_view what) {
+  if (bytes == 0) return {};
+  void* p = std::malloc(bytes);
+  TQ_CHECK(p, std::string(name()), "out of host memory: {} needs {} bytes", what, bytes);
+  return DeviceBuffer(
+      p, bytes, MemorySpace::kHost, [](void* q, void*) { std::free(q); }, nullptr);
+}
+
+uint64_t Backend::CopyAhead(void* dst, const void* src, size_t bytes) {
+  CopyToDevice(dst, src, bytes);
+  return 0;
 }
 
 void Backend::Scale(float*, int64_t, float) { Unsupported(*this, FamilyOp::kScale); }

@@ -119,8 +119,9 @@ class Backend {
   // Uninitialized storage; throws tq::Error naming `what` and the size when it does not fit.
   virtual DeviceBuffer Allocate(size_t bytes, std::string_view what) = 0;
   // Bytes that Allocate's buffers hold now, summed over the process's buffers of this backend
-  // (the forward pass's workspace, KV caches, staging; not Upload's views); -1 where the backend
-  // does not count them. What plan's workspace figure is checked against.
+  // (the forward pass's workspace, KV caches, staging; not Upload's views on a host backend, the
+  // uploaded weights and the backend's own scratch on a device); -1 where the backend does not
+  // count them. What plan's workspace figure is checked against.
   virtual int64_t AllocatedBytes() const { return -1; }
   // Backend memory holding a copy of host bytes, or (host backends) a view of them: the caller
   // keeps `host` alive as long as the result (mmapped weights outlive the model).
@@ -133,6 +134,30 @@ class Backend {
   virtual void Synchronize() = 0;
   // Bytes of backend memory free and in total (host backends: 0, 0 = not tracked).
   virtual void MemoryInfo(size_t* free_bytes, size_t* total_bytes) const = 0;
+  // The most AllocatedBytes() has been since the backend was made (-1: not counted).
+  virtual int64_t PeakAllocatedBytes() const { return -1; }
+  // Caps what Allocate (weights, caches, workspace, scratch) may hold at once (`--gpu-memory-
+  // limit`; 0 = the card's memory): an allocation beyond it fails as out-of-memory, naming the
+  // limit. The CUDA context and the cuBLAS library's own workspace are outside it. Device
+  // backends only: a host backend throws tq::UsageError.
+  virtual void SetMemoryLimit(int64_t bytes);
+  virtual int64_t MemoryLimit() const { return 0; }
+
+  // --- copies that overlap compute (device backends; the defaults serve host backends) ---
+  // Page-locked host memory, which CopyToDevice and CopyAhead read without staging (host
+  // backends: ordinary memory). Throws tq::Error naming `what` when it cannot be had.
+  virtual DeviceBuffer AllocatePinnedHost(size_t bytes, std::string_view what);
+  // True when CopyAhead runs on a queue of its own, beside the compute stream.
+  virtual bool HasCopyQueue() const { return false; }
+  // Host -> backend memory on the copy queue, started once every op queued so far has finished
+  // (so it never overwrites what a queued kernel still reads) and overlapping the ops queued
+  // after it; `src` (pinned, AllocatePinnedHost) must stay valid and unchanged until the copy
+  // is waited for. Returns a ticket for WaitCopy (copies finish in ticket order). Default: a
+  // CopyToDevice in stream order, ticket 0.
+  virtual uint64_t CopyAhead(void* dst, const void* src, size_t bytes);
+  // Ops queued after this call wait for copy `ticket` (and every copy before it) on the device;
+  // the host does not wait. Ticket 0: nothing to wait for.
+  virtual void WaitCopy(uint64_t /*ticket*/) {}
 
   // --- ops (every pointer in the backend's memory; shapes as in ops.h / packed_ops.h) ---
   // out [n, dim] = table[ids[i]] as fp32; table [vocab, dim] F32/F16/BF16.

@@ -11,10 +11,14 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "core/error.h"
+#include "core/sysinfo.h"
+#include "core/thread_pool.h"
 #include "io/checkpoint.h"
 #include "model/weights.h"
 
@@ -26,6 +30,10 @@ constexpr size_t kSpanAlign = 64;  // each span's offset in a slot (SIMD loads, 
 size_t AlignUp(size_t v) { return (v + kSpanAlign - 1) / kSpanAlign * kSpanAlign; }
 
 using Clock = std::chrono::steady_clock;
+
+// Host memory the pinned copy of the experts must leave free (the runtime, the page cache of
+// the mapped non-expert weights).
+constexpr int64_t kHostCopyHeadroom = int64_t(2) << 30;
 
 }  // namespace
 
@@ -54,6 +62,7 @@ struct ExpertCache::Impl {
     bool prefetched = false;  // filled by a prefetch, not yet used
     bool demanded = false;    // being filled by a reader for this layer (ReadAhead): a miss
     uint64_t prefetch_epoch = 0;
+    uint64_t ticket = 0;  // a CopyAhead into the slot the compute stream has not yet waited for
     GatedMlp view;
   };
   struct Job {
@@ -71,6 +80,12 @@ struct ExpertCache::Impl {
   size_t slot_bytes = 0;
   DeviceBuffer arena;
   uint8_t* arena_base = nullptr;
+  // Device backends with a copy queue, when host memory allows: every expert's slot image in
+  // pinned host memory (read from the checkpoint once, at construction). A miss is then one
+  // asynchronous copy on the compute stream and a prediction one on the copy queue that
+  // overlaps compute; the host never waits for an expert.
+  bool async = false;
+  DeviceBuffer host_copy;
 
   std::mutex mu;
   std::condition_variable cv;  // a slot finished loading / a job was queued
@@ -94,40 +109,78 @@ struct ExpertCache::Impl {
   }
 
   uint8_t* SlotData(int32_t s) { return arena_base + size_t(s) * slot_bytes; }
+  uint8_t* HostCopy(int64_t e) { return host_copy.as<uint8_t>() + size_t(e) * slot_bytes; }
+  // Bytes of an expert's slot image: up to the end of its last span.
+  size_t Extent(int64_t e) const {
+    const Span& last = experts[size_t(e)].spans.back();
+    return last.slot_offset + last.bytes;
+  }
+
+  // Span sp of expert x from the checkpoint (or memory) into dst.
+  void ReadSpan(const Expert& x, const Span& sp, uint8_t* dst) {
+    if (sp.shard < 0) {
+      std::memcpy(dst, sp.mem, sp.bytes);
+      return;
+    }
+    size_t done = 0;
+    while (done < sp.bytes) {
+      const ssize_t r =
+          ::pread(fds[size_t(sp.shard)], dst + done, sp.bytes - done, off_t(sp.offset + done));
+      if (r < 0 && errno == EINTR) continue;
+      TQ_CHECK(r > 0, "expert cache",
+               "reading layer {} expert {} ({} bytes at offset {} of shard {}): {}", x.layer,
+               x.index, sp.bytes, sp.offset + done, sp.shard,
+               r == 0 ? std::string("unexpected end of file") : std::strerror(errno));
+      done += size_t(r);
+    }
+  }
+
+  // Expert e's slot image into host_copy (spans at their slot offsets, the gaps zeroed).
+  void ReadHostCopy(int64_t e) {
+    const Expert& x = experts[size_t(e)];
+    uint8_t* base = HostCopy(e);
+    size_t end = 0;
+    for (const Span& sp : x.spans) {
+      std::memset(base + end, 0, sp.slot_offset - end);
+      ReadSpan(x, sp, base + sp.slot_offset);
+      end = sp.slot_offset + sp.bytes;
+    }
+  }
 
   // Reads expert e's spans into slot s and builds its linears there (no lock held: the slot is
   // kLoading, so nobody else touches it).
   void Fill(int32_t s, int64_t e) {
     const Expert& x = experts[size_t(e)];
     uint8_t* base = SlotData(s);
-    std::vector<uint8_t> staging;
-    const bool host = be->memory_space() == MemorySpace::kHost;
-    for (const Span& sp : x.spans) {
-      uint8_t* dst = base + sp.slot_offset;
-      if (!host) {
-        staging.resize(sp.bytes);
-        dst = staging.data();
-      }
-      if (sp.shard < 0) {
-        std::memcpy(dst, sp.mem, sp.bytes);
-      } else {
-        size_t done = 0;
-        while (done < sp.bytes) {
-          const ssize_t r =
-              ::pread(fds[size_t(sp.shard)], dst + done, sp.bytes - done, off_t(sp.offset + done));
-          if (r < 0 && errno == EINTR) continue;
-          TQ_CHECK(r > 0, "expert cache",
-                   "reading layer {} expert {} ({} bytes at offset {} of shard {}): {}", x.layer,
-                   x.index, sp.bytes, sp.offset + done, sp.shard,
-                   r == 0 ? std::string("unexpected end of file") : std::strerror(errno));
-          done += size_t(r);
+    if (async) {
+      // In stream order: after the kernels that read the slot's last expert, and after a copy
+      // into it still on the copy queue.
+      Slot& sl = slots[size_t(s)];
+      be->WaitCopy(std::exchange(sl.ticket, 0));
+      be->CopyToDevice(base, HostCopy(e), Extent(e));
+    } else {
+      std::vector<uint8_t> staging;
+      const bool host = be->memory_space() == MemorySpace::kHost;
+      for (const Span& sp : x.spans) {
+        uint8_t* dst = base + sp.slot_offset;
+        if (!host) {
+          staging.resize(sp.bytes);
+          dst = staging.data();
+        }
+        ReadSpan(x, sp, dst);
+        if (!host) {
+          be->CopyToDevice(base + sp.slot_offset, dst, sp.bytes);
+          be->Synchronize();  // the staging buffer is reused
         }
       }
-      if (!host) {
-        be->CopyToDevice(base + sp.slot_offset, dst, sp.bytes);
-        be->Synchronize();  // the staging buffer is reused
-      }
     }
+    BuildViews(s, e);
+  }
+
+  // Expert e's linears on slot s's storage.
+  void BuildViews(int32_t s, int64_t e) {
+    const Expert& x = experts[size_t(e)];
+    uint8_t* base = SlotData(s);
     GatedMlp& v = slots[size_t(s)].view;
     size_t k = 0;
     const Linear* projs[3] = {x.tmpl->gate.get(), x.tmpl->up.get(), x.tmpl->down.get()};
@@ -295,6 +348,29 @@ ExpertCache::ExpertCache(const Checkpoint& ckpt, ModelWeights& w, kernels::Backe
   m.slots.resize(size_t(n_slots));
   m.arena = be.Allocate(size_t(n_slots) * slot_bytes, "the expert cache");
   m.arena_base = m.arena.as<uint8_t>();
+  const int64_t copy_bytes = int64_t(m.experts.size()) * int64_t(slot_bytes);
+  if (be.memory_space() != MemorySpace::kHost && be.HasCopyQueue() && opts.host_copy &&
+      copy_bytes + kHostCopyHeadroom <= AvailableRamBytes()) {
+    m.host_copy = be.AllocatePinnedHost(size_t(copy_bytes), "the experts' host copy");
+    // Read by several threads (page cache or disk); the first error is rethrown.
+    const int threads = int(std::clamp<int64_t>(HardwareThreads(), 1, 8));
+    std::vector<std::thread> pool;
+    std::mutex err_mu;
+    std::exception_ptr err;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        try {
+          for (int64_t e = t; e < int64_t(m.experts.size()); e += threads) m.ReadHostCopy(e);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(err_mu);
+          if (!err) err = std::current_exception();
+        }
+      });
+    for (std::thread& th : pool) th.join();
+    if (err) std::rethrow_exception(err);
+    m.async = true;
+    m.st.host_copy_bytes = copy_bytes;
+  }
   m.st.slots = n_slots;
   m.st.slot_bytes = int64_t(slot_bytes);
   m.st.experts = int64_t(m.experts.size());
@@ -338,6 +414,7 @@ const GatedMlp& ExpertCache::Acquire(int64_t layer, int64_t expert) {
         }
         if (sl.prefetched) ++m.st.prefetch_hits;
         sl.prefetched = false;
+        m.be->WaitCopy(std::exchange(sl.ticket, 0));  // (async) its copy ahead, if pending
         m.Touch(s);
         m.in_use = s;
         if (waited) m.st.stall_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -380,7 +457,7 @@ const GatedMlp& ExpertCache::Acquire(int64_t layer, int64_t expert) {
 void ExpertCache::Prefetch(int64_t layer, std::span<const int32_t> experts, int64_t protect_layer,
                            std::span<const int32_t> protect) {
   Impl& m = *impl_;
-  if (m.readers.empty()) return;
+  if (m.readers.empty() && !(m.async && m.opts.reader_threads > 0)) return;
   const int64_t base = m.layer_base[size_t(layer)];
   const int64_t pbase = protect_layer >= 0 ? m.layer_base[size_t(protect_layer)] : -1;
   std::lock_guard<std::mutex> lock(m.mu);
@@ -418,6 +495,19 @@ void ExpertCache::Prefetch(int64_t layer, std::span<const int32_t> experts, int6
     m.Claim(v, base + e);
     m.slots[size_t(v)].prefetch_epoch = epoch;
     protected_slot[size_t(v)] = true;
+    if (m.async) {
+      // On the copy queue, overlapping this layer's compute; Acquire makes the compute stream
+      // wait for it.
+      Impl::Slot& sl = m.slots[size_t(v)];
+      sl.ticket = m.be->CopyAhead(m.SlotData(v), m.HostCopy(base + e), m.Extent(base + e));
+      m.BuildViews(v, base + e);
+      sl.state = Impl::State::kReady;
+      sl.prefetched = true;
+      sl.last_use = ++m.tick;
+      ++m.st.prefetches;
+      m.st.bytes_read += m.SpanBytes(base + e);
+      continue;
+    }
     for (const Impl::Span& sp : x.spans)
       if (sp.shard >= 0)
         ::posix_fadvise(m.fds[size_t(sp.shard)], off_t(sp.offset), off_t(sp.bytes),
@@ -471,7 +561,10 @@ ExpertCacheStats ExpertCache::stats() const {
 void ExpertCache::ResetStats() {
   std::lock_guard<std::mutex> lock(impl_->mu);
   ExpertCacheStats& s = impl_->st;
-  s = ExpertCacheStats{.slots = s.slots, .slot_bytes = s.slot_bytes, .experts = s.experts};
+  s = ExpertCacheStats{.slots = s.slots,
+                       .slot_bytes = s.slot_bytes,
+                       .experts = s.experts,
+                       .host_copy_bytes = s.host_copy_bytes};
 }
 
 int64_t ParseByteSize(const std::string& text, const std::string& flag) {

@@ -15,9 +15,13 @@
 // while layer L computes, the router of the next MoE layer applied to layer L's input predicts
 // its experts, and reader threads fill their slots (posix_fadvise WILLNEED on the spans first).
 //
-// Slots are backend buffers: on a host backend the pread lands in the slot; on a device backend
-// it lands in a host staging buffer that is copied to the slot (a device cache with asynchronous
-// copies plugs in here).
+// Slots are backend buffers. On a host backend the pread lands in the slot. On a device backend
+// with a copy queue (cuda), when host memory has room, every expert's slot image is read once
+// into pinned host memory at construction (the experts then live in host RAM, the slots in GPU
+// memory): a miss is one asynchronous copy in stream order, and a prediction is copied on the
+// copy queue while the current layer computes (Backend::CopyAhead / WaitCopy), so the host never
+// waits for an expert. Otherwise a miss preads into a host staging buffer that is copied to the
+// slot and waited for.
 //
 // Not thread-safe for Acquire (one forward pass at a time, like Model); the reader threads
 // synchronize with it internally.
@@ -43,6 +47,9 @@ struct ExpertCacheOptions {
   int64_t budget_bytes = 0;  // slots = budget / slot bytes (at least one expert must fit)
   ExpertCachePolicy policy = ExpertCachePolicy::kLru;
   int reader_threads = 2;  // prefetch readers (0: no prefetch)
+  // Device backends: keep the experts in pinned host memory when it fits (see above); false
+  // reads every miss from the checkpoint (tests of that path).
+  bool host_copy = true;
 };
 
 struct ExpertCacheStats {
@@ -53,6 +60,7 @@ struct ExpertCacheStats {
   int64_t prefetches = 0;                          // slots filled by prefetch
   int64_t predicted = 0, predicted_used = 0;       // predicted experts, and those then used
   double stall_seconds = 0;                        // forward pass waiting for expert bytes
+  int64_t host_copy_bytes = 0;  // device backends: the experts' pinned host copy (0: none)
   double hit_rate() const { return lookups ? double(hits) / double(lookups) : 0.0; }
 };
 

@@ -74,6 +74,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const ModelLoadOption
   m->arch_ = &FindArchitecture(m->config_);
   m->backend_ =
       &kernels::GetBackend(opts.device.empty() ? kernels::DefaultDeviceName() : opts.device);
+  if (opts.device_memory_limit > 0) m->backend_->SetMemoryLimit(opts.device_memory_limit);
   m->checkpoint_ = Checkpoint::Open(dir);
   m->weights_ = LoadWeights(*m->checkpoint_, m->config_, *m->arch_);
   CheckBackendSupports(m->weights_->spec, *m->backend_);
@@ -87,6 +88,7 @@ std::unique_ptr<Model> Model::Load(const std::string& dir, const ModelLoadOption
                        fmt::format("'{}' is not a policy (lru, lfu)", opts.expert_cache_policy));
     }
     eo.reader_threads = opts.expert_readers;
+    eo.host_copy = opts.expert_host_copy;
     m->expert_cache_ =
         std::make_unique<ExpertCache>(*m->checkpoint_, *m->weights_, *m->backend_, eo);
   }

@@ -34,6 +34,10 @@ struct ModelLoadOptions {
   int64_t expert_cache_bytes = -1;
   std::string expert_cache_policy = "lru";  // "lru" | "lfu"
   int expert_readers = 2;                   // prefetch reader threads (0: no prefetch)
+  bool expert_host_copy = true;  // device: experts in pinned host memory (ExpertCacheOptions)
+  // Device backends: what the engine may allocate on the card, bytes (0: no limit beyond the
+  // card's; Backend::SetMemoryLimit). Host backends refuse a limit.
+  int64_t device_memory_limit = 0;
 };
 
 class Model {

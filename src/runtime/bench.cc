@@ -129,6 +129,13 @@ BenchResult RunBench(Model& model, const BenchOptions& opts) {
   const int64_t snaps = int64_t(cache->SnapshotPositions().size());
   r.kv_bytes = cache->MemoryBytes() - cache->RecurrentBytes() * snaps / (1 + snaps);
   r.peak_rss_bytes = PeakRssBytes();
+  kernels::Backend& be = model.backend();
+  if (be.memory_space() != MemorySpace::kHost) {
+    r.device_peak_allocated_bytes = be.PeakAllocatedBytes();
+    size_t free_b = 0, total_b = 0;
+    be.MemoryInfo(&free_b, &total_b);
+    r.device_used_bytes = int64_t(total_b - free_b);
+  }
   return r;
 }
 

@@ -35,6 +35,10 @@ struct BenchResult {
   int64_t decode_context = 0;  // cache size when decoding started
   std::string context_fill;    // "prompt" (after the prefill) or "prefill" (real tokens)
   int64_t peak_rss_bytes = 0;
+  // Device backends (-1 on the host): the most the engine held through the backend (weights,
+  // caches, workspace, scratch: Backend::PeakAllocatedBytes), and the card's memory in use at
+  // the end (total - free: also the CUDA context and library workspaces, and other processes).
+  int64_t device_peak_allocated_bytes = -1, device_used_bytes = -1;
   int64_t model_bytes = 0;
   int64_t kv_bytes_per_token = 0;
   int64_t kv_bytes = 0;  // cache bytes at the end of the decode

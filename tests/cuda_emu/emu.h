@@ -383,6 +383,26 @@ inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
 }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
+// Events and pinned host memory: every call completes at once here, so an event is always
+// complete and a wait on one has nothing to wait for.
+using cudaEvent_t = struct EmuEvent*;
+inline constexpr unsigned cudaEventDisableTiming = 2;
+inline constexpr unsigned cudaHostAllocDefault = 0;
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  *e = nullptr;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
+inline cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) {
+  *p = std::malloc(bytes ? bytes : 1);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
 inline cudaError_t cudaMalloc(void** p, size_t bytes) {
   using namespace tq::emu;
   if (bytes > kEmuMemory - g_allocated) return g_last_error = cudaErrorMemoryAllocation;

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "cuda_emu/cuda_emu.h"
+#include "kernels/backend.h"
 #include "model/model.h"
 #include "runtime/synth.h"
 #include "synthetic_model.h"
@@ -29,37 +31,42 @@ std::vector<int32_t> Prompt(int64_t n, int64_t vocab, int32_t salt) {
 // Everything the bit-identity check runs, as one vector of logits: a 20-token prefill (all
 // logits), 4 decode steps, then a batched decode of 3 sequences for 3 steps and a ForwardBatch
 // mixing a prompt chunk with decodes.
-std::vector<float> Transcript(Model& m) {
+// `brief` (the emulated device, slow): an 8-token prefill, 3 decode steps and 2 steps of 2
+// sequences batched.
+std::vector<float> Transcript(Model& m, bool brief = false) {
   const int64_t vocab = m.vocab_size();
   const KvCacheOptions opts{.max_tokens = 64, .dtype = KvDType::kF32};
   std::vector<float> out, buf;
   auto c = m.NewCache(opts);
-  const auto prompt = Prompt(20, vocab, 1);
-  buf.resize(size_t(20 * vocab));
+  const int64_t n0 = brief ? 8 : 20, steps = brief ? 3 : 4, seqs = brief ? 2 : 3;
+  const auto prompt = Prompt(n0, vocab, 1);
+  buf.resize(size_t(n0 * vocab));
   m.Forward(prompt, *c, buf.data(), true);
   out.insert(out.end(), buf.begin(), buf.end());
   buf.resize(size_t(vocab));
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < steps; ++i) {
     const int32_t t = int32_t((i * 37 + 11) % vocab);
     m.Forward(std::span(&t, 1), *c, buf.data());
     out.insert(out.end(), buf.begin(), buf.end());
   }
   std::vector<std::unique_ptr<KvCache>> cs;
   std::vector<KvCache*> ptrs;
-  for (int s = 0; s < 3; ++s) {
+  for (int s = 0; s < seqs; ++s) {
     cs.push_back(m.NewCache(opts));
     ptrs.push_back(cs.back().get());
     const auto p = Prompt(3 + 4 * s, vocab, s + 2);
     m.Forward(p, *cs.back(), buf.data());
     out.insert(out.end(), buf.begin(), buf.end());
   }
-  buf.resize(size_t(3 * vocab));
-  for (int step = 0; step < 3; ++step) {
+  buf.resize(size_t(seqs * vocab));
+  for (int step = 0; step < (brief ? 2 : 3); ++step) {
     std::vector<int32_t> next = {int32_t((step * 5 + 1) % vocab), int32_t((step * 7 + 2) % vocab),
                                  int32_t((step * 11 + 3) % vocab)};
+    next.resize(size_t(seqs));
     m.DecodeBatch(next, ptrs, buf.data());
     out.insert(out.end(), buf.begin(), buf.end());
   }
+  if (brief) return out;
   const auto chunk = Prompt(6, vocab, 9);
   std::vector<int32_t> toks = chunk;
   toks.push_back(int32_t(17 % vocab));
@@ -76,27 +83,41 @@ int64_t SlotBytes(const std::string& dir) {
 }
 
 // Streamed transcripts for 1, 2, 3 slots, half and all experts, LRU and LFU, equal the
-// resident one byte for byte.
-void ExpectBitIdentical(const std::string& dir) {
-  auto resident = Model::Load(dir, {.device = "cpu"});
+// resident one byte for byte, on `device` (a device backend: with the experts' pinned host copy
+// and asynchronous copies, or, host_copy false, read from the checkpoint at each miss).
+void ExpectBitIdentical(const std::string& dir, const std::string& device = "cpu",
+                        bool host_copy = true) {
+  const bool brief = device == "emu";
+  auto resident = Model::Load(dir, {.device = device});
   ASSERT_EQ(resident->expert_cache(), nullptr);
-  const std::vector<float> want = Transcript(*resident);
+  const std::vector<float> want = Transcript(*resident, brief);
+  resident.reset();
   const int64_t slot = SlotBytes(dir);
   auto probe = Model::Load(dir, {.device = "cpu", .expert_cache_bytes = int64_t(1) << 40});
   const int64_t experts = probe->expert_cache()->stats().experts;
   probe.reset();
-  for (int64_t slots : {int64_t(1), int64_t(2), int64_t(3), experts / 2, experts}) {
-    for (const char* policy : {"lru", "lfu"}) {
-      SCOPED_TRACE(testing::Message() << dir << ": " << slots << " slots, " << policy);
-      auto m = Model::Load(dir, {.device = "cpu",
+  const bool async = host_copy && kernels::GetBackend(device).memory_space() != MemorySpace::kHost;
+  std::vector<int64_t> sizes = {1, 2, 3, experts / 2, experts};
+  std::vector<const char*> policies = {"lru", "lfu"};
+  if (brief) {  // the emulator: the sizes that take each path once
+    sizes = host_copy ? std::vector<int64_t>{1, 3, experts} : std::vector<int64_t>{3};
+    policies = {"lru"};
+  }
+  for (int64_t slots : sizes) {
+    for (const char* policy : policies) {
+      SCOPED_TRACE(testing::Message()
+                   << dir << " on " << device << ": " << slots << " slots, " << policy);
+      auto m = Model::Load(dir, {.device = device,
                                  .expert_cache_bytes = slots * slot + slot / 2,
-                                 .expert_cache_policy = policy});
+                                 .expert_cache_policy = policy,
+                                 .expert_host_copy = host_copy});
       ASSERT_NE(m->expert_cache(), nullptr);
       EXPECT_EQ(m->expert_cache()->slots(), slots);
-      const std::vector<float> got = Transcript(*m);
+      const std::vector<float> got = Transcript(*m, brief);
       ASSERT_EQ(got.size(), want.size());
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
       const ExpertCacheStats s = m->expert_cache()->stats();
+      EXPECT_EQ(s.host_copy_bytes > 0, async);
       EXPECT_EQ(s.hits + s.misses, s.lookups);
       EXPECT_GT(s.misses, 0);
       EXPECT_GE(s.bytes_read, s.misses * 1);
@@ -105,13 +126,15 @@ void ExpectBitIdentical(const std::string& dir) {
         EXPECT_LE(s.misses + s.prefetches, experts);
         EXPECT_GT(s.hit_rate(), 0.5);
       }
+      const bool prefetching =
+          kernels::GetBackend(device).memory_space() == MemorySpace::kHost || async;
       if (slots == 1) {
         EXPECT_EQ(s.prefetches, 0);  // no room to prefetch beside the one in use
-      } else {
+      } else if (prefetching) {
         EXPECT_GT(s.predicted, 0);  // the next-layer prediction ran
         EXPECT_LE(s.predicted_used, s.predicted);
       }
-      if (slots >= 3) {
+      if (slots >= 3 && prefetching) {
         EXPECT_GT(s.prefetches, 0);
       }
       EXPECT_LT(m->ResidentWeightBytes(), m->WeightBytes());
@@ -146,6 +169,44 @@ TEST(ExpertCache, PackedSynthMoeIsBitIdentical) {
   o.progress = false;
   WriteSynthCheckpoint(o);
   ExpectBitIdentical(dir);
+}
+
+// The device path (kernels/cuda's CudaBackend, on the host emulator and on a GPU when one is
+// present): the same bytes reach the same kernels whether an expert was resident, copied at a
+// miss (from the pinned host copy, or read from the checkpoint) or copied ahead on the copy
+// queue. The emulator is slow: it runs the packed model only.
+void ExpectDeviceBitIdentical(const std::string& device, bool with_f32) {
+  test::TempDir tmp;
+  SynthOptions o;
+  o.like = "tiny-qwen3-moe";
+  o.out_dir = (tmp.path() / "q4").string();
+  o.bits = 4;
+  o.progress = false;
+  WriteSynthCheckpoint(o);
+  for (bool host_copy : {true, false}) ExpectBitIdentical(o.out_dir, device, host_copy);
+  if (!with_f32) return;
+  test::SynthSpec spec;
+  spec.model_type = "qwen3_moe";
+  spec.layers = 3;
+  spec.experts = 6;
+  spec.top_k = 2;
+  spec.moe_ffn = 16;
+  const std::string f32 = (tmp.path() / "f32").string();
+  std::filesystem::create_directories(f32);
+  test::WriteSyntheticModel(spec, f32, 7);
+  for (bool host_copy : {true, false}) ExpectBitIdentical(f32, device, host_copy);
+}
+
+TEST(ExpertCache, EmulatedDeviceCopiesAreBitIdentical) {
+  if (!kernels::EmulatedCudaDevice()) GTEST_SKIP() << "the emulator is off under ASan";
+  ExpectDeviceBitIdentical("emu", false);
+}
+
+TEST(ExpertCache, GpuCopiesAreBitIdentical) {
+  if (!kernels::BuiltWithCudaBackend() || kernels::CudaDeviceCount() == 0)
+    GTEST_SKIP() << "no GPU (this build " << (kernels::BuiltWithCudaBackend() ? "has" : "lacks")
+                 << " the CUDA backend)";
+  ExpectDeviceBitIdentical("cuda", true);
 }
 
 TEST(ExpertCache, ABudgetBelowOneExpertIsAnError) {

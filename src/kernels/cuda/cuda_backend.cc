@@ -18,6 +18,7 @@
 #include <mutex>
 #include <numbers>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/error.h"
@@ -114,6 +115,12 @@ class CudaBackend final : public Backend {
          {static_cast<void*>(err_), rot_scratch_, copy_scratch_, attn_scratch_, xhi_, xlo_, deq_})
       if (p) cudaFree(p);
     for (auto& s : signs_) cudaFree(s.device);
+    if (copy_queue_) {
+      cudaStreamSynchronize(copy_stream_);
+      for (cudaEvent_t e : copy_events_) cudaEventDestroy(e);
+      cudaEventDestroy(order_event_);
+      cudaStreamDestroy(copy_stream_);
+    }
     cudaStreamDestroy(stream_);
   }
 
@@ -129,19 +136,76 @@ class CudaBackend final : public Backend {
   DeviceBuffer Allocate(size_t bytes, std::string_view what) override {
     Enter();
     if (bytes == 0) return DeviceBuffer(nullptr, 0, MemorySpace::kDevice, nullptr, nullptr);
+    void* p = DeviceMalloc(bytes, what);
+    return DeviceBuffer(p, bytes, MemorySpace::kDevice, &FreeDevice, this);
+  }
+
+  int64_t AllocatedBytes() const override {
+    std::lock_guard lock(mem_mu_);
+    return used_;
+  }
+  int64_t PeakAllocatedBytes() const override {
+    std::lock_guard lock(mem_mu_);
+    return peak_;
+  }
+  void SetMemoryLimit(int64_t bytes) override {
+    std::lock_guard lock(mem_mu_);
+    TQ_CHECK(bytes >= 0, name_, "--gpu-memory-limit must not be negative");
+    TQ_CHECK(bytes == 0 || bytes >= used_, name_,
+             "--gpu-memory-limit {:.1f} MiB is below the {:.1f} MiB this process already holds "
+             "on the device",
+             double(bytes) / kMiB, double(used_) / kMiB);
+    limit_ = bytes;
+  }
+  int64_t MemoryLimit() const override {
+    std::lock_guard lock(mem_mu_);
+    return limit_;
+  }
+
+  DeviceBuffer AllocatePinnedHost(size_t bytes, std::string_view what) override {
+    Enter();
+    if (bytes == 0) return {};
     void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, bytes);
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
     if (e != cudaSuccess) {
-      cudaGetLastError();  // clear the sticky-free allocation error
-      size_t free_b = 0, total_b = 0;
-      cudaMemGetInfo(&free_b, &total_b);
-      Fail(name_,
-           "out of device memory: {} needs {:.1f} MiB ({} bytes), {:.1f} MiB free of {:.1f} MiB "
-           "({})",
-           what, double(bytes) / kMiB, bytes, double(free_b) / kMiB, double(total_b) / kMiB,
+      cudaGetLastError();
+      Fail(name_, "cannot pin {:.1f} MiB of host memory for {} ({})", double(bytes) / kMiB, what,
            cudaGetErrorString(e));
     }
-    return DeviceBuffer(p, bytes, MemorySpace::kDevice, &FreeDevice, this);
+    return DeviceBuffer(
+        p, bytes, MemorySpace::kHost, [](void* q, void*) { cudaFreeHost(q); }, nullptr);
+  }
+
+  bool HasCopyQueue() const override { return true; }
+
+  // The copy stream waits for an event recorded on the compute stream now (so the copy never
+  // overwrites what a queued kernel reads), copies, and records the ticket's event. Events are
+  // reused round-robin: waiting on a reused one waits for a later copy, which finishes after
+  // the ticket's own (one in-order stream), so it is only ever too cautious.
+  uint64_t CopyAhead(void* dst, const void* src, size_t bytes) override {
+    Enter();
+    graphs_->Finish();  // (not inside a recorded step)
+    if (!copy_queue_) {
+      copy_queue_ = true;
+      Check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "copy stream");
+      Check(cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming), "copy events");
+      for (cudaEvent_t& e : copy_events_)
+        Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "copy events");
+    }
+    Check(cudaEventRecord(order_event_, stream_), "copy ahead");
+    Check(cudaStreamWaitEvent(copy_stream_, order_event_, 0), "copy ahead");
+    if (bytes)
+      Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream_), "copy ahead");
+    const uint64_t ticket = ++copy_tickets_;
+    Check(cudaEventRecord(copy_events_[ticket % kCopyEvents], copy_stream_), "copy ahead");
+    return ticket;
+  }
+
+  void WaitCopy(uint64_t ticket) override {
+    if (ticket == 0) return;
+    TQ_CHECK(ticket <= copy_tickets_, name_, "no copy has ticket {}", ticket);
+    Enter();
+    Check(cudaStreamWaitEvent(stream_, copy_events_[ticket % kCopyEvents], 0), "wait for copy");
   }
 
   DeviceBuffer Upload(const void* host, size_t bytes, std::string_view what) override {
@@ -727,9 +791,47 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // cudaMalloc counted against the limit; throws naming `what` when it does not fit.
+  void* DeviceMalloc(size_t bytes, std::string_view what) {
+    {
+      std::lock_guard lock(mem_mu_);
+      if (limit_ > 0 && used_ + int64_t(bytes) > limit_)
+        Fail(name_,
+             "out of device memory under --gpu-memory-limit {:.1f} MiB: {} needs {:.1f} MiB "
+             "({} bytes) and {:.1f} MiB are held",
+             double(limit_) / kMiB, what, double(bytes) / kMiB, bytes, double(used_) / kMiB);
+    }
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear the sticky-free allocation error
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      Fail(name_,
+           "out of device memory: {} needs {:.1f} MiB ({} bytes), {:.1f} MiB free of {:.1f} MiB "
+           "({})",
+           what, double(bytes) / kMiB, bytes, double(free_b) / kMiB, double(total_b) / kMiB,
+           cudaGetErrorString(e));
+    }
+    std::lock_guard lock(mem_mu_);
+    sizes_[p] = bytes;
+    used_ += int64_t(bytes);
+    peak_ = std::max(peak_, used_);
+    return p;
+  }
+  // Takes p off the count (its memory is freed now or, retired by a graph, soon after).
+  void Uncount(void* p) {
+    std::lock_guard lock(mem_mu_);
+    const auto it = sizes_.find(p);
+    if (it == sizes_.end()) return;
+    used_ -= int64_t(it->second);
+    sizes_.erase(it);
+  }
+
   static void FreeDevice(void* p, void* ctx) {
     auto* self = static_cast<CudaBackend*>(ctx);
     cudaSetDevice(self->device_);
+    self->Uncount(p);
     if (self->graphs_ && self->graphs_->capturing()) {  // the graph being recorded may use it
       self->graphs_->Retire(p);
       return;
@@ -829,20 +931,18 @@ class CudaBackend final : public Backend {
   void* Grow(void** buf, size_t* have, size_t need, const char* what) {
     if (need <= *have) return *buf;
     if (*buf && graphs_->capturing()) {
+      Uncount(*buf);
       graphs_->Retire(*buf);  // the graph being recorded may use it
       *buf = nullptr;
       *have = 0;
     } else if (*buf) {
       Check(cudaStreamSynchronize(stream_), what);
+      Uncount(*buf);
       cudaFree(*buf);
       *buf = nullptr;
       *have = 0;
     }
-    void* p = nullptr;
-    if (cudaMalloc(&p, need) != cudaSuccess) {
-      cudaGetLastError();
-      Fail(name_, "out of device memory: {} needs {} bytes", what, need);
-    }
+    void* p = DeviceMalloc(need, what);
     *buf = p;
     *have = need;
     return p;
@@ -917,6 +1017,18 @@ class CudaBackend final : public Backend {
   size_t deq_bytes_ = 0;
   std::mutex signs_mu_;
   std::vector<UploadedSigns> signs_;
+  // Device memory held through DeviceMalloc (Allocate's buffers, the scratch above), its peak
+  // and the --gpu-memory-limit (0: none).
+  mutable std::mutex mem_mu_;
+  std::unordered_map<void*, size_t> sizes_;
+  int64_t used_ = 0, peak_ = 0, limit_ = 0;
+  // CopyAhead's queue (made at the first call) and its events.
+  static constexpr int kCopyEvents = 256;
+  bool copy_queue_ = false;
+  cudaStream_t copy_stream_ = nullptr;
+  cudaEvent_t order_event_ = nullptr;
+  cudaEvent_t copy_events_[kCopyEvents] = {};
+  uint64_t copy_tickets_ = 0;
 };
 
 }  // namespace
