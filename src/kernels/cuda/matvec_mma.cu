@@ -175,35 +175,84 @@ __device__ __forceinline__ uint32_t Q8Pair(uint32_t word, int k) {
 #endif
 }
 
+// Bits 0..3 of n (< 16) to bit 0 of bytes 0..3 (the four shifted copies of n never overlap,
+// so the product has no carries).
+__device__ __forceinline__ uint32_t SpreadNibble(uint32_t n) {
+  return (n * 0x00204081u) & 0x01010101u;
+}
+
+// A unit's codes as the steps read them: the loaded words (q2, q4, q8), or for q3 four words of
+// code-pair table indices, built once an item from its 12 bytes. q3's layout (quant/packing.h):
+// bytes 0..7 hold the low 2 bits of codes i, i + 8, i + 16, i + 24 in byte i (i < 8), bytes
+// 8..11 the high bit of code j at bit j % 8 of byte 8 + j / 8. Index byte b of word w pairs
+// codes (c0, c1) = PairCols<kQ3>(4w + b) as lo2(c0) | lo2(c1) << 2 | hi(c0) << 4 | hi(c1) << 5.
+template <int F>
+struct StepCodes {
+  Unit<F> q[2];
+};
+template <>
+struct StepCodes<kQ3> {
+  uint32_t iw[2][4];
+};
+template <int F>
+__device__ __forceinline__ StepCodes<F> PrepareCodes(const Unit<F> (&q)[2]) {
+  if constexpr (F == kQ3) {
+    StepCodes<kQ3> c;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t hb = q[h].w[2];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const int half = w & 1, upper = w >> 1;  // codes 4 half + b (+ 16 upper), + 8
+        const uint32_t lo = (q[h].w[half] >> (4 * upper)) & 0x0F0F0F0Fu;
+        const int sh = 16 * upper + 4 * half;
+        c.iw[h][w] =
+            lo | SpreadNibble((hb >> sh) & 15u) << 4 | SpreadNibble((hb >> (sh + 8)) & 15u) << 5;
+      }
+    }
+    return c;
+  } else {
+    return StepCodes<F>{{q[0], q[1]}};
+  }
+}
+
 // The A fragment of step s (0..7) from this lane's units of rows g (q[0]) and g + 8 (q[1]):
 // q4: bytes 2s (k 2t, 2t + 1) and 2s + 1 (k 2t + 8, ..) of each row, one pair each;
+// q3: the same bytes of the index words (PrepareCodes);
 // q2: byte s of each row, whose entry is both pairs;
 // q8 (linear codebook): word s of each row, codes 4s, 4s + 1 (k 2t, ..) and 4s + 2, 4s + 3
 // (k 2t + 8, ..) as c - 128 (Q8Pair; no table).
 template <int F>
-__device__ __forceinline__ void StepA(uint32_t (&a)[4], const Unit<F> (&q)[2], uint32_t hi, int s) {
+__device__ __forceinline__ void StepA(uint32_t (&a)[4], const StepCodes<F>& c, uint32_t hi, int s) {
   if constexpr (F == kQ8) {
-    a[0] = Q8Pair(q[0].w[s], 0);
-    a[1] = Q8Pair(q[1].w[s], 0);
-    a[2] = Q8Pair(q[0].w[s], 1);
-    a[3] = Q8Pair(q[1].w[s], 1);
-  } else if constexpr (F == kQ4) {
+    a[0] = Q8Pair(c.q[0].w[s], 0);
+    a[1] = Q8Pair(c.q[1].w[s], 0);
+    a[2] = Q8Pair(c.q[0].w[s], 1);
+    a[3] = Q8Pair(c.q[1].w[s], 1);
+  } else if constexpr (F == kQ4 || F == kQ3) {
     const int word = s >> 1, k0 = (2 * s) & 3;
-    a[0] = LdShared32(ByteAddr(q[0].w[word], hi, k0));
-    a[1] = LdShared32(ByteAddr(q[1].w[word], hi, k0));
-    a[2] = LdShared32(ByteAddr(q[0].w[word], hi, k0 + 1));
-    a[3] = LdShared32(ByteAddr(q[1].w[word], hi, k0 + 1));
+    uint32_t w0, w1;
+    if constexpr (F == kQ3) {
+      w0 = c.iw[0][word], w1 = c.iw[1][word];
+    } else {
+      w0 = c.q[0].w[word], w1 = c.q[1].w[word];
+    }
+    a[0] = LdShared32(ByteAddr(w0, hi, k0));
+    a[1] = LdShared32(ByteAddr(w1, hi, k0));
+    a[2] = LdShared32(ByteAddr(w0, hi, k0 + 1));
+    a[3] = LdShared32(ByteAddr(w1, hi, k0 + 1));
   } else {
-    const uint2 e0 = LdShared64(ByteAddr(q[0].w[s >> 2], hi, s & 3));
-    const uint2 e1 = LdShared64(ByteAddr(q[1].w[s >> 2], hi, s & 3));
+    const uint2 e0 = LdShared64(ByteAddr(c.q[0].w[s >> 2], hi, s & 3));
+    const uint2 e1 = LdShared64(ByteAddr(c.q[1].w[s >> 2], hi, s & 3));
     a[0] = e0.x, a[2] = e0.y, a[1] = e1.x, a[3] = e1.y;
   }
 }
 
-// Table entry e of a format: q4 the pair {book[e & 15], book[e >> 4]}; q2 the pairs
+// Table entry e of a format: q4 the pair {book[e & 15], book[e >> 4]}; q3 the pair {book[(e &
+// 3) | (e >> 2 & 4)], book[(e >> 2 & 3) | (e >> 3 & 4)]} (PrepareCodes' index); q2 the pairs
 // {book[e & 3], book[(e >> 2) & 3]} and {book[(e >> 4) & 3], book[e >> 6]}; one copy a lane.
 template <int F>
-inline constexpr int kLaneBytes = F == kQ4 ? 4 : 8;
+inline constexpr int kLaneBytes = F == kQ2 ? 8 : 4;
 
 // Pair p (0..15) of a unit's staged x: the two columns (within the unit) it multiplies, in the
 // A fragment's order: step p / 2, register p % 2.
@@ -213,6 +262,9 @@ __device__ __forceinline__ void PairCols(int p, int& c0, int& c1) {
     c0 = 2 * p, c1 = 2 * p + 1;  // word p / 2, codes 4 (p / 2) + 2 (p % 2) ..
   } else if constexpr (F == kQ4) {
     c0 = p, c1 = p + 16;  // byte p: codes p, p + 16
+  } else if constexpr (F == kQ3) {
+    const int i = 4 * ((p >> 2) & 1) + (p & 3);  // index word p / 4, byte p % 4
+    c0 = i + 16 * (p >> 3), c1 = c0 + 8;
   } else {
     const int s = p >> 1;
     c0 = s + 16 * (p & 1), c1 = c0 + 8;  // byte s: codes s, s + 8 | s + 16, s + 24
@@ -372,6 +424,9 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
     uint32_t* dst = table + e * 64 + l * kLaneWords;
     if constexpr (F == kQ4) {
       dst[0] = PackBf16(__ldg(book + (e & 15)), __ldg(book + (e >> 4)));
+    } else if constexpr (F == kQ3) {
+      dst[0] = PackBf16(__ldg(book + ((e & 3) | (e >> 2 & 4))),
+                        __ldg(book + ((e >> 2 & 3) | (e >> 3 & 4))));
     } else {
       dst[0] = PackBf16(__ldg(book + (e & 3)), __ldg(book + ((e >> 2) & 3)));
       dst[1] = PackBf16(__ldg(book + ((e >> 4) & 3)), __ldg(book + (e >> 6)));
@@ -455,10 +510,11 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
       // lane supplies it (g % 4 == t), else zeros.
       const uint32_t* xu = xl ? xs + (c * 4 + t) * kXUnitWords + 2 * (g >> 2) : zeros;
       float cc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      const StepCodes<F> codes = PrepareCodes<F>(cur[d].q);
 #pragma unroll
       for (int s = 0; s < 8; ++s) {
         uint32_t a[4];
-        StepA<F>(a, cur[d].q, hi, s);
+        StepA<F>(a, codes, hi, s);
         const uint2 xv = *reinterpret_cast<const uint2*>(xu + s * 4);
         const uint32_t b[2] = {xv.x, xv.y};
         MmaBf16(cc, a, b);
@@ -578,6 +634,7 @@ int SmCount() {
 
 bool MmaEligible(const DevPacked& w, const DevPacked& w0) {
   const bool format = w.format == kQ4   ? w.levels == 16
+                      : w.format == kQ3 ? w.levels == 8
                       : w.format == kQ2 ? w.levels == 4
                       : w.format == kQ8 ? w.levels == 256 && w.linear_q8_step > 0.0f
                                         : false;
@@ -661,6 +718,9 @@ bool MmaPackedMatVec(const float* x, const DevPacked* ws, const float* const* bi
   if (ws[0].format == kQ4)
     return e8 ? LaunchMma<kQ4, true>(x, g, gshift, lay, r, bshift, s)
               : LaunchMma<kQ4, false>(x, g, gshift, lay, r, bshift, s);
+  if (ws[0].format == kQ3)
+    return e8 ? LaunchMma<kQ3, true>(x, g, gshift, lay, r, bshift, s)
+              : LaunchMma<kQ3, false>(x, g, gshift, lay, r, bshift, s);
   return e8 ? LaunchMma<kQ2, true>(x, g, gshift, lay, r, bshift, s)
             : LaunchMma<kQ2, false>(x, g, gshift, lay, r, bshift, s);
 }
