@@ -142,33 +142,45 @@ void ExpectBitIdentical(const std::string& dir, const std::string& device = "cpu
   }
 }
 
+// A synthetic f32 qwen3_moe (6 experts, top 2) in `dir`, with dense layers at `mlp_only`.
+std::string WriteF32Moe(const std::filesystem::path& dir, int layers,
+                        std::vector<int64_t> mlp_only) {
+  test::SynthSpec spec;
+  spec.model_type = "qwen3_moe";
+  spec.layers = layers;
+  spec.experts = 6;
+  spec.top_k = 2;
+  spec.moe_ffn = 16;
+  spec.mlp_only_layers = std::move(mlp_only);
+  std::filesystem::create_directories(dir);
+  test::WriteSyntheticModel(spec, dir.string(), 7);
+  return dir.string();
+}
+
+// `synth --like tiny-qwen3-moe --bits 4` (packed experts) into `dir`.
+std::string WritePackedMoe(const std::filesystem::path& dir) {
+  SynthOptions o;
+  o.like = "tiny-qwen3-moe";
+  o.out_dir = dir.string();
+  o.bits = 4;
+  o.progress = false;
+  WriteSynthCheckpoint(o);
+  return o.out_dir;
+}
+
 TEST(ExpertCache, TrainedQwen3MoeIsBitIdentical) {
   ExpectBitIdentical(test::ModelDir("tq-qwen3moe-17m"));
 }
 
 TEST(ExpertCache, SyntheticMoeWithDenseLayersIsBitIdentical) {
   test::TempDir tmp;
-  test::SynthSpec spec;
-  spec.model_type = "qwen3_moe";
-  spec.layers = 4;
-  spec.experts = 6;
-  spec.top_k = 2;
-  spec.moe_ffn = 16;
-  spec.mlp_only_layers = {1};  // MoE, dense, MoE, MoE: the prediction skips the dense layer
-  test::WriteSyntheticModel(spec, tmp.path().string(), 7);
-  ExpectBitIdentical(tmp.path().string());
+  // MoE, dense, MoE, MoE: the prediction skips the dense layer.
+  ExpectBitIdentical(WriteF32Moe(tmp.path() / "m", 4, {1}));
 }
 
 TEST(ExpertCache, PackedSynthMoeIsBitIdentical) {
   test::TempDir tmp;
-  const std::string dir = (tmp.path() / "m").string();
-  SynthOptions o;
-  o.like = "tiny-qwen3-moe";
-  o.out_dir = dir;
-  o.bits = 4;
-  o.progress = false;
-  WriteSynthCheckpoint(o);
-  ExpectBitIdentical(dir);
+  ExpectBitIdentical(WritePackedMoe(tmp.path() / "m"));
 }
 
 // The device path (kernels/cuda's CudaBackend, on the host emulator and on a GPU when one is
@@ -177,23 +189,10 @@ TEST(ExpertCache, PackedSynthMoeIsBitIdentical) {
 // queue. The emulator is slow: it runs the packed model only.
 void ExpectDeviceBitIdentical(const std::string& device, bool with_f32) {
   test::TempDir tmp;
-  SynthOptions o;
-  o.like = "tiny-qwen3-moe";
-  o.out_dir = (tmp.path() / "q4").string();
-  o.bits = 4;
-  o.progress = false;
-  WriteSynthCheckpoint(o);
-  for (bool host_copy : {true, false}) ExpectBitIdentical(o.out_dir, device, host_copy);
+  const std::string q4 = WritePackedMoe(tmp.path() / "q4");
+  for (bool host_copy : {true, false}) ExpectBitIdentical(q4, device, host_copy);
   if (!with_f32) return;
-  test::SynthSpec spec;
-  spec.model_type = "qwen3_moe";
-  spec.layers = 3;
-  spec.experts = 6;
-  spec.top_k = 2;
-  spec.moe_ffn = 16;
-  const std::string f32 = (tmp.path() / "f32").string();
-  std::filesystem::create_directories(f32);
-  test::WriteSyntheticModel(spec, f32, 7);
+  const std::string f32 = WriteF32Moe(tmp.path() / "f32", 3, {});
   for (bool host_copy : {true, false}) ExpectBitIdentical(f32, device, host_copy);
 }
 
