@@ -11,7 +11,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
-#include <exception>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -352,22 +351,9 @@ ExpertCache::ExpertCache(const Checkpoint& ckpt, ModelWeights& w, kernels::Backe
   if (be.memory_space() != MemorySpace::kHost && be.HasCopyQueue() && opts.host_copy &&
       copy_bytes + kHostCopyHeadroom <= AvailableRamBytes()) {
     m.host_copy = be.AllocatePinnedHost(size_t(copy_bytes), "the experts' host copy");
-    // Read by several threads (page cache or disk); the first error is rethrown.
-    const int threads = int(std::clamp<int64_t>(HardwareThreads(), 1, 8));
-    std::vector<std::thread> pool;
-    std::mutex err_mu;
-    std::exception_ptr err;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        try {
-          for (int64_t e = t; e < int64_t(m.experts.size()); e += threads) m.ReadHostCopy(e);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(err_mu);
-          if (!err) err = std::current_exception();
-        }
-      });
-    for (std::thread& th : pool) th.join();
-    if (err) std::rethrow_exception(err);
+    // Read by the process's thread pool (page cache or disk); it rethrows the first error.
+    ThreadPool::Global().Run(int64_t(m.experts.size()),
+                             [&m](int64_t e, int) { m.ReadHostCopy(e); });
     m.async = true;
     m.st.host_copy_bytes = copy_bytes;
   }
