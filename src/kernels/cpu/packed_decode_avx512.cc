@@ -171,7 +171,13 @@ TQ_AVX512_INLINE void Step(const RowCtx& c, const TokenView* tv, int64_t s, cons
   }
 }
 
-// Software prefetch of the next R-row block while this one runs: the hardware prefetchers stop
+// How far ahead the codes are prefetched: one 4-row block was 4 KiB at 2,048 q4 columns, too
+// short to cover a 2-core Zen 4's memory latency (bench_packed_kernels BM_Decode/2/2/1, 1 GiB of
+// [8192, 2048] q4 g128 streamed, 1 thread: 67 ms at 4 KiB, 50-60 at 8 KiB, 48-51 at 16 KiB;
+// q8's 8 KiB blocks unchanged; end to end 8 KiB was best by a hair: docs/BENCHMARKS.md).
+inline constexpr int64_t kPrefetchAheadBytes = 8192;
+
+// Software prefetch of a later R-row block while this one runs: the hardware prefetchers stop
 // at 4 KiB pages and restart on each block, which left one core at half its read bandwidth.
 // Rows are contiguous (row_bytes apart), so block b+1 is the R·row_bytes bytes after block b;
 // each step prefetches its share (R·step bytes), the scales all at once.
@@ -368,10 +374,13 @@ void RunFormat(const float* x, int64_t n, const PackedMatrix& w, const float* bi
   for (int64_t i = 0; i < n; ++i)
     PrepareToken<F>(x + i * cols, cols, g, !kAffine, kSeg, buf.data() + i * per_token, &tv[i]);
   const RowCtx ctx{&w, &t, units, units / 2, (units & 1) != 0};
+  // Rows prefetched ahead: whole 4-row blocks, about kPrefetchAheadBytes of codes.
+  const int64_t ahead =
+      4 * std::max<int64_t>(1, (kPrefetchAheadBytes + 2 * w.row_bytes) / (4 * w.row_bytes));
   auto body = [&](int64_t b, int64_t e) {
     int64_t r = b;
     for (; r + 4 <= e; r += 4) {
-      const uint8_t* pf = r + 8 <= rows ? w.codes + (r + 4) * w.row_bytes : nullptr;
+      const uint8_t* pf = r + 4 + ahead <= rows ? w.codes + (r + ahead) * w.row_bytes : nullptr;
       RowsAllTokens<F, kAffine, kLinear, kGps, kSeg, 4>(ctx, r, tv, n, y, rows, pf);
     }
     for (; r < e; ++r)
