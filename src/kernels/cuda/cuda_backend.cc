@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/device_pool.h"
 #include "kernels/cuda/cuda_step_graph.h"
 #include "kernels/cuda/cuda_views.h"
 #include "kernels/cuda/launch.h"
@@ -109,11 +110,10 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     cudaSetDevice(device_);
     cudaStreamSynchronize(stream_);
+    FreeRetired();
     graphs_.reset();
     cuda::DestroyBlas(blas_);
-    for (void* p :
-         {static_cast<void*>(err_), rot_scratch_, copy_scratch_, attn_scratch_, xhi_, xlo_, deq_})
-      if (p) cudaFree(p);
+    cudaFree(err_);  // the scratch buffers go with pool_
     for (auto& s : signs_) cudaFree(s.device);
     if (copy_queue_) {
       cudaStreamSynchronize(copy_stream_);
@@ -140,26 +140,27 @@ class CudaBackend final : public Backend {
     return DeviceBuffer(p, bytes, MemorySpace::kDevice, &FreeDevice, this);
   }
 
+  // What the pool holds from the device (slabs and large blocks), not only what was asked for.
   int64_t AllocatedBytes() const override {
     std::lock_guard lock(mem_mu_);
-    return used_;
+    return pool_.held();
   }
   int64_t PeakAllocatedBytes() const override {
     std::lock_guard lock(mem_mu_);
-    return peak_;
+    return pool_.peak_held();
   }
   void SetMemoryLimit(int64_t bytes) override {
     std::lock_guard lock(mem_mu_);
     TQ_CHECK(bytes >= 0, name_, "--gpu-memory-limit must not be negative");
-    TQ_CHECK(bytes == 0 || bytes >= used_, name_,
+    TQ_CHECK(bytes == 0 || bytes >= pool_.held(), name_,
              "--gpu-memory-limit {:.1f} MiB is below the {:.1f} MiB this process already holds "
              "on the device",
-             double(bytes) / kMiB, double(used_) / kMiB);
-    limit_ = bytes;
+             double(bytes) / kMiB, double(pool_.held()) / kMiB);
+    pool_.set_limit(bytes);
   }
   int64_t MemoryLimit() const override {
     std::lock_guard lock(mem_mu_);
-    return limit_;
+    return pool_.limit();
   }
 
   DeviceBuffer AllocatePinnedHost(size_t bytes, std::string_view what) override {
@@ -792,53 +793,49 @@ class CudaBackend final : public Backend {
 
  private:
   // cudaMalloc counted against the limit; throws naming `what` when it does not fit.
+  // Device memory for `what` from pool_; out of memory (the card's, or --gpu-memory-limit's) is
+  // an error naming `what` and the sizes.
   void* DeviceMalloc(size_t bytes, std::string_view what) {
-    {
-      std::lock_guard lock(mem_mu_);
-      if (limit_ > 0 && used_ + int64_t(bytes) > limit_)
-        Fail(name_,
-             "out of device memory under --gpu-memory-limit {:.1f} MiB: {} needs {:.1f} MiB "
-             "({} bytes) and {:.1f} MiB are held",
-             double(limit_) / kMiB, what, double(bytes) / kMiB, bytes, double(used_) / kMiB);
-    }
-    void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, bytes);
-    if (e != cudaSuccess) {
-      cudaGetLastError();  // clear the sticky-free allocation error
+    std::lock_guard lock(mem_mu_);
+    const DevicePool::Result r = pool_.Allocate(bytes);
+    if (r.failure == DevicePool::Failure::kLimit)
+      Fail(name_,
+           "out of device memory under --gpu-memory-limit {:.1f} MiB: {} needs {:.1f} MiB "
+           "({} bytes) and {:.1f} MiB are held",
+           double(pool_.limit()) / kMiB, what, double(bytes) / kMiB, bytes,
+           double(pool_.held()) / kMiB);
+    if (r.failure == DevicePool::Failure::kDevice) {
       size_t free_b = 0, total_b = 0;
       cudaMemGetInfo(&free_b, &total_b);
       Fail(name_,
-           "out of device memory: {} needs {:.1f} MiB ({} bytes), {:.1f} MiB free of {:.1f} MiB "
-           "({})",
-           what, double(bytes) / kMiB, bytes, double(free_b) / kMiB, double(total_b) / kMiB,
-           cudaGetErrorString(e));
+           "out of device memory: {} needs {:.1f} MiB ({} bytes; {:.1f} MiB asked of the device), "
+           "{:.1f} MiB free of {:.1f} MiB",
+           what, double(bytes) / kMiB, bytes, double(r.device_bytes) / kMiB,
+           double(free_b) / kMiB, double(total_b) / kMiB);
     }
-    std::lock_guard lock(mem_mu_);
-    sizes_[p] = bytes;
-    used_ += int64_t(bytes);
-    peak_ = std::max(peak_, used_);
-    return p;
+    return r.p;
   }
-  // Takes p off the count (its memory is freed now or, retired by a graph, soon after).
-  void Uncount(void* p) {
+  // Returns p to pool_ (no queued work may still read it).
+  void Release(void* p) {
     std::lock_guard lock(mem_mu_);
-    const auto it = sizes_.find(p);
-    if (it == sizes_.end()) return;
-    used_ -= int64_t(it->second);
-    sizes_.erase(it);
+    pool_.Free(p);
+  }
+  // Frees what a graph capture retired (after a stream sync).
+  void FreeRetired() {
+    if (graphs_)
+      for (void* p : graphs_->TakeRetired()) Release(p);
   }
 
   static void FreeDevice(void* p, void* ctx) {
     auto* self = static_cast<CudaBackend*>(ctx);
     cudaSetDevice(self->device_);
-    self->Uncount(p);
     if (self->graphs_ && self->graphs_->capturing()) {  // the graph being recorded may use it
       self->graphs_->Retire(p);
       return;
     }
     // Work queued on the stream may still read it.
     cudaStreamSynchronize(self->stream_);
-    cudaFree(p);
+    self->Release(p);
   }
 
   void Enter() const { Check(cudaSetDevice(device_), "cudaSetDevice"); }
@@ -916,7 +913,7 @@ class CudaBackend final : public Backend {
   // Waits for the stream, then reads (and clears) the device error word.
   void SyncAndCheck(const char* what) {
     Check(cudaStreamSynchronize(stream_), what);
-    graphs_->FreeRetired();
+    FreeRetired();
     cuda::DeviceError e{};
     Check(cudaMemcpy(&e, err_, sizeof(e), cudaMemcpyDeviceToHost), what);
     if (e.code == cuda::kErrNone) return;
@@ -931,14 +928,12 @@ class CudaBackend final : public Backend {
   void* Grow(void** buf, size_t* have, size_t need, const char* what) {
     if (need <= *have) return *buf;
     if (*buf && graphs_->capturing()) {
-      Uncount(*buf);
       graphs_->Retire(*buf);  // the graph being recorded may use it
       *buf = nullptr;
       *have = 0;
     } else if (*buf) {
       Check(cudaStreamSynchronize(stream_), what);
-      Uncount(*buf);
-      cudaFree(*buf);
+      Release(*buf);
       *buf = nullptr;
       *have = 0;
     }
@@ -1019,9 +1014,21 @@ class CudaBackend final : public Backend {
   std::vector<UploadedSigns> signs_;
   // Device memory held through DeviceMalloc (Allocate's buffers, the scratch above), its peak
   // and the --gpu-memory-limit (0: none).
+  // Device memory (DeviceMalloc, Release): slabs and large blocks from cudaMalloc, counted. On
+  // the host emulator every buffer is its own allocation, so that ASan keeps each one's bounds.
+#if defined(TQ_CUDA_EMU)
+  static constexpr size_t kPoolDirectBytes = 1;
+#else
+  static constexpr size_t kPoolDirectBytes = DevicePool::kDirectBytes;
+#endif
   mutable std::mutex mem_mu_;
-  std::unordered_map<void*, size_t> sizes_;
-  int64_t used_ = 0, peak_ = 0, limit_ = 0;
+  DevicePool pool_{[](size_t bytes) -> void* {
+                     void* p = nullptr;
+                     if (cudaMalloc(&p, bytes) == cudaSuccess) return p;
+                     cudaGetLastError();  // clear the allocation error
+                     return nullptr;
+                   },
+                   [](void* p) { cudaFree(p); }, kPoolDirectBytes};
   // CopyAhead's queue (made at the first call) and its events.
   static constexpr int kCopyEvents = 256;
   bool copy_queue_ = false;

@@ -28,7 +28,6 @@ StepGraphs::~StepGraphs() {
     if (g.exec) cudaGraphExecDestroy(g.exec);
   for (const Chunk& c : staging_) cudaFreeHost(c.p);
   if (done_) cudaEventDestroy(done_);
-  FreeRetired();
 }
 
 bool StepGraphs::Begin(int64_t key) {
@@ -105,11 +104,6 @@ void StepGraphs::Finish() {
     disabled_ = true;
     Fail("cuda graphs", "the decode step's graph could not run: {}", cudaGetErrorString(r));
   }
-}
-
-void StepGraphs::FreeRetired() {
-  for (void* p : retired_) cudaFree(p);
-  retired_.clear();
 }
 
 }  // namespace tq::kernels::cuda

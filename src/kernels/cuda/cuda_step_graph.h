@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace tq::kernels::cuda {
@@ -35,7 +36,7 @@ class StepGraphs {
   const void* Stage(const void* host, size_t) { return host; }
   void Finish() {}
   void Retire(void*) {}
-  void FreeRetired() {}
+  std::vector<void*> TakeRetired() { return {}; }
 };
 #else
 class StepGraphs {
@@ -55,10 +56,10 @@ class StepGraphs {
   // calls it); throws tq::Error when the capture was invalidated (its work cannot run) and turns
   // graphs off for the process.
   void Finish();
-  // Device memory freed while capturing: freed at the next FreeRetired (after a stream sync),
-  // since the graph being captured may still use it.
+  // Device memory freed while capturing: the owner frees it after the next stream sync (the graph
+  // being captured may still use it), taking the list with TakeRetired.
   void Retire(void* p) { retired_.push_back(p); }
-  void FreeRetired();
+  std::vector<void*> TakeRetired() { return std::exchange(retired_, {}); }
 
  private:
   struct Graph {
