@@ -2,10 +2,11 @@
 // backend), with the backend's accounting and its --gpu-memory-limit.
 //
 // Why: the driver hands out device memory in 2 MiB pages, so a model of many mid-size tensors
-// held far more than it asked for — Qwen3-30B-A3B 4-bit (18,432 expert matrices of 0.75 MiB)
-// allocated 15.0 GiB and the card showed 19.6 GiB in use; DeepSeek-V2-Lite (1.375 MiB experts)
-// 8.1 vs 11.7 GiB (H100, session 21). Requests below kDirectBytes are carved from slabs (32 MiB,
-// doubling per new slab up to 256 MiB) at 256-byte alignment; larger ones go to the raw
+// held far more than it asked for: Qwen3-30B-A3B 4-bit (18,432 expert matrices of 0.75 MiB)
+// allocated 15.0 GiB and the card showed 19.6 GiB in use, DeepSeek-V2-Lite (1.375 MiB experts)
+// 8.1 vs 11.7 GiB; through the pool 15.8 and 9.0 GiB (H100, session 21). Requests below
+// kDirectBytes are carved from slabs (32 MiB, then 64 MiB: larger slabs left up to ~0.1 GiB of
+// a dense 8B model's last slab unused) at 256-byte alignment; larger ones go to the raw
 // allocator as they are (their page rounding is at most a few percent).
 //
 // Slab space is reused only at the top (a freed block at a slab's top lowers it) and when a slab
@@ -30,7 +31,7 @@ class DevicePool {
   static constexpr size_t kAlign = 256;                    // cudaMalloc's alignment
   static constexpr size_t kDirectBytes = size_t(8) << 20;  // requests of 8 MiB or more: raw
   static constexpr size_t kFirstSlabBytes = size_t(32) << 20;
-  static constexpr size_t kMaxSlabBytes = size_t(256) << 20;
+  static constexpr size_t kMaxSlabBytes = size_t(64) << 20;
   static constexpr size_t kGuardBytes = size_t(64) << 10;
 
   // raw_alloc(bytes) -> pointer or nullptr (out of memory); raw_free(pointer).
