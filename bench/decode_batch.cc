@@ -96,13 +96,15 @@ void BM_DecodeBatch(benchmark::State& state) {
   state.SetLabel(std::to_string(rows) + " rows");
 }
 
-// One [8192, 2048] q4 g64 matrix of random codes and plausible scales.
+// One [8192, 2048] q4 matrix of random codes and plausible scales; groups of 64, or
+// TQ_DB_GROUP (convert's default is 128).
 struct Matrix {
   tq::AlignedBuffer<uint8_t> codes;
   tq::AlignedBuffer<uint16_t> scales;
   tq::kernels::PackedMatrix m;
   Matrix() {
-    constexpr int64_t kRows = 8192, kCols = 2048, kGroup = 64;
+    constexpr int64_t kRows = 8192, kCols = 2048;
+    const int64_t kGroup = std::atoll(Env("TQ_DB_GROUP", "64").c_str());
     m.format = tq::quant::CodeFormat::kQ4;
     m.rows = kRows;
     m.cols = kCols;

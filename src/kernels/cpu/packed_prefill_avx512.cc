@@ -58,11 +58,13 @@ void Need(AlignedBuffer<T>& b, int64_t n) {
   if (b.size() < size_t(n)) b.resize(size_t(n));
 }
 
-// Quantizes tokens [b, e): per step, scale = max|x| / 127, xq = round-to-nearest-even(x / scale)
-// (as the decode kernels' per-step path), stored in the format's byte order.
+// Quantizes tokens [b, e): per segment of `seg` steps (1, or 2 where groups span an even number
+// of steps: Run), scale = max|x| / 127, xq = round-to-nearest-even(x / scale) (as the decode
+// kernels' segments, SegmentSteps), stored in the format's byte order; xs and xa per step (a
+// segment's steps share its scale).
 template <CodeFormat F>
 TQ_AVX512 void PrepareTokens(const float* x, int64_t b, int64_t e, int64_t cols, bool codebook,
-                             int64_t sp, Tokens* tk) {
+                             int seg, int64_t sp, Tokens* tk) {
   const int64_t steps = cols / 64;
   alignas(64) uint8_t order[64];
   for (int p = 0; p < 64; ++p) order[p] = uint8_t(PosToCode<F>(p));
@@ -72,16 +74,18 @@ TQ_AVX512 void PrepareTokens(const float* x, int64_t b, int64_t e, int64_t cols,
     int8_t* q = tk->q.data() + t * steps * 64;
     float* xs = tk->s.data() + t * sp;
     float* xa = tk->a.data() + t * sp;
+    float inv = 0.0f, scale = 0.0f;
     for (int64_t s = 0; s < steps; ++s) {
       __m512 v[4];
-      __m512 m = _mm512_setzero_ps();
-      for (int k = 0; k < 4; ++k) {
-        v[k] = _mm512_loadu_ps(xt + s * 64 + 16 * k);
-        m = _mm512_max_ps(m, _mm512_abs_ps(v[k]));
+      for (int k = 0; k < 4; ++k) v[k] = _mm512_loadu_ps(xt + s * 64 + 16 * k);
+      if (s % seg == 0) {  // the segment's scale
+        __m512 m = _mm512_setzero_ps();
+        for (int64_t k = 0; k < 4 * seg; ++k)
+          m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xt + s * 64 + 16 * k)));
+        const float amax = _mm512_reduce_max_ps(m);
+        inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+        scale = amax / 127.0f;
       }
-      const float amax = _mm512_reduce_max_ps(m);
-      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      const float scale = amax / 127.0f;
       __m512i isum = _mm512_setzero_si512();
       __m512 fsum = _mm512_setzero_ps();
       __m128i part[4];
@@ -162,7 +166,10 @@ struct TileArgs {
 };
 
 // R rows × N tokens over all steps; R · N zmm accumulators of 16 fp32 lanes, summed at the end.
-template <int R, int N>
+// kSeg steps (a segment: one activation scale, within one weight group) chain their vpdpbusd in
+// int32 and take one convert and one fma: at kSeg 2 four vector ops a 64-code step instead of
+// six (the convert and fma per step were most of the tile's work on a 2-core Zen 4).
+template <int R, int N, int kSeg>
 TQ_AVX512 void Tile(const TileArgs& a) {
   const int64_t qs = a.steps * 64;
   __m512 acc[R][N];
@@ -179,15 +186,18 @@ TQ_AVX512 void Tile(const TileArgs& a) {
         acc[r][t] = _mm512_fmadd_ps(wbv, _mm512_load_ps(a.xa + t * a.sp + s0), acc[r][t]);
       }
     }
-    const int sn = int(std::min<int64_t>(16, a.steps - s0));
-    for (int i = 0; i < sn; ++i) {
+    const int sn = int(std::min<int64_t>(16, a.steps - s0));  // a multiple of kSeg
+    for (int i = 0; i < sn; i += kSeg) {
       const int64_t o = (s0 + i) * 64;
-      __m512i wv[R];
-      for (int r = 0; r < R; ++r) wv[r] = _mm512_load_si512(a.wq + r * qs + o);
+      __m512i wv[R][kSeg];
+      for (int r = 0; r < R; ++r)
+        for (int l = 0; l < kSeg; ++l) wv[r][l] = _mm512_load_si512(a.wq + r * qs + o + l * 64);
       for (int t = 0; t < N; ++t) {
-        const __m512i xv = _mm512_load_si512(a.xq + t * qs + o);
+        __m512i xv[kSeg];
+        for (int l = 0; l < kSeg; ++l) xv[l] = _mm512_load_si512(a.xq + t * qs + o + l * 64);
         for (int r = 0; r < R; ++r) {
-          const __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[r], xv);
+          __m512i d = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[r][0], xv[0]);
+          for (int l = 1; l < kSeg; ++l) d = _mm512_dpbusd_epi32(d, wv[r][l], xv[l]);
           acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(f[r][t][i]), acc[r][t]);
         }
       }
@@ -197,18 +207,24 @@ TQ_AVX512 void Tile(const TileArgs& a) {
     for (int t = 0; t < N; ++t) a.y[t * a.ystride + r] = _mm512_reduce_add_ps(acc[r][t]);
 }
 
-template <int R>
+template <int R, int kSeg>
 TQ_AVX512 void TileN(const TileArgs& a, int64_t n) {
   switch (n) {
     case 1:
-      return Tile<R, 1>(a);
+      return Tile<R, 1, kSeg>(a);
     case 2:
-      return Tile<R, 2>(a);
+      return Tile<R, 2, kSeg>(a);
     case 3:
-      return Tile<R, 3>(a);
+      return Tile<R, 3, kSeg>(a);
     default:
-      return Tile<R, 4>(a);
+      return Tile<R, 4, kSeg>(a);
   }
+}
+
+template <int kSeg>
+TQ_AVX512 void TileRows(const TileArgs& a, int64_t rows, int64_t n) {
+  if (rows == 4) return TileN<4, kSeg>(a, n);
+  TileN<1, kSeg>(a, n);
 }
 
 template <CodeFormat F, bool kAffine>
@@ -223,8 +239,12 @@ void Run(const float* x, int64_t n, const PackedMatrix& w, const float* bias, fl
   Need(tk.s, n * sp);
   Need(tk.a, n * sp);
   ThreadPool& pool = ThreadPool::Global();
+  // Segments of 2 steps where a group spans an even number of steps (g = 128, 256, ...) and the
+  // row has whole segments.
+  const int64_t spg = w.group_size / 64;
+  const int seg = spg % 2 == 0 && steps % 2 == 0 ? 2 : 1;
   pool.ParallelFor(n, std::max<int64_t>(1, 16384 / cols), [&](int64_t b, int64_t e) {
-    PrepareTokens<F>(x, b, e, cols, !kAffine, sp, &tk);
+    PrepareTokens<F>(x, b, e, cols, !kAffine, seg, sp, &tk);
   });
   // Panels of whole 4-row blocks, at least two per thread when the matrix allows.
   int64_t per = std::clamp<int64_t>(kPanelBytes / cols / 4 * 4, 4, 512);
@@ -253,10 +273,11 @@ void Run(const float* x, int64_t n, const PackedMatrix& w, const float* bias, fl
                            sp,
                            y + tok * rows + r0 + r,
                            rows};
-          if (rr == 4) {
-            TileN<4>(a, std::min<int64_t>(4, t1 - tok));
+          const int64_t nt = std::min<int64_t>(4, t1 - tok);
+          if (seg == 2) {
+            TileRows<2>(a, rr, nt);
           } else {
-            TileN<1>(a, std::min<int64_t>(4, t1 - tok));
+            TileRows<1>(a, rr, nt);
           }
         }
         r += rr;
