@@ -177,7 +177,7 @@ void BM_Int8Paths(benchmark::State& state) {
 
 void DecodeBatchArgs(benchmark::internal::Benchmark* b) {
   for (int t : {1, 2})
-    for (int rows : {1, 2, 4, 8, 16}) b->Args({rows, t});
+    for (int rows : {1, 2, 4, 8, 12, 16}) b->Args({rows, t});
   b->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 }
 void PackedRowsArgs(benchmark::internal::Benchmark* b) {

@@ -28,6 +28,13 @@ void FastPackedDecode(const float* x, int64_t n, const PackedMatrix& w, const fl
   isa::Avx2Decode(x, n, w, bias, y);
 }
 
+int64_t PrefillInt8MinTokens(const PackedMatrix& w) {
+  const bool segments = w.group_size % 128 == 0 && w.cols % 128 == 0;
+  return ActiveIsa() == Isa::kAvx512 && segments && FastDecodeSupports(w)
+             ? 9
+             : kPrefillInt8MinTokens;
+}
+
 bool PrefillInt8Supports(const PackedMatrix& w) {
   switch (ActiveIsa()) {
     case Isa::kAmx:  // the GEMM is the avx512 one (AMX tiles take what they support first)

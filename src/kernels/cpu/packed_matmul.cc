@@ -160,7 +160,7 @@ void PackedMatMul(const float* x, int64_t n, const PackedMatrix& w, const float*
   CheckPackedMatrix(w, "packed matmul cpu");
   const int64_t rows = w.rows, cols = w.cols;
   if (n >= kAmxMinTokens && AmxPackedSupports(w)) return AmxPackedMatMul(x, n, w, bias, y);
-  if (n >= kPrefillInt8MinTokens && PrefillInt8Supports(w))
+  if (n >= PrefillInt8MinTokens(w) && PrefillInt8Supports(w))
     return PrefillInt8MatMul(x, n, w, bias, y);
   if (n <= kFastDecodeMaxTokens && FastDecodeSupports(w)) return FastPackedDecode(x, n, w, bias, y);
   if (n < kFewTokens) {

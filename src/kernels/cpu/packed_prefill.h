@@ -24,6 +24,13 @@ namespace tq::kernels::cpu {
 // EPYC Zen 5, a busy machine): 1 row 0.39 vs 0.73, 4 rows 0.96 vs 1.11, 5-7 rows even, 8 rows
 // 1.9-2.5 vs 1.6-2.1, 16 rows 4.0-4.8 vs 3.0, 64 rows 16.3 vs 7.6.
 inline constexpr int64_t kPrefillInt8MinTokens = 8;
+// The tokens from which cpu::PackedMatMul takes this GEMM for w: kPrefillInt8MinTokens, but 9
+// at the avx512 level for groups of 128k columns, whose decode kernel chains two steps in int32
+// (SegmentSteps). Measured on a 2-core Zen 4 (session 21, bench_decode_batch, the 1B TQ4 file's
+// whole decode step, 2 threads, ms, GEMM vs decode kernel): 8 rows 101-108 vs 93-98, 12 rows
+// 125-131 vs 133-134, 16 rows 151-166 vs 185-196 (one [8192, 2048] matrix on 1 thread favoured
+// the decode kernel up to 16: BM_Int8Paths 3.2 vs 3.06 ms at 16).
+int64_t PrefillInt8MinTokens(const PackedMatrix& w);
 
 // Normalised MSE bound against the float product (kernels/ref), per format (index:
 // quant::CodeFormat), for Gaussian-like activations; measured in
