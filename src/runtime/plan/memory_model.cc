@@ -85,12 +85,14 @@ int64_t ForwardWorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
       ffn = std::max(ffn, L.ffn.ffn);
     }
     switch (L.mixer) {
-      case MixerKind::kMla: {  // staging [q | q_pe | kv_b out | k_pe], latent, rope key, q latent
+      case MixerKind::kMla: {  // staging (forward.cc) and the query latent of q_a
         const MlaSpec& m = L.mla;
-        const int64_t H = L.attn.num_heads;
-        mla_row = std::max(mla_row, H * hd + H * m.rope_dim + H * (m.nope_dim + m.v_dim) +
-                                        2 * m.rope_dim + m.kv_lora_rank + m.q_lora_rank);
-        mixer_fixed = std::max(mixer_fixed, hd);
+        const int64_t H = L.attn.num_heads, R = m.kv_lora_rank, dr = m.rope_dim;
+        // [q_b out | q_lat | q_pe | k_pe | c_kv | k_pe raw | o] a row; zeros and the regions'
+        // alignment to gcd(kv_lora, rope) once.
+        mla_row = std::max(mla_row, H * (m.nope_dim + dr) + H * R + H * dr + dr + R + dr +
+                                        H * m.v_dim + m.q_lora_rank);
+        mixer_fixed = std::max(mixer_fixed, 6 * std::gcd(R, dr));
         break;
       }
       case MixerKind::kGatedDeltaNet: {  // qkv, conv [C]; z, out [V]; gates 2 Hv, g, beta
