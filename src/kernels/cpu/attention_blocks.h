@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -67,7 +68,15 @@ TQ_INLINE const float* BlockF32(const void* base, DType dt, int64_t offset, int6
 // one kv head): rows sit in vector lanes, scores are a small GEMM against Qᵀ. scratch holds
 // WideScratchFloats(rows, d) floats.
 size_t WideScratchFloats(int64_t rows, int64_t d);
+// A slice of the keys (the split decode: fewer tasks than threads over a long context, as MLA's
+// one latent KV head gives): only keys [lo, hi) are visited and each row's unnormalized state
+// goes to part [rows, 2 + d] = (running max m, sum l, acc[d]) instead of out; Attention merges
+// the slices with the log-sum-exp rule. The default visits every key and writes out.
+struct KeySlice {
+  int64_t lo = 0, hi = INT64_MAX;
+  float* part = nullptr;
+};
 void AttendWide(const float* q, int64_t i0, int64_t i1, int64_t pos0, int64_t kvh, const KvView& kv,
-                const AttentionParams& p, float* out, float* scratch);
+                const AttentionParams& p, const KeySlice& keys, float* out, float* scratch);
 
 }  // namespace tq::kernels::cpu

@@ -167,15 +167,15 @@ const char* PlanVerdictName(PlanVerdict v) {
 }
 
 KvLayout KvLayoutForConfig(const ModelConfig& c) {
-  // The layout the model gives its caches (model/spec_kv_layout.cc): attention layers (MLA:
-  // expanded keys, padded values) and the recurrent layers' state.
+  // The layout the model gives its caches (model/spec_kv_layout.cc): attention layers (MLA: one
+  // latent head [c_kv | k_pe]) and the recurrent layers' state.
   return KvLayoutOf(BuildModelSpec(c, FindArchitecture(c)));
 }
 
 MemoryBreakdown PlanMemoryAt(const MemoryPlan& p, const PlanOptions& opts, int64_t context,
                              int64_t prefill_step) {
   MemoryBreakdown m;
-  m.weights = p.weights_bytes;
+  m.weights = p.weights_bytes + p.derived_bytes;
   if (p.lookup_table_bytes > 0) {
     // An untied embedding is read by row: at most one row per distinct token of the context.
     const int64_t rows = std::min(p.config.vocab_size, context);
@@ -361,6 +361,10 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& options, const PlanInputs& in) {
   p.effective_step = std::min(opts.prefill_step, kModelMaxChunk);
   p.device = opts.device == PlanDevice::kCuda ? "cuda" : "cpu";
   PlanWeights(opts, tensors, p);
+  for (const LayerSpec& L : BuildModelSpec(p.config, FindArchitecture(p.config)).layers)
+    if (L.mixer == MixerKind::kMla)
+      p.derived_bytes += int64_t(sizeof(float)) * L.attn.num_heads * L.mla.kv_lora_rank *
+                         (L.mla.nope_dim + L.mla.v_dim);
 
   const KvLayout layout = KvLayoutForConfig(p.config);
   p.kv_layers = layout.num_layers;
