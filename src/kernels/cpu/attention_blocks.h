@@ -32,17 +32,18 @@ TQ_INLINE void Axpy(float a, const float* x, float* y, int64_t d) {
   for (; j < d; ++j) y[j] += a * x[j];
 }
 
-// acc[0 .. NC*16) += Σ_t p[t * p_stride] · v[t, :] with the accumulator held in registers.
+// acc[0 .. NC*16) += Σ_t p[t * p_stride] · v[t, 0 .. NC*16) with the accumulator held in
+// registers; v's rows v_stride floats apart (default: NC*16, whole rows).
 template <int NC>
 TQ_INLINE void WeightedSum(const float* p, const float* v, int64_t nt, float* acc,
-                           int64_t p_stride = 1) {
+                           int64_t p_stride = 1, int64_t v_stride = NC * 16) {
   V16 a[NC];
 #pragma GCC unroll 16
   for (int c = 0; c < NC; ++c) a[c] = Load16(acc + c * 16);
   for (int64_t t = 0; t < nt; ++t) {
     const float w = p[t * p_stride];
 #pragma GCC unroll 16
-    for (int c = 0; c < NC; ++c) a[c] += w * Load16(v + t * NC * 16 + c * 16);
+    for (int c = 0; c < NC; ++c) a[c] += w * Load16(v + t * v_stride + c * 16);
   }
 #pragma GCC unroll 16
   for (int c = 0; c < NC; ++c) Store16(acc + c * 16, a[c]);

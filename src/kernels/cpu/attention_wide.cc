@@ -146,6 +146,10 @@ TQ_CPU_CLONES void AttendWide(const float* q, int64_t i0, int64_t i1, int64_t po
         WeightedSum<4>(st + r, vblk, nt, ar, rp);
       } else if (d == 128) {
         WeightedSum<8>(st + r, vblk, nt, ar, rp);
+      } else if (d % 64 == 0) {  // wider heads (MLA's latent, 576) by column strips
+        int64_t j = 0;
+        for (; j + 128 <= d; j += 128) WeightedSum<8>(st + r, vblk + j, nt, ar + j, rp, d);
+        if (j < d) WeightedSum<4>(st + r, vblk + j, nt, ar + j, rp, d);
       } else {
         for (int64_t t = 0; t < nt; ++t) Axpy(st[t * rp + r], vblk + t * d, ar, d);
       }
