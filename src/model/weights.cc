@@ -436,11 +436,11 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
 std::vector<FloatParam*> LayerParams(LayerWeights& L) {
   std::vector<FloatParam*> out;
   for (FloatParam* p :
-       {&L.attn_norm,     &L.ffn_norm,      &L.q_norm,     &L.k_norm,       &L.post_attn_norm,
-        &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks,      &L.mla_q_a_norm, &L.mla_kv_a_norm, &L.mla_uk_t, &L.mla_uv,
-        &L.dn_conv,       &L.dn_a_log,      &L.dn_dt_bias, &L.dn_norm,      &L.ssm_conv,
-        &L.ssm_conv_bias, &L.ssm_a,         &L.ssm_d,      &L.ssm_dt_bias,  &L.ssm_norm,
-        &L.v_norm,        &L.ple_post_norm})
+       {&L.attn_norm,     &L.ffn_norm,      &L.q_norm,        &L.k_norm,       &L.post_attn_norm,
+        &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks,         &L.mla_q_a_norm, &L.mla_kv_a_norm,
+        &L.mla_uk_t,      &L.mla_uv,        &L.dn_conv,       &L.dn_a_log,     &L.dn_dt_bias,
+        &L.dn_norm,       &L.ssm_conv,      &L.ssm_conv_bias, &L.ssm_a,        &L.ssm_d,
+        &L.ssm_dt_bias,   &L.ssm_norm,      &L.v_norm,        &L.ple_post_norm})
     if (!p->empty()) out.push_back(p);
   return out;
 }

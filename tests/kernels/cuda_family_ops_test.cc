@@ -89,9 +89,9 @@ TEST_P(CudaFamilyOps, Elementwise) {
 TEST_P(CudaFamilyOps, HeadMatMul) {
   TQ_REQUIRE_BACKEND(gpu, GetParam());
   for (int64_t n : {1, 5}) {
-    for (const auto& [heads, in, out] : {std::array<int64_t, 3>{1, 1, 1},
-                                         std::array<int64_t, 3>{3, 37, 9},
-                                         std::array<int64_t, 3>{4, 128, 64}}) {
+    for (const auto& [heads, in, out] :
+         {std::array<int64_t, 3>{1, 1, 1}, std::array<int64_t, 3>{3, 37, 9},
+          std::array<int64_t, 3>{4, 128, 64}}) {
       const HeadMatMulParams p{heads, in, out, in + 2, out + 3};
       const auto x = Random(n * heads * p.x_stride, 11), w = Random(heads * out * in, 12, 0.2f);
       std::vector<float> want(size_t(n * heads * p.y_stride), 5.0f);

@@ -472,10 +472,9 @@ TEST(FamilyOps, RecurrentGatesNormsAndPartialRope) {
 // stay untouched.
 TEST(HeadMatMul, CpuMatchesRef) {
   for (int64_t n : {1, 3, 9, 257}) {
-    for (const auto& [heads, in, out] : {std::array<int64_t, 3>{1, 1, 1},
-                                         std::array<int64_t, 3>{3, 7, 33},
-                                         std::array<int64_t, 3>{16, 128, 512},
-                                         std::array<int64_t, 3>{5, 37, 17}}) {
+    for (const auto& [heads, in, out] :
+         {std::array<int64_t, 3>{1, 1, 1}, std::array<int64_t, 3>{3, 7, 33},
+          std::array<int64_t, 3>{16, 128, 512}, std::array<int64_t, 3>{5, 37, 17}}) {
       const HeadMatMulParams p{heads, in, out, in + 3, out + 5};
       const auto x = Random(n * heads * p.x_stride, 1);
       const auto w = Random(heads * out * in, 2, 0.2f);

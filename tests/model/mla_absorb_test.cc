@@ -4,12 +4,13 @@
 // HeadMatMul, equals the reference that decompresses every cached latent into per-head keys and
 // values (kernels ref::MlaAttention): on ref, cpu and the CUDA sources (the emulator, and the GPU
 // where there is one), up to DeepSeek-V2-Lite's shape (head_dim 576 on the GPU's generic kernel).
+#include "model/mla_absorb.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -18,22 +19,16 @@
 #include "kernels/attention_variant_ops.h"
 #include "kernels/backend.h"
 #include "model/linear.h"
-#include "model/mla_absorb.h"
+#include "testutil/random.h"
 
 namespace tq {
 namespace {
 
-std::vector<float> Random(int64_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using test::RandomNormal;
 
 // On `be`: out [n, H, v] for queries q [n, H, nope + rope] at pos0.. over latents [T, R + rope].
-std::vector<float> Absorbed(kernels::Backend& be, const MlaAbsorbed& a, const MlaSpec& m,
-                            int64_t H, const std::vector<float>& q, int64_t n, int64_t pos0,
+std::vector<float> Absorbed(kernels::Backend& be, const MlaAbsorbed& a, const MlaSpec& m, int64_t H,
+                            const std::vector<float>& q, int64_t n, int64_t pos0,
                             const std::vector<float>& lat, float scale) {
   const int64_t R = m.kv_lora_rank, dn = m.nope_dim, dr = m.rope_dim, dv = m.v_dim;
   const int64_t D = R + dr, T = pos0 + n;
@@ -68,8 +63,8 @@ TEST_P(MlaAbsorbedAttention, MatchesTheDecompressedReference) {
   const MlaSpec m{0, R, dn, dr, dv};
   const float scale = 1.0f / std::sqrt(float(dn + dr));
   const int64_t T = pos0 + n;
-  const auto q = Random(n * H * (dn + dr), 1), lat = Random(T * (R + dr), 2);
-  const auto w = Random(H * (dn + dv) * R, 3, 0.3f);  // kv_b [H·(nope + v), kv_lora]
+  const auto q = RandomNormal(n * H * (dn + dr), 1), lat = RandomNormal(T * (R + dr), 2);
+  const auto w = RandomNormal(H * (dn + dv) * R, 3, 0.3f);  // kv_b [H·(nope + v), kv_lora]
   const DenseLinear kv_b(TensorView{w.data(), DType::F32, {H * (dn + dv), R}});
   const MlaAbsorbed a = AbsorbKvB(kv_b, m, H);
   std::vector<float> want(size_t(n * H * dv));

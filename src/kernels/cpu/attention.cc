@@ -149,8 +149,7 @@ void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const 
   if (wide && n <= kQueryBlock && tasks < pool.size() && keys >= 2 * kMinSliceKeys) {
     // One query block: each kv head's keys in `slices` slices, merged per row afterwards.
     const int64_t rows = n * group;
-    const int64_t slices =
-        std::min((pool.size() + tasks - 1) / tasks, keys / kMinSliceKeys);
+    const int64_t slices = std::min((pool.size() + tasks - 1) / tasks, keys / kMinSliceKeys);
     const int64_t per = (keys + slices - 1) / slices;
     thread_local AlignedBuffer<float> part;
     const size_t part_floats = size_t(tasks * slices * rows * (2 + d));
@@ -160,8 +159,7 @@ void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const 
       thread_local AlignedBuffer<float> scratch;
       if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
       const int64_t kvh = t / slices, s = t % slices;
-      const KeySlice slice{s * per, std::min(keys, (s + 1) * per),
-                           parts + t * rows * (2 + d)};
+      const KeySlice slice{s * per, std::min(keys, (s + 1) * per), parts + t * rows * (2 + d)};
       AttendWide(q, 0, n, pos0, kvh, kv, p, slice, out, scratch.data());
     });
     for (int64_t kvh = 0; kvh < p.num_kv_heads; ++kvh)

@@ -95,8 +95,8 @@ TQ_CPU_CLONES void AttendWide(const float* q, int64_t i0, int64_t i1, int64_t po
   std::fill(m, m + rp, -INFINITY);
   std::fill(l, l + rp, 0.0f);
 
-  const int64_t first = std::max(
-      keys.lo, p.window > 0 ? std::max<int64_t>(0, pos0 + i0 - p.window + 1) : int64_t(0));
+  const int64_t first =
+      std::max(keys.lo, p.window > 0 ? std::max<int64_t>(0, pos0 + i0 - p.window + 1) : int64_t(0));
   const int64_t hi = std::min(keys.hi, pos0 + i1);  // keys [first, hi)
   const int64_t base = kvh * kv.head_stride;
   const V16 neg_inf = Broadcast(-INFINITY), zero = {};

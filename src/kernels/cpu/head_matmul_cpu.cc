@@ -18,8 +18,8 @@
 namespace tq::kernels::cpu {
 namespace {
 
-constexpr int64_t kDotMaxTokens = 8;   // up to this many tokens take the dot-product pass
-constexpr int64_t kRowsPerTask = 64;   // output rows a task (its weight rows stay in L2)
+constexpr int64_t kDotMaxTokens = 8;  // up to this many tokens take the dot-product pass
+constexpr int64_t kRowsPerTask = 64;  // output rows a task (its weight rows stay in L2)
 constexpr int64_t kMinParallelMacs = int64_t(1) << 18;  // below: the calling thread alone
 
 // y[r] = dot(w[r, :], x) for r in [r0, r1); w rows `in` floats apart.
