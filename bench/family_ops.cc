@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "kernels/attention_variant_ops.h"
+#include "kernels/backend.h"
 #include "kernels/recurrent_ops.h"
 
 namespace {
@@ -72,17 +72,27 @@ void BM_SsdDecode(benchmark::State& state) {
 }
 BENCHMARK(BM_SsdDecode)->UseRealTime();
 
+// As the forward pass runs it (model/mla_absorb.h): q_lat = W_UK[h]ᵀ q_nope (HeadMatMul), the
+// plain attention of the 16 heads over one latent KV head [c | k_pe] (values [c | 0]), then
+// W_UV[h] (HeadMatMul), on the cpu backend.
 void BM_MlaDecode(benchmark::State& state) {
-  const tq::kernels::MlaParams p{kLH, kLn, kLr, kLv, kLR, 1.0f / std::sqrt(float(kLn + kLr))};
-  auto q = Random(kLH * (kLn + kLr), 1), lat = Random(kLT * (kLR + kLr), 2);
-  auto w = Random(kLH * (kLn + kLv) * kLR, 3);
-  std::vector<float> out(kLH * kLv);
+  tq::kernels::Backend& be = tq::kernels::CpuBackend();
+  const int64_t D = kLR + kLr;
+  auto q = Random(kLH * (kLn + kLr), 1), qf = Random(kLH * D, 2);
+  auto k = Random(kLT * D, 3), v = Random(kLT * D, 4);
+  auto uk = Random(kLH * kLR * kLn, 5), uv = Random(kLH * kLv * kLR, 6);
+  std::vector<float> attn(kLH * D), out(kLH * kLv);
+  const tq::kernels::KvView kv{k.data(), v.data(), tq::DType::F32, kLT * D};
+  const tq::kernels::AttentionParams ap{kLH, 1, D, 1.0f / std::sqrt(float(kLn + kLr)), 0};
   for (auto _ : state) {
-    tq::kernels::cpu::MlaAttention(q.data(), 1, kLT - 1, lat.data(), w.data(), p, out.data());
+    be.HeadMatMul(q.data(), 1, uk.data(), {kLH, kLn, kLR, kLn + kLr, D}, qf.data());
+    be.Attention(qf.data(), 1, kLT - 1, kv, ap, attn.data());
+    be.HeadMatMul(attn.data(), 1, uv.data(), {kLH, kLR, kLv, D, kLv}, out.data());
     benchmark::DoNotOptimize(out.data());
   }
-  // Bytes a decode step must read: the latent cache (+ the kv_b up-projection it absorbs).
-  state.SetBytesProcessed(state.iterations() * int64_t((lat.size() + w.size()) * sizeof(float)));
+  // Bytes a decode step must read: the latent cache's keys and values and the absorbed weights.
+  state.SetBytesProcessed(state.iterations() *
+                          int64_t((k.size() + v.size() + uk.size() + uv.size()) * sizeof(float)));
 }
 BENCHMARK(BM_MlaDecode)->UseRealTime();
 

@@ -339,6 +339,10 @@ class RecordingBackend final : public kernels::Backend {
                    const int64_t* positions, const float* inv_freq, float attn_factor) override {
     in_.PartialRope(x, rows, heads, head_dim, rotary_dim, positions, inv_freq, attn_factor);
   }
+  void HeadMatMul(const float* x, int64_t n, const float* w, const kernels::HeadMatMulParams& p,
+                  float* y) override {
+    in_.HeadMatMul(x, n, w, p, y);
+  }
   float* RotationScratch(int64_t count) override { return in_.RotationScratch(count); }
 
  private:

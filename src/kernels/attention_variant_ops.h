@@ -3,10 +3,10 @@
 //  - AttentionSinkSoftcap: causal softmax attention with optional tanh soft-capping of the scores
 //    (gemma2), a learned per-head sink logit in the softmax denominator (gpt_oss) and v_head_dim
 //    != head_dim;
-//  - MlaAttention: DeepSeek multi-head latent attention on the compressed cache. The reference
-//    decompresses every cached latent into per-head keys and values; the CPU path absorbs the
-//    up-projection into the query (q_lat = W_UKᵀ q_nope) and the output (W_UV · Σ p c), so decode
-//    reads kv_lora + rope floats per position instead of heads · (nope + rope + v).
+//  - ref::MlaAttention: DeepSeek multi-head latent attention on the latent cache, decompressing
+//    every cached latent into per-head keys and values: the oracle the forward pass's absorbed
+//    form (model/mla_absorb.h: HeadMatMul, then Attention on the latent, then HeadMatMul) is
+//    tested against.
 #pragma once
 
 #include <cstdint>
@@ -56,8 +56,6 @@ void AttentionVariantKv(const float* q, int64_t n, int64_t pos0, const KvView& k
 namespace cpu {
 void AttentionSinkSoftcap(const float* q, int64_t n, int64_t pos0, const float* k, const float* v,
                           const SinkAttentionParams& p, float* out);
-void MlaAttention(const float* q, int64_t n, int64_t pos0, const float* latent, const float* w_kv_b,
-                  const MlaParams& p, float* out);
 void AttentionVariantKv(const float* q, int64_t n, int64_t pos0, const KvView& kv,
                         const SinkAttentionParams& p, float* out);
 }  // namespace cpu

@@ -96,6 +96,8 @@ std::string_view FamilyOpName(FamilyOp op) {
       return "ssm_dt";
     case FamilyOp::kRelu2:
       return "relu2";
+    case FamilyOp::kHeadMatMul:
+      return "head_matmul";
     case FamilyOp::kCount:
       break;
   }
@@ -204,6 +206,9 @@ void Backend::Relu2(const float*, int64_t, float*) { Unsupported(*this, FamilyOp
 void Backend::PartialRope(float*, int64_t, int64_t, int64_t, int64_t, const int64_t*, const float*,
                           float) {
   Unsupported(*this, FamilyOp::kPartialRope);
+}
+void Backend::HeadMatMul(const float*, int64_t, const float*, const HeadMatMulParams&, float*) {
+  Unsupported(*this, FamilyOp::kHeadMatMul);
 }
 
 bool BuiltWithCudaBackend() {

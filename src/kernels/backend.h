@@ -27,6 +27,7 @@
 #include "core/tensor.h"
 #include "kernels/activation_ops.h"
 #include "kernels/attention_variant_ops.h"
+#include "kernels/head_matmul_ops.h"
 #include "kernels/kv_ops.h"
 #include "kernels/ops.h"
 #include "kernels/packed_ops.h"
@@ -79,6 +80,7 @@ enum class FamilyOp : uint8_t {
   kSsmDt,             // dt = clamp(softplus(dt + dt_bias), lo, hi) (Mamba-2)
   kRelu2,             // max(x, 0)² (nemotron_h's ungated MLP)
   kPartialRope,       // RoPE on the first rotary_dim of each head (the rest passes through)
+  kHeadMatMul,        // y[t, h] = W[h] · x[t, h] per head (MLA's absorbed projections)
   kCount
 };
 std::string_view FamilyOpName(FamilyOp op);
@@ -308,6 +310,11 @@ class Backend {
   virtual void PartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim,
                            int64_t rotary_dim, const int64_t* positions, const float* inv_freq,
                            float attn_factor);
+  // y [n, heads, out] = W[h] · x[t, h] for every token t and head h, W [heads, out, in] fp32,
+  // rows of x and y p.x_stride / p.y_stride floats apart (head_matmul_ops.h): multi-head latent
+  // attention's query and output absorbed into the latent space (model/mla_absorb.h).
+  virtual void HeadMatMul(const float* x, int64_t n, const float* w, const HeadMatMulParams& p,
+                          float* y);
 
   // --- step graphs (cuda: kernels/cuda/cuda_step_graph.h; the defaults do nothing) ---
   // The ops from BeginStep to the step's first sync point (Download, Synchronize, Upload) or

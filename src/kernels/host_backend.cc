@@ -229,6 +229,15 @@ void HostBackend::SigmoidGateRows(float* x, const float* g, int64_t rows, int64_
   }
 }
 
+void HostBackend::HeadMatMul(const float* x, int64_t n, const float* w, const HeadMatMulParams& p,
+                             float* y) {
+  if (name() == "ref") {
+    ref::HeadMatMul(x, n, w, p, y);
+  } else {
+    cpu::HeadMatMul(x, n, w, p, y);
+  }
+}
+
 void HostBackend::AttentionVariant(const float* q, int64_t n, int64_t pos0, const KvView& kv,
                                    const SinkAttentionParams& p, float* out) {
   TQ_CHECK(p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 && p.head_dim > 0,

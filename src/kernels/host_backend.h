@@ -77,6 +77,8 @@ class HostBackend : public Backend {
   void Relu2(const float* x, int64_t n, float* out) override;
   void PartialRope(float* x, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
                    const int64_t* positions, const float* inv_freq, float attn_factor) override;
+  void HeadMatMul(const float* x, int64_t n, const float* w, const HeadMatMulParams& p,
+                  float* y) override;
 
  protected:
   // Rows r0 .. r0+count-1 of the dequantized packed matrix (the ref or the cpu decoder).

@@ -153,6 +153,11 @@ class DenseKvCache final : public KvCache {
 std::unique_ptr<KvCache> MakeKvCache(const KvLayout& layout, const KvCacheOptions& opts,
                                      kernels::Backend& backend) {
   if (opts.compressed()) {
+    TQ_CHECK(!layout.latent, "kv cache",
+             "multi-head latent attention (deepseek) caches its compressed latent ({} values a "
+             "token and layer for keys and for values), which the TurboQuant KV cache does not "
+             "code: use a plain cache (--kv-dtype f16/bf16/f32 without --kv-bits)",
+             layout.head_dim);
     for (int64_t l = 0; l < layout.num_layers; ++l)
       TQ_CHECK(!layout.HasVariant(l), "kv cache",
                "the TurboQuant KV cache does not support {} yet: use a plain cache (--kv-dtype "

@@ -108,6 +108,9 @@ struct KvLayout {
   // cache refuses them (MakeKvCache says so).
   float softcap = 0;
   std::vector<const float*> sinks;
+  // Multi-head latent attention (deepseek): the layers cache one latent head [c_kv | k_pe] per
+  // token, already the compressed form; the TurboQuant cache refuses it (MakeKvCache says so).
+  bool latent = false;
   bool HasVariant(int64_t layer) const {
     return softcap > 0 || (size_t(layer) < sinks.size() && sinks[size_t(layer)] != nullptr);
   }

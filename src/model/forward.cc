@@ -319,101 +319,99 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     L.o->MatMul(be, P ? P : attn, n, y);  // [n, hidden]
   };
 
-  // Multi-head latent attention (deepseek), on a cache of expanded keys and zero-padded values
-  // (hd = nope + rope per head). Layout work is gathers from one staging buffer B (floats):
-  //   [q n·H·hd | q_pe n·H·rope | kv_b out n·H·(nope+v) | k_pe n·rope | zeros c]
-  // in chunks of c = gcd(nope, rope, v) floats; the rope parts are gathered element by element
+  // Multi-head latent attention (deepseek) on the latent cache: one KV head of width
+  // hd = kv_lora + rope that all H query heads read (CacheGeometryOf), with kv_b absorbed
+  // (model/mla_absorb.h). Per token and head:
+  //   q = [W_UK[h]ᵀ q_nope | RoPE(q_pe)],  k = [c_kv | RoPE(k_pe)],  v = [c_kv | 0]
+  //   o[h] = W_UV[h] · attn[h][0 .. kv_lora)   (the zero channels' outputs are dropped)
+  // q·k = q_nope·(W_UK c) + q_pe·k_pe and attn·W_UV = Σ p W_UV c: the expanded form's scores and
+  // outputs, at hd floats a token for keys and values each instead of H · (nope + rope).
+  // Layout work is gathers from one staging buffer B (floats, regions aligned to c):
+  //   [q_b out n·H·(nope+rope) | q_lat n·H·kv_lora | q_pe n·H·rope | k_pe n·rope |
+  //    c_kv n·kv_lora | k_pe raw n·rope | zeros c | o n·H·v]
+  // in chunks of c = gcd(kv_lora, rope) floats; the rope parts are gathered element by element
   // and de-interleaved (HF's pairs (2i, 2i+1) -> rotate_half pairs (i, i + rope/2): the same
   // permutation of q_pe and k_pe leaves q·k unchanged), then rotated with the Rope op.
   const bool mla = spec.layers[0].mixer == MixerKind::kMla;
   const MlaSpec& M = spec.layers[0].mla;
-  const int64_t dn = M.nope_dim, dr = M.rope_dim, dv = M.v_dim, H = heads;
-  const int64_t chunk = mla ? std::gcd(std::gcd(dn, dr), dv) : 1;
-  const int64_t b_q = 0, b_qpe = n * H * hd, b_kvb = b_qpe + n * H * dr;
-  const int64_t b_kpe = b_kvb + n * H * (dn + dv), b_zero = b_kpe + n * dr;
-  const int32_t* idx = nullptr;  // [qpe | kpe | q | k | v | o] gather lists
-  int64_t i_kpe = 0, i_q = 0, i_k = 0, i_v = 0, i_o = 0;
-  const int64_t* pos_rep = nullptr;  // [n * H] each token's position per head
+  const int64_t dn = M.nope_dim, dr = M.rope_dim, dv = M.v_dim, R = M.kv_lora_rank, H = heads;
+  const int64_t chunk = mla ? std::gcd(R, dr) : 1;
+  auto align = [&](int64_t at) { return (at + chunk - 1) / chunk * chunk; };
+  const int64_t b_qlat = align(n * H * (dn + dr)), b_qpe = align(b_qlat + n * H * R);
+  const int64_t b_kpe = b_qpe + n * H * dr;  // right after q_pe: one token's RoPE is one call
+  const int64_t b_c = align(b_kpe + n * dr), b_kraw = align(b_c + n * R);
+  const int64_t b_zero = align(b_kraw + n * dr), b_o = b_zero + chunk;
+  const int32_t* idx = nullptr;  // [pe | q | k | v] gather lists
+  int64_t i_q = 0, i_k = 0, i_v = 0;
   if (mla) {
     std::vector<int32_t>& I = ws.mla_idx_host;
     I.clear();
     const bool inter = spec.layers[0].attn.rope.interleaved;
     auto perm = [&](int64_t j) { return inter ? (j < dr / 2 ? 2 * j : 2 * (j - dr / 2) + 1) : j; };
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t hh = 0; hh < H; ++hh)
-        for (int64_t j = 0; j < dr; ++j)
-          I.push_back(int32_t(b_q + (t * H + hh) * hd + dn + perm(j)));
-    i_kpe = int64_t(I.size());
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t j = 0; j < dr; ++j)
-        I.push_back(int32_t(t * dr + perm(j)));  // from the k_pe proj
-    const int64_t cq = hd / chunk;
+    for (int64_t r = 0; r < n * H; ++r)  // q_pe, from the q_b rows
+      for (int64_t j = 0; j < dr; ++j) I.push_back(int32_t(r * (dn + dr) + dn + perm(j)));
+    for (int64_t t = 0; t < n; ++t)  // k_pe, from the kv_a rope rows
+      for (int64_t j = 0; j < dr; ++j) I.push_back(int32_t(b_kraw + t * dr + perm(j)));
+    auto run = [&](int64_t at, int64_t floats) {  // the chunks of B[at .. at + floats)
+      for (int64_t i = 0; i < floats / chunk; ++i) I.push_back(int32_t(at / chunk + i));
+    };
     i_q = int64_t(I.size());
     for (int64_t r = 0; r < n * H; ++r) {
-      for (int64_t i = 0; i < dn / chunk; ++i) I.push_back(int32_t((b_q + r * hd) / chunk + i));
-      for (int64_t i = 0; i < dr / chunk; ++i) I.push_back(int32_t((b_qpe + r * dr) / chunk + i));
+      run(b_qlat + r * R, R);
+      run(b_qpe + r * dr, dr);
     }
     i_k = int64_t(I.size());
-    for (int64_t r = 0; r < n * H; ++r) {
-      const int64_t t = r / H;
-      for (int64_t i = 0; i < dn / chunk; ++i)
-        I.push_back(int32_t((b_kvb + r * (dn + dv)) / chunk + i));
-      for (int64_t i = 0; i < dr / chunk; ++i) I.push_back(int32_t((b_kpe + t * dr) / chunk + i));
+    for (int64_t t = 0; t < n; ++t) {
+      run(b_c + t * R, R);
+      run(b_kpe + t * dr, dr);
     }
     i_v = int64_t(I.size());
-    for (int64_t r = 0; r < n * H; ++r) {
-      for (int64_t i = 0; i < dv / chunk; ++i)
-        I.push_back(int32_t((b_kvb + r * (dn + dv) + dn) / chunk + i));
-      for (int64_t i = dv / chunk; i < cq; ++i) I.push_back(int32_t(b_zero / chunk));
+    for (int64_t t = 0; t < n; ++t) {
+      run(b_c + t * R, R);
+      for (int64_t i = 0; i < dr / chunk; ++i) I.push_back(int32_t(b_zero / chunk));
     }
-    i_o = int64_t(I.size());
-    for (int64_t r = 0; r < n * H; ++r)
-      for (int64_t i = 0; i < dv / chunk; ++i) I.push_back(int32_t(r * cq + i));
     idx = Buf::Stage(be, ws.mla_idx, I.data(), int64_t(I.size()), "the MLA gather lists");
-    ws.mla_pos_host.resize(size_t(n * H));
-    for (int64_t r = 0; r < n * H; ++r)
-      ws.mla_pos_host[size_t(r)] = ws.positions_host[size_t(r / H)];
-    pos_rep = Buf::Stage(be, ws.mla_pos, ws.mla_pos_host.data(), n * H, "the MLA positions");
   }
   auto mla_attention = [&](const LayerWeights& L, const MlaSpec& Ms) {
     const int64_t l = L.kv_index;
-    float* B = Buf::Need(be, ws.mla_buf, b_zero + chunk, "the MLA workspace");
-    float* cl = Buf::Need(be, ws.mla_c, n * Ms.kv_lora_rank, "the MLA latent");  // [n, kv_lora]
-    float* kpe = Buf::Need(be, ws.mla_kpe, n * dr, "the MLA rope key");          // [n, rope]
+    float* B = Buf::Need(be, ws.mla_buf, b_o + n * H * dv, "the MLA workspace");
     ws.mla_zero_host.assign(size_t(chunk), 0.0f);
     be.CopyToDevice(B + b_zero, ws.mla_zero_host.data(), size_t(chunk) * sizeof(float));
     if (L.mla_q_a) {
       float* qa = Buf::Need(be, ws.mla_qa, n * Ms.q_lora_rank, "the MLA query latent");
       const Linear* group[] = {L.mla_q_a.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get()};
-      float* outs[] = {qa, cl, kpe};
+      float* outs[] = {qa, B + b_c, B + b_kraw};
       MatMulShared(be, group, h, n, outs);
       be.RmsNorm(qa, n, Ms.q_lora_rank, L.mla_q_a_norm.data(), eps, qa);
-      L.mla_q_b->MatMul(be, qa, n, B + b_q);
+      L.mla_q_b->MatMul(be, qa, n, B);  // [n, H, nope + rope]
     } else {
       const Linear* group[] = {L.q.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get()};
-      float* outs[] = {B + b_q, cl, kpe};
+      float* outs[] = {B, B + b_c, B + b_kraw};
       MatMulShared(be, group, h, n, outs);
     }
-    be.RmsNorm(cl, n, Ms.kv_lora_rank, L.mla_kv_a_norm.data(), eps, cl);
-    L.mla_kv_b->MatMul(be, cl, n, B + b_kvb);  // [n, H, nope + v]
-    // RoPE on the (de-interleaved) rope parts.
-    be.GatherRows(B, idx, n * H * dr, 1, B + b_qpe);
-    be.GatherRows(kpe, idx + i_kpe, n * dr, 1, B + b_kpe);
+    be.RmsNorm(B + b_c, n, R, L.mla_kv_a_norm.data(), eps, B + b_c);  // c_kv [n, kv_lora]
+    // RoPE on the (de-interleaved) rope parts: q_pe [n, H, rope], then k_pe [n, 1, rope].
+    be.GatherRows(B, idx, n * (H + 1) * dr, 1, B + b_qpe);
     const float* inv_freq = L.rope_inv_freq.data();
-    be.Rope(B + b_qpe, n * H, 1, dr, pos_rep, inv_freq, L.rope_attention_factor);
-    be.Rope(B + b_kpe, n, 1, dr, positions, inv_freq, L.rope_attention_factor);
-    // Assemble q, k [n, H, hd] and v [n, H, hd] (zero-padded), attend, compact to [n, H, v].
-    const int64_t per = n * H * hd / chunk;
-    be.GatherRows(B, idx + i_q, per, chunk, q);
-    be.GatherRows(B, idx + i_k, per, chunk, k);
-    be.GatherRows(B, idx + i_v, per, chunk, v);
+    if (n == 1) {
+      be.Rope(B + b_qpe, 1, H + 1, dr, positions, inv_freq, L.rope_attention_factor);
+    } else {
+      be.Rope(B + b_qpe, n, H, dr, positions, inv_freq, L.rope_attention_factor);
+      be.Rope(B + b_kpe, n, 1, dr, positions, inv_freq, L.rope_attention_factor);
+    }
+    // q_lat [n, H, kv_lora] = W_UK[h]ᵀ q_nope[h].
+    be.HeadMatMul(B, n, L.mla_uk_t.data(), {H, dn, R, dn + dr, R}, B + b_qlat);
+    // Assemble q [n, H, hd], k and v [n, 1, hd]; attend; o [n, H, v] = W_UV[h] · attn[h].
+    be.GatherRows(B, idx + i_q, n * H * hd / chunk, chunk, q);
+    be.GatherRows(B, idx + i_k, n * hd / chunk, chunk, k);
+    be.GatherRows(B, idx + i_v, n * hd / chunk, chunk, v);
     float* attn = Buf::Need(be, ws.attn, n * qdim, "the attention output");  // [n, H, hd]
     for (const Segment& s : segments) {
       s.cache->Append(l, k + s.begin * kvdim, v + s.begin * kvdim, s.count);
       s.cache->Attend(l, q + s.begin * qdim, s.count, attn + s.begin * qdim);
     }
-    be.GatherRows(attn, idx + i_o, n * H * dv / chunk, chunk, B);  // [n, H * v]
-    L.o->MatMul(be, B, n, y);
+    be.HeadMatMul(attn, n, L.mla_uv.data(), {H, R, dv, hd, dv}, B + b_o);
+    L.o->MatMul(be, B + b_o, n, y);
   };
 
   RecurrentStep recurrent(be, spec, n, ws);

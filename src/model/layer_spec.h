@@ -169,13 +169,13 @@ struct CacheGeometry {
 };
 // Layers of different head sizes (gemma4: global layers wider) share the widest; the narrower
 // ones are zero-padded into it (exact: zeros add nothing to q·k, and their padded outputs are
-// dropped).
+// dropped). MLA layers cache the latent: one KV head of kv_lora + rope channels that every
+// query head attends to (keys [c_kv | k_pe], values [c_kv | 0]; model/mla_absorb.h).
 inline CacheGeometry CacheGeometryOf(const ModelSpec& s) {
   CacheGeometry g;
   bool found = false;
   for (const LayerSpec& L : s.layers) {
-    if (L.mixer == MixerKind::kMla)
-      return {L.attn.num_heads, L.attn.num_heads, L.mla.nope_dim + L.mla.rope_dim};
+    if (L.mixer == MixerKind::kMla) return {L.attn.num_heads, 1, L.mla.LatentWidth()};
     if (L.mixer != MixerKind::kAttention) continue;
     if (!found) g = {L.attn.num_heads, L.attn.num_kv_heads, L.attn.head_dim};
     g.head_dim = std::max(g.head_dim, L.attn.head_dim);

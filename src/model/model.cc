@@ -53,6 +53,7 @@ void CheckBackendSupports(const ModelSpec& spec, const kernels::Backend& be) {
     if (L.mixer == MixerKind::kMamba2)
       for (FamilyOp op : {FamilyOp::kSsd, FamilyOp::kSsmDt, FamilyOp::kGatedRmsNorm})
         need.push_back(op);
+    if (L.mixer == MixerKind::kMla) need.push_back(FamilyOp::kHeadMatMul);
     if (L.ffn.kind != FfnKind::kNone && L.ffn.act == Activation::kRelu2)
       need.push_back(FamilyOp::kRelu2);
   }

@@ -23,6 +23,7 @@ KvLayout KvLayoutOf(const ModelSpec& spec) {
       first = false;
     }
     ++l.num_layers;
+    if (S.mixer == MixerKind::kMla) l.latent = true;
     l.window.push_back(S.attn.window);
   }
   return l;

@@ -8,6 +8,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/architecture.h"
+#include "model/mla_absorb.h"
 #include "model/packed_linear.h"
 #include "model/transpose_copy.h"
 
@@ -289,10 +290,8 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
     if (S.mixer == MixerKind::kMla) {
       const MlaSpec& M = S.mla;
       const int64_t H = A.num_heads, qk = M.nope_dim + M.rope_dim;
-      TQ_CHECK(M.v_dim <= qk && !A.qkv_bias && !A.o_bias, where,
-               "{} layer {}: MLA with v_head_dim {} > qk_head_dim {} (or biases) does not run "
-               "yet",
-               c.model_type, l, M.v_dim, qk);
+      TQ_CHECK(!A.qkv_bias && !A.o_bias, where, "{} layer {}: MLA with biases does not run yet",
+               c.model_type, l);
       if (M.q_lora_rank > 0) {
         L.mla_q_a = linear(name(nm.mla_q_a), M.q_lora_rank, hidden, false);
         L.mla_q_a_norm = norm(name(nm.mla_q_a_norm), M.q_lora_rank);
@@ -308,6 +307,9 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
           LoadLinearRows(ckpt, kv_a, kv_a_rows, M.kv_lora_rank, M.rope_dim, hidden, false, packed);
       L.mla_kv_a_norm = norm(name(nm.mla_kv_a_norm), M.kv_lora_rank);
       L.mla_kv_b = linear(name(nm.mla_kv_b), H * (M.nope_dim + M.v_dim), M.kv_lora_rank, false);
+      MlaAbsorbed absorbed = AbsorbKvB(*L.mla_kv_b, M, H);
+      L.mla_uk_t = std::move(absorbed.uk_t);
+      L.mla_uv = std::move(absorbed.uv);
       L.o = linear(name(nm.o), hidden, H * M.v_dim, false);
     } else if (S.mixer == MixerKind::kGatedDeltaNet) {
       LoadDeltaNet(ckpt, nm, S, hidden, packed, L);
@@ -434,11 +436,11 @@ std::unique_ptr<ModelWeights> LoadWeights(const Checkpoint& ckpt, const ModelCon
 std::vector<FloatParam*> LayerParams(LayerWeights& L) {
   std::vector<FloatParam*> out;
   for (FloatParam* p :
-       {&L.attn_norm,     &L.ffn_norm,      &L.q_norm,     &L.k_norm,       &L.post_attn_norm,
-        &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks,      &L.mla_q_a_norm, &L.mla_kv_a_norm,
-        &L.dn_conv,       &L.dn_a_log,      &L.dn_dt_bias, &L.dn_norm,      &L.ssm_conv,
-        &L.ssm_conv_bias, &L.ssm_a,         &L.ssm_d,      &L.ssm_dt_bias,  &L.ssm_norm,
-        &L.v_norm,        &L.ple_post_norm})
+       {&L.attn_norm,     &L.ffn_norm,      &L.q_norm,        &L.k_norm,       &L.post_attn_norm,
+        &L.post_ffn_norm, &L.rope_inv_freq, &L.sinks,         &L.mla_q_a_norm, &L.mla_kv_a_norm,
+        &L.mla_uk_t,      &L.mla_uv,        &L.dn_conv,       &L.dn_a_log,     &L.dn_dt_bias,
+        &L.dn_norm,       &L.ssm_conv,      &L.ssm_conv_bias, &L.ssm_a,        &L.ssm_d,
+        &L.ssm_dt_bias,   &L.ssm_norm,      &L.v_norm,        &L.ple_post_norm})
     if (!p->empty()) out.push_back(p);
   return out;
 }

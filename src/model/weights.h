@@ -60,8 +60,12 @@ struct LayerWeights {
   // latent c = norm(kv_a_c(h)) [kv_lora]; k_pe = RoPE(kv_a_pe(h)) [rope], one head shared by all;
   // per head [k_nope | v] = kv_b(c). (kv_a_c and kv_a_pe are the row blocks of
   // kv_a_proj_with_mqa.)
+  // The forward attends on the latent cache with kv_b absorbed (model/mla_absorb.h): W_UK[h]ᵀ
+  // [H, kv_lora, nope] into the query, W_UV[h] [H, v, kv_lora] out of the attention output
+  // (kv_b itself stays loaded: tensor roles, byte counts).
   std::unique_ptr<Linear> mla_q_a, mla_q_b, mla_kv_a_c, mla_kv_a_pe, mla_kv_b;
   FloatParam mla_q_a_norm, mla_kv_a_norm;
+  FloatParam mla_uk_t, mla_uv;
   // Where the layer's sequence state lives in a KvCache: its index among the attention layers
   // (keys and values) or among the recurrent layers (KvCache::RecurrentState); -1 when none.
   int64_t kv_index = -1, state_index = -1;

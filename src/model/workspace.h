@@ -41,8 +41,9 @@ struct ForwardWorkspace {
   // Gated DeltaNet (deltanet_forward.cc).
   DeviceBuffer dn_in, dn_ba, dn_qkv, dn_conv, dn_z, dn_bab, dn_g, dn_beta, dn_out, dn_idx;
   DeviceBuffer expert_rot[2];  // [the same rows, in] grouped experts' inputs under a rotation
-  // Multi-head latent attention (forward.cc: the staging buffer and its gather lists).
-  DeviceBuffer mla_buf, mla_c, mla_kpe, mla_qa, mla_idx, mla_pos;
+  // Multi-head latent attention (forward.cc: the staging buffer, the query latent of q_a and
+  // the gather lists).
+  DeviceBuffer mla_buf, mla_qa, mla_idx;
   // Layers narrower than the cache's head_dim (gemma4 sliding layers): [q | k | v | zeros] at
   // their own head size, padded into q/k/v and the output compacted back (pad_idx lists).
   DeviceBuffer pad_buf, pad_idx;
@@ -70,7 +71,6 @@ struct ForwardWorkspace {
   std::vector<float> pad_zero_host;                       // one zero chunk (gemma4 padding)
   std::vector<int32_t> dn_idx_host;                       // DeltaNet gather lists of the step
   std::vector<int32_t> mla_idx_host;                      // MLA gather lists of the step
-  std::vector<int64_t> mla_pos_host;                      // [n * heads]
   std::vector<float> mla_zero_host;                       // one zero chunk
   std::vector<int32_t> predicted_host;                    // the next MoE layer's predicted experts
   std::vector<int64_t> predict_count;                     // [experts]

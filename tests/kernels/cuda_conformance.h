@@ -20,6 +20,7 @@
 #include "kernels/packed_ops.h"
 #include "packed_test_util.h"
 #include "quant/hadamard.h"
+#include "testutil/random.h"
 
 namespace tq::kernels::conformance {
 
@@ -48,11 +49,7 @@ constexpr double kBf16Bound = 3e-5;
 constexpr double kMatVecMmaBound = kBf16Bound;
 
 inline std::vector<float> Random(int64_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
+  return tq::test::RandomNormal(n, seed, scale);
 }
 
 inline std::vector<uint8_t> ToBytes(const std::vector<float>& src, DType dt) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -80,6 +81,26 @@ TEST_P(CudaFamilyOps, Elementwise) {
     in_place(
         "Softcap", [&](float* x) { Ref().Softcap(x, n, 2.0f); },
         [&](float* x) { gpu->Softcap(x, n, 2.0f); });
+  }
+}
+
+// MLA's per-head product: one token and several, odd sizes, strided rows (the poisoned
+// channels past `out` must survive).
+TEST_P(CudaFamilyOps, HeadMatMul) {
+  TQ_REQUIRE_BACKEND(gpu, GetParam());
+  for (int64_t n : {1, 5}) {
+    for (const auto& [heads, in, out] :
+         {std::array<int64_t, 3>{1, 1, 1}, std::array<int64_t, 3>{3, 37, 9},
+          std::array<int64_t, 3>{4, 128, 64}}) {
+      const HeadMatMulParams p{heads, in, out, in + 2, out + 3};
+      const auto x = Random(n * heads * p.x_stride, 11), w = Random(heads * out * in, 12, 0.2f);
+      std::vector<float> want(size_t(n * heads * p.y_stride), 5.0f);
+      Ref().HeadMatMul(x.data(), n, w.data(), p, want.data());
+      auto dx = Up(*gpu, x), dw = Up(*gpu, w), dy = Up(*gpu, std::vector<float>(want.size(), 5.0f));
+      gpu->HeadMatMul(dx.as<float>(), n, dw.as<float>(), p, dy.as<float>());
+      Expect("HeadMatMul", fmt::format("n={} heads={} in={} out={}", n, heads, in, out),
+             Down<float>(*gpu, dy, want.size()), want, kBound);
+    }
   }
 }
 

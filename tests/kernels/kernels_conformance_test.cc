@@ -195,6 +195,10 @@ std::vector<AttnCase> AttnCases() {
     cases.push_back({20, 5, 4, 1, 128, 0, dt});    // wide path, head_dim 128, a partial block
     cases.push_back({100, 30, 8, 2, 64, 40, dt});  // wide path with a window
     cases.push_back({7, 0, 16, 2, 64, 0, dt});     // 7 queries x 8 heads = 56 rows (padded)
+    // MLA's latent head (16 query heads on 1 kv head of 576): the decode splits the keys over
+    // the threads and merges the slices; with a window, slices before it see nothing.
+    cases.push_back({1, 1000, 16, 1, 576, 0, dt});
+    cases.push_back({3, 700, 16, 1, 576, 200, dt});
   }
   return cases;
 }

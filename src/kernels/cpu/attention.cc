@@ -94,6 +94,33 @@ TQ_CPU_CLONES void AttendTask(const float* q, int64_t i0, int64_t i1, int64_t po
   }
 }
 
+// out rows of one (query block, kv head) from its `slices` key slices' states part [slices,
+// rows, 2 + d] (KeySlice): out = Σ_s acc_s e^(m_s - M) / Σ_s l_s e^(m_s - M), M = max_s m_s.
+void MergeSlices(const float* part, int64_t slices, int64_t rows, int64_t d, int64_t i0,
+                 int64_t kvh, const AttentionParams& p, float* out) {
+  const int64_t group = p.num_heads / p.num_kv_heads, stride = rows * (2 + d);
+  for (int64_t r = 0; r < rows; ++r) {
+    float mx = -INFINITY;
+    for (int64_t s = 0; s < slices; ++s) mx = std::max(mx, part[s * stride + r * (2 + d)]);
+    float* oh = out + ((i0 + r / group) * p.num_heads + kvh * group + r % group) * d;
+    std::fill(oh, oh + d, 0.0f);
+    float sum = 0.0f;
+    for (int64_t s = 0; s < slices; ++s) {
+      const float* ps = part + s * stride + r * (2 + d);
+      if (ps[0] == -INFINITY) continue;  // no key of this slice is visible to the row
+      const float w = std::exp(ps[0] - mx);
+      sum += ps[1] * w;
+      for (int64_t j = 0; j < d; ++j) oh[j] += w * ps[2 + j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < d; ++j) oh[j] *= inv;
+  }
+}
+
+// Decode with fewer (query block, kv head) tasks than threads — MLA's one latent head: H query
+// heads, n <= kQueryBlock — over at least this many keys a thread splits the keys instead.
+constexpr int64_t kMinSliceKeys = 4 * kKeyBlock;
+
 }  // namespace
 
 void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const AttentionParams& p,
@@ -111,17 +138,39 @@ void Attention(const float* q, int64_t n, int64_t pos0, const KvView& kv, const 
     const int64_t kvh = t % p.num_kv_heads, qb = t / p.num_kv_heads;
     const int64_t i0 = qb * kQueryBlock, i1 = std::min(n, i0 + kQueryBlock);
     if (wide && (i1 - i0) * group >= 16) {
-      AttendWide(q, i0, i1, pos0, kvh, kv, p, out, scratch.data());
+      AttendWide(q, i0, i1, pos0, kvh, kv, p, {}, out, scratch.data());
     } else {
       AttendTask(q, i0, i1, pos0, kvh, kv, p, out, scratch.data());
     }
   };
-  // Short contexts run on the calling thread: waking the pool would cost more than the work.
   const int64_t tasks = p.num_kv_heads * qblocks;
+  ThreadPool& pool = ThreadPool::Global();
+  const int64_t keys = pos0 + n;
+  if (wide && n <= kQueryBlock && tasks < pool.size() && keys >= 2 * kMinSliceKeys) {
+    // One query block: each kv head's keys in `slices` slices, merged per row afterwards.
+    const int64_t rows = n * group;
+    const int64_t slices = std::min((pool.size() + tasks - 1) / tasks, keys / kMinSliceKeys);
+    const int64_t per = (keys + slices - 1) / slices;
+    thread_local AlignedBuffer<float> part;
+    const size_t part_floats = size_t(tasks * slices * rows * (2 + d));
+    if (part.size() < part_floats) part.resize(part_floats);
+    float* parts = part.data();  // (a thread_local named in the tasks would be each worker's own)
+    pool.Run(tasks * slices, [&](int64_t t, int) {
+      thread_local AlignedBuffer<float> scratch;
+      if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
+      const int64_t kvh = t / slices, s = t % slices;
+      const KeySlice slice{s * per, std::min(keys, (s + 1) * per), parts + t * rows * (2 + d)};
+      AttendWide(q, 0, n, pos0, kvh, kv, p, slice, out, scratch.data());
+    });
+    for (int64_t kvh = 0; kvh < p.num_kv_heads; ++kvh)
+      MergeSlices(parts + kvh * slices * rows * (2 + d), slices, rows, d, 0, kvh, p, out);
+    return;
+  }
+  // Short contexts run on the calling thread: waking the pool would cost more than the work.
   if (n * (pos0 + n) * p.num_heads * d < (int64_t(1) << 16)) {
     for (int64_t t = 0; t < tasks; ++t) task(t, 0);
   } else {
-    ThreadPool::Global().Run(tasks, task);
+    pool.Run(tasks, task);
   }
 }
 

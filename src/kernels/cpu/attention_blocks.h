@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -31,17 +32,18 @@ TQ_INLINE void Axpy(float a, const float* x, float* y, int64_t d) {
   for (; j < d; ++j) y[j] += a * x[j];
 }
 
-// acc[0 .. NC*16) += Σ_t p[t * p_stride] · v[t, :] with the accumulator held in registers.
+// acc[0 .. NC*16) += Σ_t p[t * p_stride] · v[t, 0 .. NC*16) with the accumulator held in
+// registers; v's rows v_stride floats apart (default: NC*16, whole rows).
 template <int NC>
 TQ_INLINE void WeightedSum(const float* p, const float* v, int64_t nt, float* acc,
-                           int64_t p_stride = 1) {
+                           int64_t p_stride = 1, int64_t v_stride = NC * 16) {
   V16 a[NC];
 #pragma GCC unroll 16
   for (int c = 0; c < NC; ++c) a[c] = Load16(acc + c * 16);
   for (int64_t t = 0; t < nt; ++t) {
     const float w = p[t * p_stride];
 #pragma GCC unroll 16
-    for (int c = 0; c < NC; ++c) a[c] += w * Load16(v + t * NC * 16 + c * 16);
+    for (int c = 0; c < NC; ++c) a[c] += w * Load16(v + t * v_stride + c * 16);
   }
 #pragma GCC unroll 16
   for (int c = 0; c < NC; ++c) Store16(acc + c * 16, a[c]);
@@ -67,7 +69,15 @@ TQ_INLINE const float* BlockF32(const void* base, DType dt, int64_t offset, int6
 // one kv head): rows sit in vector lanes, scores are a small GEMM against Qᵀ. scratch holds
 // WideScratchFloats(rows, d) floats.
 size_t WideScratchFloats(int64_t rows, int64_t d);
+// A slice of the keys (the split decode: fewer tasks than threads over a long context, as MLA's
+// one latent KV head gives): only keys [lo, hi) are visited and each row's unnormalized state
+// goes to part [rows, 2 + d] = (running max m, sum l, acc[d]) instead of out; Attention merges
+// the slices with the log-sum-exp rule. The default visits every key and writes out.
+struct KeySlice {
+  int64_t lo = 0, hi = INT64_MAX;
+  float* part = nullptr;
+};
 void AttendWide(const float* q, int64_t i0, int64_t i1, int64_t pos0, int64_t kvh, const KvView& kv,
-                const AttentionParams& p, float* out, float* scratch);
+                const AttentionParams& p, const KeySlice& keys, float* out, float* scratch);
 
 }  // namespace tq::kernels::cpu

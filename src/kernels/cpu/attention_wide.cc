@@ -6,6 +6,7 @@
 //   acc[r, :] += Σ_t P[t, r] · V[t, :] with the accumulator in registers.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/attention_blocks.h"
 
@@ -68,8 +69,8 @@ size_t WideScratchFloats(int64_t rows, int64_t d) {
 }
 
 TQ_CPU_CLONES void AttendWide(const float* q, int64_t i0, int64_t i1, int64_t pos0, int64_t kvh,
-                              const KvView& kv, const AttentionParams& p, float* out,
-                              float* scratch) {
+                              const KvView& kv, const AttentionParams& p, const KeySlice& keys,
+                              float* out, float* scratch) {
   const int64_t d = p.head_dim, group = p.num_heads / p.num_kv_heads;
   const int64_t rows = (i1 - i0) * group, rp = (rows + 15) / 16 * 16;
   float* kbuf = scratch;
@@ -94,8 +95,9 @@ TQ_CPU_CLONES void AttendWide(const float* q, int64_t i0, int64_t i1, int64_t po
   std::fill(m, m + rp, -INFINITY);
   std::fill(l, l + rp, 0.0f);
 
-  const int64_t first = p.window > 0 ? std::max<int64_t>(0, pos0 + i0 - p.window + 1) : 0;
-  const int64_t hi = pos0 + i1;  // keys [first, hi)
+  const int64_t first =
+      std::max(keys.lo, p.window > 0 ? std::max<int64_t>(0, pos0 + i0 - p.window + 1) : int64_t(0));
+  const int64_t hi = std::min(keys.hi, pos0 + i1);  // keys [first, hi)
   const int64_t base = kvh * kv.head_stride;
   const V16 neg_inf = Broadcast(-INFINITY), zero = {};
   for (int64_t kb0 = first; kb0 < hi; kb0 += kKeyBlock) {
@@ -144,10 +146,22 @@ TQ_CPU_CLONES void AttendWide(const float* q, int64_t i0, int64_t i1, int64_t po
         WeightedSum<4>(st + r, vblk, nt, ar, rp);
       } else if (d == 128) {
         WeightedSum<8>(st + r, vblk, nt, ar, rp);
+      } else if (d % 64 == 0) {  // wider heads (MLA's latent, 576) by column strips
+        int64_t j = 0;
+        for (; j + 128 <= d; j += 128) WeightedSum<8>(st + r, vblk + j, nt, ar + j, rp, d);
+        if (j < d) WeightedSum<4>(st + r, vblk + j, nt, ar + j, rp, d);
       } else {
         for (int64_t t = 0; t < nt; ++t) Axpy(st[t * rp + r], vblk + t * d, ar, d);
       }
     }
+  }
+  if (keys.part) {
+    for (int64_t r = 0; r < rows; ++r) {
+      float* pr = keys.part + r * (2 + d);
+      pr[0] = m[r], pr[1] = l[r];
+      std::memcpy(pr + 2, acc + r * d, size_t(d) * sizeof(float));
+    }
+    return;
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t i = i0 + r / group, h = kvh * group + r % group;

@@ -657,6 +657,14 @@ class CudaBackend final : public Backend {
     cuda::LaunchSigmoidGateRows(x, g, rows, dim, stream_);
     Launched("sigmoid gate rows");
   }
+  void HeadMatMul(const float* x, int64_t n, const float* w, const HeadMatMulParams& p,
+                  float* y) override {
+    CheckHeadMatMul(p);
+    if (n <= 0) return;
+    Enter();
+    cuda::LaunchHeadMatMul(x, n, w, {p.heads, p.in, p.out, p.x_stride, p.y_stride}, y, stream_);
+    Launched("head matmul");
+  }
   void Relu2(const float* x, int64_t n, float* out) override {
     if (n <= 0) return;
     Enter();

@@ -55,6 +55,27 @@ __global__ void SigmoidGateRowsKernel(float* x, const float* g, int64_t rows, in
   if (i < rows * dim) x[i] *= Sigmoid(g[i / dim]);
 }
 
+// --- MLA's per-head product (HeadMatMul): one warp per output of one (token, head) row ---
+
+constexpr int kHeadRowsPerBlock = kThreads / 32;
+
+// Block (r, b): row r = t·heads + h of x, outputs b·8 .. b·8 + 7 (one a warp); lanes stride `in`
+// so a warp reads each weight row coalesced.
+__global__ void HeadMatMulKernel(const float* __restrict__ x, const float* __restrict__ w,
+                                 DevHeadMatMul p, float* __restrict__ y) {
+  GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
+  const int64_t r = blockIdx.x, h = r % p.heads;
+  const int64_t o = int64_t(blockIdx.y) * kHeadRowsPerBlock + (threadIdx.x >> 5);
+  if (o >= p.out) return;
+  const int lane = threadIdx.x & 31;
+  const float* xr = x + r * p.x_stride;
+  const float* wr = w + (h * p.out + o) * p.in;
+  float acc = 0.0f;
+  for (int64_t i = lane; i < p.in; i += 32) acc += wr[i] * xr[i];
+  acc = WarpSum(acc);
+  if (lane == 0) y[r * p.y_stride + o] = acc;
+}
+
 __global__ void Relu2Kernel(const float* x, int64_t n, float* out) {
   GridLaunchDependents();  // the next product may start its set-up (TQ_LAUNCH_PDL)
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -296,6 +317,12 @@ void LaunchSoftcap(float* x, int64_t n, float cap, cudaStream_t s) {
 void LaunchSigmoidGateRows(float* x, const float* g, int64_t rows, int64_t dim, cudaStream_t s) {
   TQ_LAUNCH(family::SigmoidGateRowsKernel, Blocks(rows * dim, family::kThreads), family::kThreads,
             s, x, g, rows, dim);
+}
+void LaunchHeadMatMul(const float* x, int64_t n, const float* w, const DevHeadMatMul& p, float* y,
+                      cudaStream_t s) {
+  const dim3 grid(unsigned(n * p.heads),
+                  unsigned((p.out + family::kHeadRowsPerBlock - 1) / family::kHeadRowsPerBlock));
+  TQ_LAUNCH(family::HeadMatMulKernel, grid, family::kThreads, s, x, w, p, y);
 }
 void LaunchRelu2(const float* x, int64_t n, float* out, cudaStream_t s) {
   TQ_LAUNCH(family::Relu2Kernel, Blocks(n, family::kThreads), family::kThreads, s, x, n, out);

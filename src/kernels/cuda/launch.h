@@ -302,6 +302,13 @@ void LaunchClampedSwiglu(const float* gate, const float* up, int64_t n, float al
 void LaunchSoftcap(float* x, int64_t n, float cap, cudaStream_t s);
 void LaunchSigmoidGateRows(float* x, const float* g, int64_t rows, int64_t dim, cudaStream_t s);
 void LaunchRelu2(const float* x, int64_t n, float* out, cudaStream_t s);
+// MLA's per-head product (kernels/head_matmul_ops.h HeadMatMul): y[t, h] = W[h] · x[t, h],
+// W [heads, out, in] fp32, rows (t, h) of x and y x_stride / y_stride floats apart.
+struct DevHeadMatMul {
+  int64_t heads = 0, in = 0, out = 0, x_stride = 0, y_stride = 0;
+};
+void LaunchHeadMatMul(const float* x, int64_t n, const float* w, const DevHeadMatMul& p, float* y,
+                      cudaStream_t s);
 void LaunchSsmDt(const float* dt, int64_t stride, int64_t n, int64_t heads, const float* bias,
                  float lo, float hi, float* out, cudaStream_t s);
 void LaunchDeltaNetGates(const float* b, const float* a, int64_t stride, int64_t n, int64_t heads,
@@ -345,6 +352,8 @@ void LaunchSsd(const float* x, const float* B, const float* C, const float* dt, 
                const float* D, int64_t n, float* state, const DevSsd& p, float* y, cudaStream_t s);
 
 // The largest head_dim the attention kernels take.
-inline constexpr int64_t kMaxHeadDim = 512;
+// 576: MLA's latent cache (DeepSeek's kv_lora 512 + rope 64, one KV head for all query heads),
+// which takes the generic kernel (the split ones are instanced for 64 / 128 / 256).
+inline constexpr int64_t kMaxHeadDim = 576;
 
 }  // namespace tq::kernels::cuda

@@ -85,12 +85,14 @@ int64_t ForwardWorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
       ffn = std::max(ffn, L.ffn.ffn);
     }
     switch (L.mixer) {
-      case MixerKind::kMla: {  // staging [q | q_pe | kv_b out | k_pe], latent, rope key, q latent
+      case MixerKind::kMla: {  // staging (forward.cc) and the query latent of q_a
         const MlaSpec& m = L.mla;
-        const int64_t H = L.attn.num_heads;
-        mla_row = std::max(mla_row, H * hd + H * m.rope_dim + H * (m.nope_dim + m.v_dim) +
-                                        2 * m.rope_dim + m.kv_lora_rank + m.q_lora_rank);
-        mixer_fixed = std::max(mixer_fixed, hd);
+        const int64_t H = L.attn.num_heads, R = m.kv_lora_rank, dr = m.rope_dim;
+        // [q_b out | q_lat | q_pe | k_pe | c_kv | k_pe raw | o] a row; zeros and the regions'
+        // alignment to gcd(kv_lora, rope) once.
+        mla_row = std::max(mla_row, H * (m.nope_dim + dr) + H * R + H * dr + dr + R + dr +
+                                        H * m.v_dim + m.q_lora_rank);
+        mixer_fixed = std::max(mixer_fixed, 6 * std::gcd(R, dr));
         break;
       }
       case MixerKind::kGatedDeltaNet: {  // qkv, conv [C]; z, out [V]; gates 2 Hv, g, beta
@@ -165,15 +167,15 @@ const char* PlanVerdictName(PlanVerdict v) {
 }
 
 KvLayout KvLayoutForConfig(const ModelConfig& c) {
-  // The layout the model gives its caches (model/spec_kv_layout.cc): attention layers (MLA:
-  // expanded keys, padded values) and the recurrent layers' state.
+  // The layout the model gives its caches (model/spec_kv_layout.cc): attention layers (MLA: one
+  // latent head [c_kv | k_pe]) and the recurrent layers' state.
   return KvLayoutOf(BuildModelSpec(c, FindArchitecture(c)));
 }
 
 MemoryBreakdown PlanMemoryAt(const MemoryPlan& p, const PlanOptions& opts, int64_t context,
                              int64_t prefill_step) {
   MemoryBreakdown m;
-  m.weights = p.weights_bytes;
+  m.weights = p.weights_bytes + p.derived_bytes;
   if (p.lookup_table_bytes > 0) {
     // An untied embedding is read by row: at most one row per distinct token of the context.
     const int64_t rows = std::min(p.config.vocab_size, context);
@@ -359,6 +361,10 @@ MemoryPlan MakeMemoryPlan(const PlanOptions& options, const PlanInputs& in) {
   p.effective_step = std::min(opts.prefill_step, kModelMaxChunk);
   p.device = opts.device == PlanDevice::kCuda ? "cuda" : "cpu";
   PlanWeights(opts, tensors, p);
+  for (const LayerSpec& L : BuildModelSpec(p.config, FindArchitecture(p.config)).layers)
+    if (L.mixer == MixerKind::kMla)
+      p.derived_bytes += int64_t(sizeof(float)) * L.attn.num_heads * L.mla.kv_lora_rank *
+                         (L.mla.nope_dim + L.mla.v_dim);
 
   const KvLayout layout = KvLayoutForConfig(p.config);
   p.kv_layers = layout.num_layers;

@@ -89,6 +89,9 @@ struct MemoryPlan {
   int64_t unused_bytes = 0;        // stored but never read (a tied model's lm_head, unknown names)
   int64_t lookup_table_bytes = 0;  // of weights_bytes: an untied embedding (resident by row)
   int64_t expert_bytes = 0;        // of weights_bytes: MoE expert projections
+  // Built at load from stored weights, resident beside them: MLA's absorbed kv_b
+  // (model/mla_absorb.h, fp32 [H, kv_lora, nope + v] a layer). In the breakdown's weights.
+  int64_t derived_bytes = 0;
   std::vector<std::string> recipe_notes;
   double budget_bpw = 0;                   // > 0: weights_bytes is an upper bound
   int64_t target_bytes = 0;                // > 0: --target-size; weights_bytes is its bound

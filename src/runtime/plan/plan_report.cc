@@ -66,6 +66,8 @@ std::string PlanToText(const MemoryPlan& p) {
   if (p.lookup_table_bytes > 0)
     w += fmt::format("; embedding {} mapped, resident by row", HumanBytes(p.lookup_table_bytes));
   if (p.expert_bytes > 0) w += fmt::format("; experts {}", HumanBytes(p.expert_bytes));
+  if (p.derived_bytes > 0)
+    w += fmt::format("; MLA's absorbed kv_b {} (fp32, built at load)", HumanBytes(p.derived_bytes));
   amount("weights", p.memory.weights, w);
   std::string kv;
   if (p.kv_sliding_layers == 0) {
@@ -123,6 +125,7 @@ nlohmann::ordered_json PlanToJson(const MemoryPlan& p) {
   j["unused_bytes"] = p.unused_bytes;
   j["lookup_table_bytes"] = p.lookup_table_bytes;
   j["expert_bytes"] = p.expert_bytes;
+  j["derived_bytes"] = p.derived_bytes;
   j["target_size_bytes"] = p.target_bytes > 0 ? ojson(p.target_bytes) : ojson(nullptr);
   if (p.budget_bpw > 0) {
     j["budget"] = ojson{{"bpw", p.budget_bpw},
