@@ -289,6 +289,14 @@ TEST_P(CudaConformance, Attention) {
                       {3, 200, 8, 2, 128, 50},
                       {2, 77, 16, 1, 64, 0},
                       {2, 150, 16, 2, 128, 0},  // 8 heads a group
+                      // The generic kernel split over positions (merged by log-sum-exp): MLA's
+                      // latent (16 query heads on one KV head of 576), with a window, an odd
+                      // head size and a 12-head group.
+                      {1, 1000, 16, 1, 576, 0},
+                      {2, 400, 16, 1, 576, 100},
+                      {3, 700, 16, 1, 576, 200},
+                      {1, 300, 6, 3, 96, 0},
+                      {2, 150, 12, 1, 64, 0},
                       // The prefill kernel (>= 16 rows, head_dim 64/128): a short tile, a chunk
                       // after earlier positions, windows inside and across the 64-position
                       // tiles, an 8B-shaped 512-token prompt.

@@ -32,8 +32,10 @@ __device__ __forceinline__ void Accumulate(Online& o, float s, const float* val)
   o.m = mn;
 }
 
-// Merges the warps' states; y[j] (shared, head_dim) = Σ_w acc_w[j] e^(m_w - M) / L.
-__device__ inline void MergeWarps(const Online& o, int d, float* y) {
+// Merges the warps' states; y[j] (shared, head_dim) = Σ_w acc_w[j] e^(m_w - M) / L — or, with
+// `state` (shared, 2 floats), the unnormalized Σ_w acc_w[j] e^(m_w - M) with state = (M, L): a
+// split's partial state for MergeSplits (M = -inf, L = 0 when no warp saw a position).
+__device__ inline void MergeWarps(const Online& o, int d, float* y, float* state = nullptr) {
   __shared__ float ms[kAttnWarps], ls[kAttnWarps];
   __shared__ float accs[kAttnWarps][kMaxHeadDim];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -52,8 +54,9 @@ __device__ inline void MergeWarps(const Online& o, int d, float* y) {
   for (int j = threadIdx.x; j < d; j += blockDim.x) {
     float v = 0.0f;
     for (int w = 0; w < kAttnWarps; ++w) v += accs[w][j] * f[w];
-    y[j] = v / sum;
+    y[j] = state ? v : v / sum;
   }
+  if (state && threadIdx.x == 0) state[0] = mx, state[1] = sum;
   __syncthreads();
 }
 
