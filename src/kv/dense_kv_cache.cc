@@ -43,7 +43,7 @@ class DenseKvCache final : public KvCache {
       const size_t bytes = size_t(layout_.num_kv_heads * y.slots * layout_.head_dim) * esize();
       const std::string what = fmt::format("the KV cache (layer {}, {} positions)", l, y.slots);
       y.k = be.Allocate(bytes, what);
-      y.v = be.Allocate(bytes, what);
+      if (!layout_.latent) y.v = be.Allocate(bytes, what);  // the latent's values are its keys
     }
   }
 
@@ -74,7 +74,11 @@ class DenseKvCache final : public KvCache {
     if (size_ + n - y.base > y.slots) Slide(y, layer, n);  // window layers only
     const int64_t d = layout_.head_dim, heads = layout_.num_kv_heads;
     const int64_t slot0 = size_ - y.base;
-    backend_->KvStorePair(k, v, n, heads, d, y.k.data(), y.v.data(), dtype_, y.slots * d, slot0);
+    if (layout_.latent) {  // (v: the keys' latent again — only the keys are stored)
+      backend_->KvStore(k, n, heads, d, y.k.data(), dtype_, y.slots * d, slot0);
+    } else {
+      backend_->KvStorePair(k, v, n, heads, d, y.k.data(), y.v.data(), dtype_, y.slots * d, slot0);
+    }
     y.high = std::max(y.high, slot0 + n);
   }
 
@@ -83,7 +87,7 @@ class DenseKvCache final : public KvCache {
     const Layer& y = layers_[size_t(layer)];
     kernels::KvView view;
     view.k = y.k.data();
-    view.v = y.v.data();
+    view.v = layout_.latent ? y.k.data() : y.v.data();
     view.dtype = dtype_;
     view.head_stride = y.slots * layout_.head_dim;
     kernels::AttentionParams p;
@@ -116,12 +120,12 @@ class DenseKvCache final : public KvCache {
     int64_t slots = 0;   // positions stored: [kv_heads, slots, head_dim]
     int64_t base = 0;    // position in slot 0
     int64_t high = 0;    // slots written so far (resident memory)
-    DeviceBuffer k, v;   // [kv_heads, slots, head_dim] of dtype_
+    DeviceBuffer k, v;   // [kv_heads, slots, head_dim] of dtype_ (no v for a latent layout)
   };
 
   size_t esize() const { return DTypeSize(dtype_); }
   int64_t PositionBytes() const {
-    return 2 * layout_.num_kv_heads * layout_.head_dim * int64_t(esize());
+    return (layout_.latent ? 1 : 2) * layout_.num_kv_heads * layout_.head_dim * int64_t(esize());
   }
 
   // Makes room for n tokens at position size_: keeps positions size_-window+1 .. size_-1 (what
@@ -137,6 +141,7 @@ class DenseKvCache final : public KvCache {
     const size_t row = size_t(layout_.head_dim) * esize();
     for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
       for (uint8_t* base : {y.k.as<uint8_t>(), y.v.as<uint8_t>()}) {
+        if (base == nullptr) continue;  // a latent layout's values are its keys
         uint8_t* head = base + size_t(h * y.slots) * row;
         backend_->Copy(head, head + size_t(shift) * row, size_t(count) * row);
       }

@@ -109,7 +109,10 @@ struct KvLayout {
   float softcap = 0;
   std::vector<const float*> sinks;
   // Multi-head latent attention (deepseek): the layers cache one latent head [c_kv | k_pe] per
-  // token, already the compressed form; the TurboQuant cache refuses it (MakeKvCache says so).
+  // token, already the compressed form, stored once: the plain cache's values are its keys (the
+  // forward pass keeps only the c_kv channels of the output, so the k_pe channels that a value
+  // [c_kv | 0] would have zeroed never matter); the TurboQuant cache refuses it (MakeKvCache
+  // says so).
   bool latent = false;
   bool HasVariant(int64_t layer) const {
     return softcap > 0 || (size_t(layer) < sinks.size() && sinks[size_t(layer)] != nullptr);

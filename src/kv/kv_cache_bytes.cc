@@ -11,10 +11,11 @@ namespace {
 int64_t ElementBytes(KvDType t) { return t == KvDType::kF32 ? 4 : 2; }
 
 // A plain layer (dense cache, or a boundary / sliding-window layer of the TurboQuant cache):
-// keys and values of min(tokens, its slots) positions.
+// keys and values of min(tokens, its slots) positions (a latent layout: keys only, which are
+// also its values).
 int64_t PlainLayerBytes(const KvLayout& l, int64_t layer, const KvCacheOptions& o, int64_t tokens) {
   const int64_t positions = std::min(tokens, KvLayerSlots(l.window[size_t(layer)], o));
-  return positions * 2 * l.num_kv_heads * l.head_dim * ElementBytes(o.dtype);
+  return positions * (l.latent ? 1 : 2) * l.num_kv_heads * l.head_dim * ElementBytes(o.dtype);
 }
 
 // The TurboQuant cache (turboquant_kv_cache.h): per compressed layer and kv head, the first

@@ -322,13 +322,14 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   // Multi-head latent attention (deepseek) on the latent cache: one KV head of width
   // hd = kv_lora + rope that all H query heads read (CacheGeometryOf), with kv_b absorbed
   // (model/mla_absorb.h). Per token and head:
-  //   q = [W_UK[h]ᵀ q_nope | RoPE(q_pe)],  k = [c_kv | RoPE(k_pe)],  v = [c_kv | 0]
-  //   o[h] = W_UV[h] · attn[h][0 .. kv_lora)   (the zero channels' outputs are dropped)
+  //   q = [W_UK[h]ᵀ q_nope | RoPE(q_pe)],  k = v = [c_kv | RoPE(k_pe)]  (stored once: the
+  //   cache's latent layout, kv_cache.h)
+  //   o[h] = W_UV[h] · attn[h][0 .. kv_lora)   (the k_pe channels' outputs are dropped)
   // q·k = q_nope·(W_UK c) + q_pe·k_pe and attn·W_UV = Σ p W_UV c: the expanded form's scores and
-  // outputs, at hd floats a token for keys and values each instead of H · (nope + rope).
+  // outputs, at hd floats a token instead of H · (nope + rope + v).
   // Layout work is gathers from one staging buffer B (floats, regions aligned to c):
   //   [q_b out n·H·(nope+rope) | q_lat n·H·kv_lora | q_pe n·H·rope | k_pe n·rope |
-  //    c_kv n·kv_lora | k_pe raw n·rope | zeros c | o n·H·v]
+  //    c_kv n·kv_lora | k_pe raw n·rope | o n·H·v]
   // in chunks of c = gcd(kv_lora, rope) floats; the rope parts are gathered element by element
   // and de-interleaved (HF's pairs (2i, 2i+1) -> rotate_half pairs (i, i + rope/2): the same
   // permutation of q_pe and k_pe leaves q·k unchanged), then rotated with the Rope op.
@@ -340,9 +341,9 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
   const int64_t b_qlat = align(n * H * (dn + dr)), b_qpe = align(b_qlat + n * H * R);
   const int64_t b_kpe = b_qpe + n * H * dr;  // right after q_pe: one token's RoPE is one call
   const int64_t b_c = align(b_kpe + n * dr), b_kraw = align(b_c + n * R);
-  const int64_t b_zero = align(b_kraw + n * dr), b_o = b_zero + chunk;
-  const int32_t* idx = nullptr;  // [pe | q | k | v] gather lists
-  int64_t i_q = 0, i_k = 0, i_v = 0;
+  const int64_t b_o = align(b_kraw + n * dr);
+  const int32_t* idx = nullptr;  // [pe | q | k] gather lists
+  int64_t i_q = 0, i_k = 0;
   if (mla) {
     std::vector<int32_t>& I = ws.mla_idx_host;
     I.clear();
@@ -365,18 +366,11 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
       run(b_c + t * R, R);
       run(b_kpe + t * dr, dr);
     }
-    i_v = int64_t(I.size());
-    for (int64_t t = 0; t < n; ++t) {
-      run(b_c + t * R, R);
-      for (int64_t i = 0; i < dr / chunk; ++i) I.push_back(int32_t(b_zero / chunk));
-    }
     idx = Buf::Stage(be, ws.mla_idx, I.data(), int64_t(I.size()), "the MLA gather lists");
   }
   auto mla_attention = [&](const LayerWeights& L, const MlaSpec& Ms) {
     const int64_t l = L.kv_index;
     float* B = Buf::Need(be, ws.mla_buf, b_o + n * H * dv, "the MLA workspace");
-    ws.mla_zero_host.assign(size_t(chunk), 0.0f);
-    be.CopyToDevice(B + b_zero, ws.mla_zero_host.data(), size_t(chunk) * sizeof(float));
     if (L.mla_q_a) {
       float* qa = Buf::Need(be, ws.mla_qa, n * Ms.q_lora_rank, "the MLA query latent");
       const Linear* group[] = {L.mla_q_a.get(), L.mla_kv_a_c.get(), L.mla_kv_a_pe.get()};
@@ -401,13 +395,13 @@ void Model::Run(std::span<const int32_t> tokens, std::span<const Segment> segmen
     }
     // q_lat [n, H, kv_lora] = W_UK[h]ᵀ q_nope[h].
     be.HeadMatMul(B, n, L.mla_uk_t.data(), {H, dn, R, dn + dr, R}, B + b_qlat);
-    // Assemble q [n, H, hd], k and v [n, 1, hd]; attend; o [n, H, v] = W_UV[h] · attn[h].
+    // Assemble q [n, H, hd] and k [n, 1, hd] (also the values); attend; o [n, H, v] = W_UV[h] ·
+    // attn[h].
     be.GatherRows(B, idx + i_q, n * H * hd / chunk, chunk, q);
     be.GatherRows(B, idx + i_k, n * hd / chunk, chunk, k);
-    be.GatherRows(B, idx + i_v, n * hd / chunk, chunk, v);
     float* attn = Buf::Need(be, ws.attn, n * qdim, "the attention output");  // [n, H, hd]
     for (const Segment& s : segments) {
-      s.cache->Append(l, k + s.begin * kvdim, v + s.begin * kvdim, s.count);
+      s.cache->Append(l, k + s.begin * kvdim, k + s.begin * kvdim, s.count);
       s.cache->Attend(l, q + s.begin * qdim, s.count, attn + s.begin * qdim);
     }
     be.HeadMatMul(attn, n, L.mla_uv.data(), {H, R, dv, hd, dv}, B + b_o);

@@ -71,7 +71,6 @@ struct ForwardWorkspace {
   std::vector<float> pad_zero_host;                       // one zero chunk (gemma4 padding)
   std::vector<int32_t> dn_idx_host;                       // DeltaNet gather lists of the step
   std::vector<int32_t> mla_idx_host;                      // MLA gather lists of the step
-  std::vector<float> mla_zero_host;                       // one zero chunk
   std::vector<int32_t> predicted_host;                    // the next MoE layer's predicted experts
   std::vector<int64_t> predict_count;                     // [experts]
   std::vector<int32_t> used_host;                         // this MoE layer's experts with rows

@@ -88,8 +88,8 @@ int64_t ForwardWorkspaceBytes(const ModelConfig& c, int64_t n, int threads) {
       case MixerKind::kMla: {  // staging (forward.cc) and the query latent of q_a
         const MlaSpec& m = L.mla;
         const int64_t H = L.attn.num_heads, R = m.kv_lora_rank, dr = m.rope_dim;
-        // [q_b out | q_lat | q_pe | k_pe | c_kv | k_pe raw | o] a row; zeros and the regions'
-        // alignment to gcd(kv_lora, rope) once.
+        // [q_b out | q_lat | q_pe | k_pe | c_kv | k_pe raw | o] a row; the regions' alignment
+        // to gcd(kv_lora, rope) once.
         mla_row = std::max(mla_row, H * (m.nope_dim + dr) + H * R + H * dr + dr + R + dr +
                                         H * m.v_dim + m.q_lora_rank);
         mixer_fixed = std::max(mixer_fixed, 6 * std::gcd(R, dr));
