@@ -60,7 +60,8 @@ DevicePool::Result DevicePool::FromSlab(size_t bytes) {
   for (int i = int(slabs_.size()) - 1; i >= 0 && pick < 0; --i)
     if (slabs_[size_t(i)].base && slabs_[size_t(i)].bytes - slabs_[size_t(i)].top >= need) pick = i;
   if (pick < 0) {
-    // A new slab: 32 MiB first, then 64 MiB, but within what the limit leaves (at least this request).
+    // A new slab: 32 MiB first, then 64 MiB, but within what the limit leaves (at least this
+    // request).
     size_t usable = next_slab_;
     if (limit_ > 0) {
       const int64_t left = limit_ - held_ - int64_t(kGuardBytes);

@@ -508,7 +508,8 @@ TEST_P(CudaConformance, ManySmallBuffersHoldWhatTheyAskFor) {
   }
   size_t free1 = 0;
   gpu->MemoryInfo(&free1, &total);
-  const double card = double(free0) - double(free1), counted = double(gpu->AllocatedBytes() - held0);
+  const double card = double(free0) - double(free1),
+               counted = double(gpu->AllocatedBytes() - held0);
   EXPECT_LT(card, 1.12 * double(asked)) << "the card lost " << card / 1048576 << " MiB for "
                                         << double(asked) / 1048576 << " MiB asked";
   EXPECT_GE(counted, double(asked));

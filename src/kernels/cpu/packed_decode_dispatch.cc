@@ -30,9 +30,8 @@ void FastPackedDecode(const float* x, int64_t n, const PackedMatrix& w, const fl
 
 int64_t PrefillInt8MinTokens(const PackedMatrix& w) {
   const bool segments = w.group_size % 128 == 0 && w.cols % 128 == 0;
-  return ActiveIsa() == Isa::kAvx512 && segments && FastDecodeSupports(w)
-             ? 9
-             : kPrefillInt8MinTokens;
+  return ActiveIsa() == Isa::kAvx512 && segments && FastDecodeSupports(w) ? 9
+                                                                          : kPrefillInt8MinTokens;
 }
 
 bool PrefillInt8Supports(const PackedMatrix& w) {

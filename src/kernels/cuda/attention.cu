@@ -61,7 +61,6 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (threadIdx.x == 0) ps[0] = state[0], ps[1] = state[1];
 }
 
-
 // Split ("flash-decoding") GQA attention on a plain cache, for head_dim kD in {64, 128, 256} and
 // at most kMaxQueryGroup query heads per KV head. One CUDA block of 4 warps per (query row, KV
 // head, split): the G = heads / kv_heads query heads of the group share every K/V load (each KV
@@ -206,9 +205,9 @@ SplitPlan PlainPlan(int64_t n, int64_t pos0, Elem elem, const DevAttention& p) {
 SplitPlan GenericPlan(int64_t n, int64_t pos0, const DevAttention& p) {
   const int64_t longest = p.window > 0 ? std::min(p.window, pos0 + n) : pos0 + n;
   const int64_t units = n * p.num_heads;
-  int64_t splits = std::max(int64_t(1), std::min({(kTargetBlocks + units - 1) / units,
-                                                  int64_t(kMaxSplits),
-                                                  (longest + kMinChunk - 1) / kMinChunk}));
+  int64_t splits =
+      std::max(int64_t(1), std::min({(kTargetBlocks + units - 1) / units, int64_t(kMaxSplits),
+                                     (longest + kMinChunk - 1) / kMinChunk}));
   const int64_t chunk = (longest + splits - 1) / splits;
   splits = (longest + chunk - 1) / chunk;
   return {int(splits), chunk};
@@ -260,8 +259,8 @@ void LaunchAttention(const float* q, int64_t n, int64_t pos0, const void* k, con
       break;
   }
   if (g.splits > 1)  // whole warps for the merge's block reductions
-    TQ_LAUNCH(AttentionMergeKernel, unsigned(n * p.num_heads), unsigned((p.head_dim + 31) / 32 * 32),
-              s, scratch, g.splits, p.head_dim, out);
+    TQ_LAUNCH(AttentionMergeKernel, unsigned(n * p.num_heads),
+              unsigned((p.head_dim + 31) / 32 * 32), s, scratch, g.splits, p.head_dim, out);
 }
 
 }  // namespace tq::kernels::cuda

@@ -22,10 +22,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/device_pool.h"
 #include "kernels/cuda/cuda_step_graph.h"
 #include "kernels/cuda/cuda_views.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/device_pool.h"
 #include "quant/format.h"
 #include "quant/hadamard_blocks.h"
 
@@ -818,8 +818,8 @@ class CudaBackend final : public Backend {
       Fail(name_,
            "out of device memory: {} needs {:.1f} MiB ({} bytes; {:.1f} MiB asked of the device), "
            "{:.1f} MiB free of {:.1f} MiB",
-           what, double(bytes) / kMiB, bytes, double(r.device_bytes) / kMiB,
-           double(free_b) / kMiB, double(total_b) / kMiB);
+           what, double(bytes) / kMiB, bytes, double(r.device_bytes) / kMiB, double(free_b) / kMiB,
+           double(total_b) / kMiB);
     }
     return r.p;
   }
