@@ -203,14 +203,7 @@ SplitPlan PlainPlan(int64_t n, int64_t pos0, Elem elem, const DevAttention& p) {
 // split. MLA's decode step (16 query heads on one 576-wide latent head) ran 16 blocks on the
 // whole card, each over every cached position: 15 tok/s at 4,096 positions on an H100.
 SplitPlan GenericPlan(int64_t n, int64_t pos0, const DevAttention& p) {
-  const int64_t longest = p.window > 0 ? std::min(p.window, pos0 + n) : pos0 + n;
-  const int64_t units = n * p.num_heads;
-  int64_t splits =
-      std::max(int64_t(1), std::min({(kTargetBlocks + units - 1) / units, int64_t(kMaxSplits),
-                                     (longest + kMinChunk - 1) / kMinChunk}));
-  const int64_t chunk = (longest + splits - 1) / splits;
-  splits = (longest + chunk - 1) / chunk;
-  return {int(splits), chunk};
+  return PlanPositionSplits(n, pos0, p.window, n * p.num_heads, kTargetBlocks);
 }
 
 // The plan the launch runs: the split kernels' where they take the shape, else the generic one's.

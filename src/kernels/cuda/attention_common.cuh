@@ -93,18 +93,23 @@ struct SplitPlan {
   int64_t chunk = 0;
 };
 
-inline SplitPlan PlanSplits(int64_t n, int64_t pos0, const DevAttention& p,
-                            int64_t target = kTargetBlocks) {
-  const int64_t g = p.num_heads / p.num_kv_heads;
-  if ((p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) || g > kMaxQueryGroup) return {};
-  const int64_t longest =
-      p.window > 0 ? std::min(p.window, pos0 + n) : pos0 + n;  // positions a row
-  const int64_t units = n * p.num_kv_heads;
+// A row's positions (the longest row's: pos0 + n, or the window) cut so that `units` blocks
+// (rows × heads a block) times the splits are about `target`.
+inline SplitPlan PlanPositionSplits(int64_t n, int64_t pos0, int64_t window, int64_t units,
+                                    int64_t target) {
+  const int64_t longest = window > 0 ? std::min(window, pos0 + n) : pos0 + n;  // positions a row
   int64_t splits = std::max(int64_t(1), std::min({(target + units - 1) / units, int64_t(kMaxSplits),
                                                   (longest + kMinChunk - 1) / kMinChunk}));
   const int64_t chunk = (longest + splits - 1) / splits;
   splits = (longest + chunk - 1) / chunk;
   return {int(splits), chunk};
+}
+
+inline SplitPlan PlanSplits(int64_t n, int64_t pos0, const DevAttention& p,
+                            int64_t target = kTargetBlocks) {
+  const int64_t g = p.num_heads / p.num_kv_heads;
+  if ((p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) || g > kMaxQueryGroup) return {};
+  return PlanPositionSplits(n, pos0, p.window, n * p.num_kv_heads, target);
 }
 
 }  // namespace tq::kernels::cuda
